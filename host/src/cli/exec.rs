@@ -1,0 +1,137 @@
+//! `toolwright exec`: one batch of tool calls through the full pipeline, events as JSON lines
+//! (`spec/cli-contract.md`), or rendered for people on a terminal.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+use toolwright::{
+    AgentEvent, AssistantMessage, BoxFuture, EventSink, ExecutionMode, Pipeline, StopReason, ToolCall,
+};
+
+/// Arguments of `toolwright exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The calls file: `{"toolCalls": [{"id", "name", "arguments"}…], "mode"?, "stopReason"?}`.
+    calls: PathBuf,
+    /// The workspace the tools work in (default: the current directory).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Run the batch sequentially (the same as `"mode": "sequential"`).
+    #[arg(long)]
+    sequential: bool,
+    /// Print JSON lines even on a terminal.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The calls file.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CallsFile {
+    tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    mode: Option<ExecutionMode>,
+    #[serde(default)]
+    stop_reason: Option<StopReason>,
+}
+
+pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.calls)
+        .with_context(|| format!("cannot read the calls file {}", args.calls.display()))?;
+    let file: CallsFile = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a valid calls file", args.calls.display()))?;
+    let cwd = match args.cwd {
+        Some(cwd) => cwd,
+        None => std::env::current_dir().context("cannot determine the current directory")?,
+    };
+    if !cwd.is_dir() {
+        bail!("the workspace {} is not a directory", cwd.display());
+    }
+    let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
+    let mode = if args.sequential {
+        ExecutionMode::Sequential
+    } else {
+        file.mode.unwrap_or_default()
+    };
+    let message = AssistantMessage {
+        tool_calls: file.tool_calls,
+        stop_reason: file.stop_reason.unwrap_or_default(),
+    };
+    let tools = toolwright::builtins::agent_tools(&cwd);
+    let pipeline = Pipeline::new().with_tool_execution(mode);
+    let human = !args.json && std::io::stdout().is_terminal();
+    let sink = StdoutSink { human };
+
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let cancel = CancellationToken::new();
+        let on_interrupt = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_interrupt.cancel();
+            }
+        });
+        pipeline
+            .execute_tool_calls(&tools, &message, &sink, &cancel)
+            .await
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes each event to stdout as it happens.
+struct StdoutSink {
+    human: bool,
+}
+
+impl EventSink for StdoutSink {
+    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
+        let line = if self.human {
+            render(&event)
+        } else {
+            serde_json::to_string(&event).ok()
+        };
+        if let Some(line) = line {
+            let mut out = std::io::stdout().lock();
+            // A closed stdout (a reader that went away) must not stop the batch: results still matter on disk.
+            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        }
+        Box::pin(async {})
+    }
+}
+
+/// One event for people: the call, its progress, and the result text.
+fn render(event: &AgentEvent) -> Option<String> {
+    match event {
+        AgentEvent::ToolExecutionStart {
+            tool_call_id,
+            tool_name,
+            args,
+            ..
+        } => Some(format!(
+            "\x1b[1m▶ {tool_name}\x1b[0m \x1b[2m{tool_call_id}\x1b[0m {args}"
+        )),
+        AgentEvent::ToolExecutionUpdate { .. } | AgentEvent::MessageStart { .. } => None,
+        AgentEvent::ToolExecutionEnd {
+            tool_call_id,
+            tool_name,
+            result,
+            is_error,
+            duration_ms,
+            ..
+        } => {
+            let (mark, colour) = if *is_error { ("✗", "31") } else { ("✓", "32") };
+            let time = duration_ms.map(|ms| format!(" in {ms} ms")).unwrap_or_default();
+            let text = result.text_content();
+            let body: String = text.lines().map(|l| format!("\n  {l}")).collect();
+            Some(format!(
+                "\x1b[{colour}m{mark} {tool_name}\x1b[0m \x1b[2m{tool_call_id}{time}\x1b[0m{body}"
+            ))
+        }
+        AgentEvent::MessageEnd { .. } => None,
+    }
+}

@@ -1,0 +1,341 @@
+//! The application layer: [`ToolDefinition`] (pi's `ToolDefinition`) and the adapters to and from [`AgentTool`].
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolwright_sdk::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
+
+use crate::tool::{AgentTool, BoxFuture, PrepareArguments, ToolError, ToolExecution, ToolExecutor};
+use crate::types::AgentToolResult;
+
+/// What a tool's `execute` gets besides its arguments (pi's `ExtensionToolContext`).
+///
+/// Nested calls (`execute_tool`) arrive with the nested-call work; this is the seam they plug into.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ToolContext {
+    /// The id of the call being executed.
+    pub tool_call_id: String,
+    /// The session's working directory.
+    pub cwd: PathBuf,
+    /// The call's cancellation.
+    pub cancel: CancellationToken,
+}
+
+impl ToolContext {
+    /// A context for the call `tool_call_id` in `cwd`.
+    pub fn new(tool_call_id: impl Into<String>, cwd: impl Into<PathBuf>, cancel: CancellationToken) -> Self {
+        ToolContext {
+            tool_call_id: tool_call_id.into(),
+            cwd: cwd.into(),
+            cancel,
+        }
+    }
+}
+
+/// Makes a fresh [`ToolContext`] for every execution (pi's context factory): `(tool_call_id, cancel)`.
+pub type ContextFactory = Arc<dyn Fn(&str, &CancellationToken) -> ToolContext + Send + Sync>;
+
+/// The code behind a [`ToolDefinition`]: like [`ToolExecutor`], plus the context, which is `None` when the
+/// definition was wrapped without a context factory.
+pub trait DefinitionExecutor: Send + Sync {
+    /// Run one call.
+    fn execute(
+        &self,
+        run: ToolExecution,
+        ctx: Option<ToolContext>,
+    ) -> BoxFuture<'static, Result<AgentToolResult, ToolError>>;
+}
+
+impl<F, Fut> DefinitionExecutor for F
+where
+    F: Fn(ToolExecution, Option<ToolContext>) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<AgentToolResult, ToolError>> + Send + 'static,
+{
+    fn execute(
+        &self,
+        run: ToolExecution,
+        ctx: Option<ToolContext>,
+    ) -> BoxFuture<'static, Result<AgentToolResult, ToolError>> {
+        Box::pin(self(run, ctx))
+    }
+}
+
+/// Where a tool came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "camelCase")]
+pub enum ToolSource {
+    /// One of the built-in tools (`builtin:NAME`).
+    Builtin,
+    /// Native code of the embedding application (`<sdk:NAME>`).
+    Sdk,
+    /// A plugin file.
+    Plugin {
+        /// The `.wasm` file.
+        path: PathBuf,
+    },
+}
+
+/// How a tool's UI frame is drawn (pi's `renderShell`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RenderShell {
+    /// The standard framed tool box.
+    #[default]
+    Default,
+    /// The tool draws its own frame.
+    #[serde(rename = "self")]
+    OwnFrame,
+}
+
+/// Which tools a call may reach (pi's `reachesTools` result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReachedTools {
+    /// Any tool.
+    All,
+    /// The words of the input that may name tools or namespaces.
+    Words(Vec<String>),
+}
+
+/// The input of a `prepareLoadout` hook: the tools about to be declared, callable and registered.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ToolLoadout {
+    /// The active tools about to be declared, in active order, with their original descriptions.
+    pub declared: Vec<AgentTool>,
+    /// The tools callable through nested calls for this active set.
+    pub callable: Vec<AgentTool>,
+    /// Every registered tool.
+    pub registered: Vec<AgentTool>,
+}
+
+/// The output of a `prepareLoadout` hook.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolLoadoutChanges {
+    /// Model-visible description overrides, by tool name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptions: Option<std::collections::BTreeMap<String, String>>,
+    /// Tools that stay active and callable but are left out of the declarations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden_declarations: Option<Vec<String>>,
+}
+
+/// A `prepareLoadout` hook.
+pub type PrepareLoadout =
+    Arc<dyn Fn(&ToolLoadout) -> Result<Option<ToolLoadoutChanges>, ToolError> + Send + Sync>;
+/// A `reachesTools` function.
+pub type ReachesTools = Arc<dyn Fn(&Value) -> ReachedTools + Send + Sync>;
+/// A renderer of a call's arguments for a UI: lines of text.
+pub type RenderCall = Arc<dyn Fn(&Value) -> String + Send + Sync>;
+/// A renderer of a (partial) result for a UI: `(result, expanded, is_partial)` to lines of text.
+pub type RenderResult = Arc<dyn Fn(&AgentToolResult, bool, bool) -> String + Send + Sync>;
+
+/// A tool as the application knows it (pi's `ToolDefinition`): every field of pi's, plus where it came from.
+///
+/// Built-ins, embedder tools and plugin tools all become `ToolDefinition`s; the pipeline runs them through
+/// [`wrap_tool_definition`].
+#[derive(Clone)]
+pub struct ToolDefinition {
+    /// The name the model calls; the registry key.
+    pub name: String,
+    /// The UI label; not sent to the model.
+    pub label: String,
+    /// The model-visible description.
+    pub description: String,
+    /// One-line summary for the system prompt's tool list.
+    pub prompt_snippet: Option<String>,
+    /// Guideline bullets for the system prompt while the tool is declared.
+    pub prompt_guidelines: Vec<String>,
+    /// The parameters' JSON Schema (an object schema).
+    pub parameters: Value,
+    /// Constrained-sampling request passed through to providers.
+    pub constrained_sampling: Option<Value>,
+    /// How a UI frames the tool.
+    pub render_shell: RenderShell,
+    /// Compatibility shim on the raw arguments before validation.
+    pub prepare_arguments: Option<PrepareArguments>,
+    /// The JSON Schema of `structuredContent`.
+    pub output_schema: Option<Value>,
+    /// How the model can reach the tool.
+    pub exposure: Exposure,
+    /// A grouping for listings and tool search.
+    pub namespace: Option<ToolNamespace>,
+    /// Which tools a call may reach, for tools that call tools.
+    pub reaches_tools: Option<ReachesTools>,
+    /// Informational hints about the tool's effects.
+    pub annotations: Option<ToolAnnotations>,
+    /// Whether registration activates the tool; `None` means pi's default for the exposure.
+    pub default_active: Option<bool>,
+    /// Called whenever the active set is applied and this tool is active.
+    pub prepare_loadout: Option<PrepareLoadout>,
+    /// Per-tool execution mode.
+    pub execution_mode: Option<ExecutionMode>,
+    /// UI renderer of the call.
+    pub render_call: Option<RenderCall>,
+    /// UI renderer of the result.
+    pub render_result: Option<RenderResult>,
+    /// Where the tool came from.
+    pub source: ToolSource,
+    /// The code.
+    pub execute: Arc<dyn DefinitionExecutor>,
+}
+
+impl ToolDefinition {
+    /// A definition with the required fields; everything else takes pi's defaults.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+        execute: impl DefinitionExecutor + 'static,
+    ) -> Self {
+        let name = name.into();
+        ToolDefinition {
+            label: name.clone(),
+            name,
+            description: description.into(),
+            prompt_snippet: None,
+            prompt_guidelines: Vec::new(),
+            parameters,
+            constrained_sampling: None,
+            render_shell: RenderShell::Default,
+            prepare_arguments: None,
+            output_schema: None,
+            exposure: Exposure::Direct,
+            namespace: None,
+            reaches_tools: None,
+            annotations: None,
+            default_active: None,
+            prepare_loadout: None,
+            execution_mode: None,
+            render_call: None,
+            render_result: None,
+            source: ToolSource::Sdk,
+            execute: Arc::new(execute),
+        }
+    }
+
+    /// Whether registration activates the tool: the explicit setting, else true for `direct` and `model-only`.
+    pub fn is_default_active(&self) -> bool {
+        self.default_active
+            .unwrap_or(matches!(self.exposure, Exposure::Direct | Exposure::ModelOnly))
+    }
+}
+
+impl fmt::Debug for ToolDefinition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolDefinition")
+            .field("name", &self.name)
+            .field("exposure", &self.exposure)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// pi's `wrapToolDefinition`: the [`AgentTool`] the pipeline runs for `definition`.
+///
+/// Name, label, description, parameters, output schema, constrained sampling, argument shim and execution mode
+/// are copied. Every execution gets `ctx_factory(call_id, cancel)` as its context, or `None` without a factory.
+pub fn wrap_tool_definition(definition: &ToolDefinition, ctx_factory: Option<ContextFactory>) -> AgentTool {
+    struct Wrapped {
+        execute: Arc<dyn DefinitionExecutor>,
+        ctx_factory: Option<ContextFactory>,
+    }
+    impl ToolExecutor for Wrapped {
+        fn execute(&self, run: ToolExecution) -> BoxFuture<'static, Result<AgentToolResult, ToolError>> {
+            let ctx = self.ctx_factory.as_ref().map(|f| f(&run.call_id, &run.cancel));
+            self.execute.execute(run, ctx)
+        }
+    }
+    let executor = Wrapped {
+        execute: definition.execute.clone(),
+        ctx_factory,
+    };
+    let mut tool = AgentTool::from_executor(
+        definition.name.clone(),
+        definition.description.clone(),
+        definition.parameters.clone(),
+        Arc::new(executor),
+    )
+    .with_label(definition.label.clone())
+    .with_prepare_arguments_shared(definition.prepare_arguments.clone());
+    if let Some(schema) = &definition.output_schema {
+        tool = tool.with_output_schema(schema.clone());
+    }
+    if let Some(request) = &definition.constrained_sampling {
+        tool = tool.with_constrained_sampling(request.clone());
+    }
+    if let Some(mode) = definition.execution_mode {
+        tool = tool.with_execution_mode(mode);
+    }
+    tool
+}
+
+/// pi's `createToolDefinitionFromAgentTool`: a minimal definition for `tool` whose `execute` ignores the context.
+pub fn definition_from_agent_tool(tool: &AgentTool) -> ToolDefinition {
+    let inner = tool.clone();
+    let mut definition = ToolDefinition::new(
+        tool.name(),
+        tool.description(),
+        tool.parameters().clone(),
+        move |run: ToolExecution, _ctx: Option<ToolContext>| inner.execute(run),
+    );
+    definition.label = tool.label().to_owned();
+    definition.output_schema = tool.output_schema().cloned();
+    definition.constrained_sampling = tool.constrained_sampling().cloned();
+    definition.prepare_arguments = tool.prepare_arguments().cloned();
+    definition.execution_mode = tool.execution_mode();
+    definition
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::UpdateSink;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn wrapping_copies_fields_and_passes_a_context_from_the_factory() {
+        let mut definition = ToolDefinition::new(
+            "ctx_echo",
+            "Echo the call id the context carries",
+            json!({"type": "object"}),
+            |_run: ToolExecution, ctx: Option<ToolContext>| async move {
+                Ok(AgentToolResult::text(
+                    ctx.map_or("none".into(), |c| c.tool_call_id),
+                ))
+            },
+        );
+        definition.label = "Ctx echo".into();
+        definition.execution_mode = Some(ExecutionMode::Sequential);
+        let factory: ContextFactory = Arc::new(|id: &str, cancel: &CancellationToken| {
+            ToolContext::new(format!("ctx:{id}"), "/", cancel.clone())
+        });
+        let run = |id: &str| ToolExecution {
+            call_id: id.into(),
+            params: json!({}),
+            cancel: CancellationToken::new(),
+            updates: UpdateSink::discard(),
+        };
+
+        let with_ctx = wrap_tool_definition(&definition, Some(factory));
+        assert_eq!(with_ctx.label(), "Ctx echo");
+        assert_eq!(with_ctx.execution_mode(), Some(ExecutionMode::Sequential));
+        assert_eq!(
+            with_ctx.execute(run("c1")).await.unwrap().text_content(),
+            "ctx:c1"
+        );
+
+        let without = wrap_tool_definition(&definition, None);
+        assert_eq!(without.execute(run("c2")).await.unwrap().text_content(), "none");
+
+        let back = definition_from_agent_tool(&with_ctx);
+        assert_eq!(back.label, "Ctx echo");
+        assert_eq!(back.exposure, Exposure::Direct);
+        assert!(back.is_default_active());
+    }
+}

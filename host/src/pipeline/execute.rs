@@ -1,0 +1,143 @@
+//! Execution and finalisation of a prepared call (pi's `executePreparedToolCall` and `finalizeExecutedToolCall`).
+
+use std::time::Instant;
+
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use super::EventSink;
+use super::prepare::{CallContext, Ready, panicked};
+use crate::hooks::{AfterToolCallContext, merge_after};
+use crate::tool::{ToolExecution, UpdateSink};
+use crate::types::{AgentEvent, AgentToolResult, ToolCall};
+
+/// The outcome of `execute`.
+pub(super) struct Executed {
+    pub result: AgentToolResult,
+    pub is_error: bool,
+    pub duration_ms: u64,
+}
+
+/// Execute `ready`, emitting each partial result as a `tool_execution_update` before returning.
+pub(super) async fn execute_with_events(
+    ready: &Ready,
+    call: &ToolCall,
+    cancel: &CancellationToken,
+    sink: &dyn EventSink,
+    parent: Option<&str>,
+) -> Executed {
+    execute(ready, call, cancel, async |partial_result| {
+        let event = AgentEvent::ToolExecutionUpdate {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            args: call.arguments.clone(),
+            partial_result,
+            parent_tool_call_id: parent.map(str::to_owned),
+        };
+        sink.emit(event).await;
+    })
+    .await
+}
+
+/// Execute `ready` for `run_tool_call`: partial results go to `updates` while the call runs.
+pub(super) async fn execute_forwarding(
+    ready: &Ready,
+    call: &ToolCall,
+    cancel: &CancellationToken,
+    updates: UpdateSink,
+) -> Executed {
+    execute(ready, call, cancel, async |partial| updates.update(partial)).await
+}
+
+/// Run `execute`, handing each partial result to `forward` while the call runs, in the order they were sent.
+/// Every update sent before `execute` settled is forwarded before this returns; later ones are dropped.
+async fn execute(
+    ready: &Ready,
+    call: &ToolCall,
+    cancel: &CancellationToken,
+    mut forward: impl AsyncFnMut(AgentToolResult),
+) -> Executed {
+    let (updates, mut receiver) = UpdateSink::channel();
+    let started = Instant::now();
+    let run = ToolExecution {
+        call_id: call.id.clone(),
+        params: ready.args.clone(),
+        cancel: cancel.clone(),
+        updates,
+    };
+    let execution = std::panic::AssertUnwindSafe(ready.tool.execute(run)).catch_unwind();
+    tokio::pin!(execution);
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            Some(partial) = receiver.rx.recv() => forward(partial).await,
+            outcome = &mut execution => break outcome,
+        }
+    };
+    let duration_ms = elapsed_ms(started);
+    receiver.close();
+    while let Ok(partial) = receiver.rx.try_recv() {
+        forward(partial).await;
+    }
+    settle(&call.name, outcome, duration_ms)
+}
+
+type ExecuteOutcome = Result<Result<AgentToolResult, crate::ToolError>, Box<dyn std::any::Any + Send>>;
+
+fn settle(tool: &str, outcome: ExecuteOutcome, duration_ms: u64) -> Executed {
+    match outcome {
+        Ok(Ok(result)) => Executed {
+            is_error: result.is_error(),
+            result,
+            duration_ms,
+        },
+        Ok(Err(error)) => Executed {
+            result: AgentToolResult::error(error.message()),
+            is_error: true,
+            duration_ms,
+        },
+        Err(panic) => {
+            let error = panicked(tool, "execute", &*panic);
+            Executed {
+                result: AgentToolResult::error(error.message()),
+                is_error: true,
+                duration_ms,
+            }
+        }
+    }
+}
+
+/// `Math.round` of the elapsed milliseconds.
+fn elapsed_ms(started: Instant) -> u64 {
+    (started.elapsed().as_secs_f64() * 1000.0).round() as u64
+}
+
+/// Apply the `after_tool_call` hook (pi's merge); a failing hook turns the result into an error result.
+pub(super) async fn finalize(
+    ctx: &CallContext<'_>,
+    call: &ToolCall,
+    ready: &Ready,
+    result: AgentToolResult,
+    is_error: bool,
+) -> (AgentToolResult, bool) {
+    let Some(hook) = &ctx.pipeline.after_tool_call else {
+        return (result, is_error);
+    };
+    let hook_ctx = AfterToolCallContext {
+        assistant_message: ctx.assistant.clone(),
+        tool_call: call.clone(),
+        args: ready.args.clone(),
+        result: result.clone(),
+        is_error,
+        parent_tool_call_id: ctx.parent.clone(),
+    };
+    let outcome = std::panic::AssertUnwindSafe(hook(hook_ctx, ctx.cancel.clone()))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(panicked(&call.name, "afterToolCall", &*panic)));
+    match outcome {
+        Ok(Some(after)) => merge_after(result, is_error, after),
+        Ok(None) => (result, is_error),
+        Err(error) => (AgentToolResult::error(error.message()), true),
+    }
+}
