@@ -11,6 +11,9 @@
 //!   [`definition_from_agent_tool`].
 //! - [`schema`]: argument validation with pi's coercion rules and error texts.
 //! - [`hooks`]: `before_tool_call` / `after_tool_call`, the two points where permissions and rewriting plug in.
+//! - [`grants`] and [`native`]: the cap-std sandbox native tools run in, and the adapter that turns an SDK
+//!   [`Tool`](toolwright_sdk::Tool) into a [`ToolDefinition`].
+//! - [`builtins`]: the seven built-in tools.
 //! - [`pipeline`]: [`Pipeline`], running a batch of calls in parallel or sequentially, with pi's event order.
 //!
 //! ## Example
@@ -40,7 +43,9 @@
 
 pub mod builtins;
 pub mod definition;
+pub mod grants;
 pub mod hooks;
+pub mod native;
 pub mod pipeline;
 pub mod schema;
 pub mod tool;

@@ -15,13 +15,13 @@
 
 mod coerce;
 mod explain;
-pub(crate) mod js;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use regex::Regex;
 use serde_json::{Map, Value};
+use toolwright_sdk::js;
 
 pub use explain::SchemaError;
 

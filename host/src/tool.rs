@@ -17,39 +17,7 @@ use crate::types::AgentToolResult;
 /// A boxed, sendable future: what tools and hooks return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A failure a tool, an argument shim or a hook raises: pi's thrown `Error`. Its message is exactly the text the
-/// model sees.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ToolError {
-    message: String,
-}
-
-impl ToolError {
-    /// An error whose message the model will see verbatim.
-    pub fn new(message: impl Into<String>) -> Self {
-        ToolError {
-            message: message.into(),
-        }
-    }
-
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl From<String> for ToolError {
-    fn from(message: String) -> Self {
-        ToolError { message }
-    }
-}
-
-impl From<&str> for ToolError {
-    fn from(message: &str) -> Self {
-        ToolError::new(message)
-    }
-}
+pub use toolwright_sdk::ToolError;
 
 /// Where a running tool sends partial results (pi's `onUpdate`).
 ///

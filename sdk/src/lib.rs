@@ -8,6 +8,10 @@
 //!   structured content for programs, usage, and the error and terminate flags.
 //! - [`Usage`]: token and cost accounting, with pi's [`Usage::combine`] rule.
 //! - [`ExecutionMode`], [`Exposure`], [`ToolAnnotations`], [`ToolNamespace`]: tool metadata.
+//! - [`Tool`] and [`ToolSpec`]: what a tool implements, once for both builds; [`ToolError`] is its thrown error.
+//! - [`Ctx`]: a tool's only door to files ([`Files`]), processes ([`Process`]), updates, cancellation and logs.
+//! - [`js`]: JavaScript number, string and JSON semantics that pi's texts depend on.
+//! - [`paths`] and [`truncate`]: pi's path resolution and output truncation, shared by the built-in tools.
 //!
 //! This crate knows nothing of wasmtime, tokio or the host: it compiles natively and for `wasm32-wasip2`.
 //!
@@ -23,13 +27,24 @@
 //! ```
 
 mod content;
+mod ctx;
+mod error;
+pub mod js;
 mod metadata;
+pub mod paths;
 mod result;
+mod tool;
+pub mod truncate;
 mod usage;
 
 pub use content::Content;
+pub use ctx::{
+    Access, Command, Ctx, ExitStatus, FileKind, Files, LogLevel, Metadata, Process, ProcessEvent, TempFile,
+};
+pub use error::{ToolError, node_code};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 pub use result::ToolResult;
+pub use tool::{Tool, ToolSpec};
 pub use usage::{Cost, Usage};
 
 /// JSON values, re-exported so plugin crates need no direct `serde_json` dependency for the common cases.

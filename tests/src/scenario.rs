@@ -115,7 +115,10 @@ impl HookRule {
 impl Scenario {
     /// The assistant message.
     pub fn message(&self) -> AssistantMessage {
-        AssistantMessage { tool_calls: self.calls.clone(), stop_reason: self.stop_reason.unwrap_or_default() }
+        AssistantMessage {
+            tool_calls: self.calls.clone(),
+            stop_reason: self.stop_reason.unwrap_or_default(),
+        }
     }
 
     /// The tools, wired to `abort`.
@@ -198,14 +201,24 @@ fn after_result(v: &Value) -> AfterToolCallResult {
 
 impl ToolSpec {
     fn build(&self, abort: CancellationToken) -> AgentTool {
-        let parameters = self.parameters.clone().unwrap_or_else(|| {
-            json!({"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]})
-        });
-        let steps = Arc::new(self.steps.clone().unwrap_or_else(|| vec![Step { returns: Some(json!("echo")), ..Default::default() }]));
-        let mut tool = AgentTool::new(&self.name, format!("Test tool {}", self.name), parameters, move |run: ToolExecution| {
-            let (steps, abort) = (steps.clone(), abort.clone());
-            async move { run_steps(&steps, run, abort).await }
-        });
+        let parameters = self.parameters.clone().unwrap_or_else(
+            || json!({"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}),
+        );
+        let steps = Arc::new(self.steps.clone().unwrap_or_else(|| {
+            vec![Step {
+                returns: Some(json!("echo")),
+                ..Default::default()
+            }]
+        }));
+        let mut tool = AgentTool::new(
+            &self.name,
+            format!("Test tool {}", self.name),
+            parameters,
+            move |run: ToolExecution| {
+                let (steps, abort) = (steps.clone(), abort.clone());
+                async move { run_steps(&steps, run, abort).await }
+            },
+        );
         if let Some(mode) = self.execution_mode {
             tool = tool.with_execution_mode(mode);
         }
@@ -218,7 +231,11 @@ impl ToolSpec {
     }
 }
 
-async fn run_steps(steps: &[Step], run: ToolExecution, abort: CancellationToken) -> Result<AgentToolResult, ToolError> {
+async fn run_steps(
+    steps: &[Step],
+    run: ToolExecution,
+    abort: CancellationToken,
+) -> Result<AgentToolResult, ToolError> {
     for step in steps {
         if let Some(ms) = step.sleep {
             tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -255,7 +272,9 @@ async fn run_steps(steps: &[Step], run: ToolExecution, abort: CancellationToken)
 
 /// Folds top-level `oldText`/`newText` into `edits`, like the built-in edit's legacy shim.
 fn fold_legacy_edit(args: &Value) -> Value {
-    let Value::Object(map) = args else { return args.clone() };
+    let Value::Object(map) = args else {
+        return args.clone();
+    };
     if !map.contains_key("oldText") || map.contains_key("edits") {
         return args.clone();
     }

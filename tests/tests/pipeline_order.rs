@@ -23,11 +23,16 @@ fn slow_fast(mode: &str) -> Scenario {
 async fn run(scenario: &Scenario) -> Vec<(String, String)> {
     let abort = CancellationToken::new();
     let log = EventLog::new();
-    let outcome =
-        scenario.pipeline(&abort).execute_tool_calls(&scenario.tools(&abort), &scenario.message(), &log, &abort).await;
+    let outcome = scenario
+        .pipeline(&abort)
+        .execute_tool_calls(&scenario.tools(&abort), &scenario.message(), &log, &abort)
+        .await;
     let ids: Vec<_> = outcome.messages.iter().map(|m| m.tool_call_id.as_str()).collect();
     assert_eq!(ids, ["c1", "c2"], "result messages always come in call order");
-    log.events().iter().map(|e| (e.kind().to_owned(), e.tool_call_id().to_owned())).collect()
+    log.events()
+        .iter()
+        .map(|e| (e.kind().to_owned(), e.tool_call_id().to_owned()))
+        .collect()
 }
 
 fn pos(events: &[(String, String)], kind: &str, id: &str) -> usize {
@@ -38,7 +43,10 @@ fn pos(events: &[(String, String)], kind: &str, id: &str) -> usize {
 async fn parallel_ends_in_completion_order_and_messages_in_call_order() {
     let events = run(&slow_fast("parallel")).await;
     assert!(pos(&events, "tool_execution_start", "c2") < pos(&events, "tool_execution_end", "c2"));
-    assert!(pos(&events, "tool_execution_end", "c2") < pos(&events, "tool_execution_end", "c1"), "{events:?}");
+    assert!(
+        pos(&events, "tool_execution_end", "c2") < pos(&events, "tool_execution_end", "c1"),
+        "{events:?}"
+    );
     assert!(pos(&events, "message_end", "c1") < pos(&events, "message_end", "c2"));
     assert!(pos(&events, "tool_execution_end", "c1") < pos(&events, "message_start", "c1"));
 }
@@ -77,7 +85,9 @@ async fn a_panicking_tool_is_an_error_result_not_a_crash() {
         ..Default::default()
     };
     let log = EventLog::new();
-    let outcome = toolwright::Pipeline::new().execute_tool_calls(&[tool], &message, &log, &CancellationToken::new()).await;
+    let outcome = toolwright::Pipeline::new()
+        .execute_tool_calls(&[tool], &message, &log, &CancellationToken::new())
+        .await;
     assert!(outcome.messages[0].is_error);
     assert_eq!(
         outcome.messages[0].content[0].as_text(),

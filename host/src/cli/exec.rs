@@ -62,7 +62,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         tool_calls: file.tool_calls,
         stop_reason: file.stop_reason.unwrap_or_default(),
     };
-    let tools = toolwright::builtins::agent_tools(&cwd);
+    let tools = toolwright::builtins::agent_tools(&cwd)
+        .with_context(|| format!("cannot open the workspace {}", cwd.display()))?;
     let pipeline = Pipeline::new().with_tool_execution(mode);
     let human = !args.json && std::io::stdout().is_terminal();
     let sink = StdoutSink { human };

@@ -9,9 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Pipeline, texts};
 use crate::hooks::BeforeToolCallContext;
-use crate::schema::js;
 use crate::tool::{AgentTool, ToolError};
 use crate::types::{AgentToolResult, AssistantMessage, ToolCall};
+use toolwright_sdk::js;
 
 /// What every step of one call shares.
 pub(super) struct CallContext<'a> {

@@ -9,7 +9,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{Validator, js};
+use super::Validator;
+use toolwright_sdk::js;
 
 /// How deep a `$ref` or a single-value wrap may re-enter conversion; recursive schemas stop here.
 const MAX_REENTRY: usize = 64;

@@ -3,7 +3,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{Validator, contains_bounds, dependencies, item_schemas, js, type_matches, unique};
+use super::{Validator, contains_bounds, dependencies, item_schemas, type_matches, unique};
+use toolwright_sdk::js;
 
 /// One failing keyword: where (a JSON pointer into the value) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,231 @@
+//! Native tools: an [`sdk::Tool`](toolwright_sdk::Tool) linked into the host becomes a [`ToolDefinition`]
+//! whose calls run on a blocking thread with a [`Ctx`] backed by cap-std grants and real processes.
+
+mod mutation;
+mod process;
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolwright_sdk::{Command, Ctx, Files, LogLevel, Process, TempFile, Tool, ToolError, ToolResult, paths};
+
+pub use mutation::FileMutationQueue;
+pub use process::NativeProcess;
+
+use crate::definition::{RenderShell, ToolContext, ToolDefinition, ToolSource};
+use crate::grants::GrantedFiles;
+use crate::tool::{ToolExecution, UpdateSink};
+
+/// Which programs a tool may start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgramGrant {
+    /// None.
+    None,
+    /// Any program (the built-in `bash`).
+    Any,
+    /// Only these (absolute paths or names on `PATH`).
+    Only(Vec<String>),
+}
+
+impl ProgramGrant {
+    fn allows(&self, program: &str) -> bool {
+        match self {
+            ProgramGrant::None => false,
+            ProgramGrant::Any => true,
+            ProgramGrant::Only(list) => list.iter().any(|p| p == program),
+        }
+    }
+}
+
+/// What native tools run with: the workspace, the grants, the environment and the shared file queue.
+#[derive(Debug, Clone)]
+pub struct NativeEnv {
+    /// The workspace (absolute).
+    pub cwd: String,
+    /// The user's home directory.
+    pub home: Option<String>,
+    /// The files the tools may touch.
+    pub files: Arc<GrantedFiles>,
+    /// The programs they may start.
+    pub programs: ProgramGrant,
+    /// The environment variables they see.
+    pub env: Arc<Vec<(String, String)>>,
+    /// Where temporary files go.
+    pub temp_dir: PathBuf,
+    /// pi's file mutation queue, shared by every tool of a session.
+    pub mutations: Arc<FileMutationQueue>,
+}
+
+impl NativeEnv {
+    /// The built-ins' default: read anywhere, write in `cwd`, start any program, the host's environment.
+    pub fn builtin(cwd: &std::path::Path) -> io::Result<Self> {
+        let files = GrantedFiles::open(&crate::grants::builtin_default(cwd))?;
+        Ok(NativeEnv {
+            cwd: paths::normalize(&cwd.to_string_lossy()),
+            home: std::env::var("HOME").ok(),
+            files: Arc::new(files),
+            programs: ProgramGrant::Any,
+            env: Arc::new(std::env::vars().collect()),
+            temp_dir: std::env::temp_dir(),
+            mutations: Arc::default(),
+        })
+    }
+}
+
+/// The [`Ctx`] of one native call.
+struct NativeCtx {
+    env: NativeEnv,
+    cwd: String,
+    cancel: CancellationToken,
+    updates: UpdateSink,
+    tool: String,
+}
+
+impl Ctx for NativeCtx {
+    fn cwd(&self) -> &str {
+        &self.cwd
+    }
+
+    fn home(&self) -> Option<String> {
+        self.env.home.clone()
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    fn update(&self, partial: ToolResult) {
+        self.updates.update(partial);
+    }
+
+    fn log(&self, level: LogLevel, message: &str) {
+        let tool = &self.tool;
+        match level {
+            LogLevel::Debug => tracing::debug!(tool, "{message}"),
+            LogLevel::Info => tracing::info!(tool, "{message}"),
+            LogLevel::Warn => tracing::warn!(tool, "{message}"),
+            LogLevel::Error => tracing::error!(tool, "{message}"),
+        }
+    }
+
+    fn files(&self) -> &dyn Files {
+        &*self.env.files
+    }
+
+    fn spawn(&self, command: &Command) -> io::Result<Box<dyn Process>> {
+        if !self.env.programs.allows(&command.program) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "Permission denied: starting {} is not granted to {}. A process grant of {} in the policy \
+                     file (toolwright.toml) would allow it.",
+                    command.program, self.tool, command.program
+                ),
+            ));
+        }
+        Ok(Box::new(NativeProcess::spawn(command, &self.env.env)?))
+    }
+
+    fn temp_file(&self, prefix: &str, suffix: &str) -> io::Result<TempFile> {
+        let name = format!("{prefix}-{:016x}{suffix}", random_u64());
+        let path = self.env.temp_dir.join(name);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        Ok(TempFile {
+            path: path.to_string_lossy().into_owned(),
+            writer: Box::new(file),
+        })
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        self.env.env.as_ref().clone()
+    }
+}
+
+/// 64 random bits from the standard library's per-process random hash keys.
+fn random_u64() -> u64 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(std::process::id().into());
+    hasher.finish()
+}
+
+/// The [`ToolDefinition`] of a native tool: calls run on a blocking thread; calls modifying the same file wait
+/// for each other in call order.
+pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) -> ToolDefinition {
+    let spec = tool.spec();
+    let runner = tool.clone();
+    let execute = move |run: ToolExecution, ctx: Option<ToolContext>| {
+        let (tool, env) = (runner.clone(), env.clone());
+        async move {
+            // pi's built-ins resolve against the context's cwd when one is given.
+            let cwd = ctx.map_or_else(|| env.cwd.clone(), |c| paths::normalize(&c.cwd.to_string_lossy()));
+            let _turn = match tool.mutated_path(&run.params) {
+                Some(path) => Some(
+                    env.mutations
+                        .lock(&paths::resolve_to_cwd(&path, &cwd, env.home.as_deref()))
+                        .await,
+                ),
+                None => None,
+            };
+            let ctx = NativeCtx {
+                tool: spec_name(&*tool),
+                env,
+                cwd,
+                cancel: run.cancel,
+                updates: run.updates,
+            };
+            let call_id = run.call_id;
+            let params = run.params;
+            match tokio::task::spawn_blocking(move || tool.execute(&call_id, params, &ctx)).await {
+                Ok(result) => result,
+                Err(join) if join.is_panic() => Err(ToolError::new(format!(
+                    "execute of a native tool panicked: {}",
+                    panic_message(join.into_panic())
+                ))),
+                Err(_) => Err(ToolError::new("Operation aborted")),
+            }
+        }
+    };
+    let mut definition = ToolDefinition::new(&spec.name, &spec.description, spec.parameters.clone(), execute);
+    definition.label = spec.label.clone();
+    definition.prompt_snippet = spec.prompt_snippet.clone();
+    definition.prompt_guidelines = spec.prompt_guidelines.clone();
+    definition.output_schema = spec.output_schema.clone();
+    definition.constrained_sampling = spec.constrained_sampling.clone();
+    definition.execution_mode = spec.execution_mode;
+    definition.exposure = spec.exposure;
+    definition.annotations = spec.annotations.clone();
+    definition.default_active = spec.default_active;
+    definition.render_shell = if spec.renders_own_frame {
+        RenderShell::OwnFrame
+    } else {
+        RenderShell::Default
+    };
+    definition.source = source;
+    let shim = tool;
+    definition.prepare_arguments = Some(Arc::new(move |args: &Value| {
+        Ok(shim.prepare_arguments(args)?.unwrap_or_else(|| args.clone()))
+    }));
+    definition
+}
+
+fn spec_name(tool: &dyn Tool) -> String {
+    tool.spec().name
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}

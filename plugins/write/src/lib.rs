@@ -1,0 +1,65 @@
+//! # toolwright-tool-write
+//!
+//! pi 1.6.0's `write` tool: write a whole file, creating missing parent directories.
+//!
+//! ```
+//! use toolwright_sdk::Tool;
+//! assert_eq!(toolwright_tool_write::Write.spec().name, "write");
+//! ```
+
+use serde_json::{Value, json};
+use toolwright_sdk::{Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
+
+/// The `write` tool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Write;
+
+impl Tool for Write {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "write".into(),
+            label: "write".into(),
+            description: "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. Automatically creates parent directories.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Path to the file to write (relative or absolute)"},
+                    "content": {"type": "string", "description": "Content to write to the file"}
+                },
+                "required": ["path", "content"]
+            }),
+            prompt_snippet: Some("Create or overwrite files".into()),
+            prompt_guidelines: vec!["Use write only for new files or complete rewrites.".into()],
+            constrained_sampling: Some(json!({"type": "json_schema", "strict": "prefer"})),
+            ..Default::default()
+        }
+    }
+
+    fn mutated_path(&self, args: &Value) -> Option<String> {
+        args.get("path").and_then(Value::as_str).map(str::to_owned)
+    }
+
+    fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+        let path = args["path"].as_str().unwrap_or_default();
+        let content = args["content"].as_str().unwrap_or_default();
+        let absolute = paths::resolve_to_cwd(path, ctx.cwd(), ctx.home().as_deref());
+        let dir = paths::parent(&absolute);
+        let aborted = || {
+            if ctx.is_cancelled() {
+                Err(ToolError::new("Operation aborted"))
+            } else {
+                Ok(())
+            }
+        };
+        aborted()?;
+        ctx.files()
+            .create_dir_all(dir)
+            .map_err(|e| ToolError::io(&e, "mkdir", dir))?;
+        aborted()?;
+        ctx.files()
+            .write(&absolute, content.as_bytes())
+            .map_err(|e| ToolError::io(&e, "open", &absolute))?;
+        aborted()?;
+        Ok(ToolResult::text(format!("Successfully wrote to {path}")))
+    }
+}

@@ -1,0 +1,112 @@
+//! The error a tool raises, and Node-style texts for filesystem errors (pi's messages quote Node's).
+
+use std::io;
+
+/// A failure a tool raises (pi's thrown `Error`). Its message is exactly the text the model sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    message: String,
+}
+
+impl ToolError {
+    /// An error whose message the model will see verbatim.
+    pub fn new(message: impl Into<String>) -> Self {
+        ToolError {
+            message: message.into(),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// An I/O error as Node reports it for `syscall` on `path`, e.g.
+    /// `ENOENT: no such file or directory, access '/abs/path'`.
+    pub fn io(error: &io::Error, syscall: &str, path: &str) -> Self {
+        ToolError::new(node_message(error, syscall, Some(path)))
+    }
+
+    /// An I/O error as Node reports it for `syscall` without a path, e.g.
+    /// `EISDIR: illegal operation on a directory, read`.
+    pub fn io_no_path(error: &io::Error, syscall: &str) -> Self {
+        ToolError::new(node_message(error, syscall, None))
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<String> for ToolError {
+    fn from(message: String) -> Self {
+        ToolError { message }
+    }
+}
+
+impl From<&str> for ToolError {
+    fn from(message: &str) -> Self {
+        ToolError::new(message)
+    }
+}
+
+/// The Node error code and description of an I/O error, e.g. `("ENOENT", "no such file or directory")`.
+pub fn node_code(error: &io::Error) -> Option<(&'static str, &'static str)> {
+    use io::ErrorKind as K;
+    Some(match error.kind() {
+        K::NotFound => ("ENOENT", "no such file or directory"),
+        K::PermissionDenied => ("EACCES", "permission denied"),
+        K::AlreadyExists => ("EEXIST", "file already exists"),
+        K::IsADirectory => ("EISDIR", "illegal operation on a directory"),
+        K::NotADirectory => ("ENOTDIR", "not a directory"),
+        K::DirectoryNotEmpty => ("ENOTEMPTY", "directory not empty"),
+        K::ReadOnlyFilesystem => ("EROFS", "read-only file system"),
+        K::InvalidFilename => ("ENAMETOOLONG", "name too long"),
+        K::StorageFull => ("ENOSPC", "no space left on device"),
+        _ => return None,
+    })
+}
+
+/// `CODE: description, syscall 'path'`, Node's format. An error the host made itself (a refused grant) keeps its
+/// own message, which says which grant would allow the access.
+fn node_message(error: &io::Error, syscall: &str, path: Option<&str>) -> String {
+    if error.get_ref().is_some() {
+        return error.to_string();
+    }
+    match (node_code(error), path) {
+        (Some((code, text)), Some(path)) => format!("{code}: {text}, {syscall} '{path}'"),
+        (Some((code, text)), None) => format!("{code}: {text}, {syscall}"),
+        (None, _) => error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_texts() {
+        let e = io::Error::from(io::ErrorKind::NotFound);
+        assert_eq!(
+            ToolError::io(&e, "access", "/w/x").message(),
+            "ENOENT: no such file or directory, access '/w/x'"
+        );
+        let e = io::Error::from(io::ErrorKind::IsADirectory);
+        assert_eq!(
+            ToolError::io_no_path(&e, "read").message(),
+            "EISDIR: illegal operation on a directory, read"
+        );
+        let e = io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "write access to /etc is not granted",
+        );
+        assert_eq!(
+            ToolError::io(&e, "open", "/etc").message(),
+            "write access to /etc is not granted"
+        );
+    }
+}

@@ -1,0 +1,62 @@
+//! The [`Tool`] trait: what a built-in or plugin tool implements, once, for both the native and the wasm build.
+
+use serde_json::Value;
+
+use crate::{Ctx, ExecutionMode, Exposure, ToolAnnotations, ToolError, ToolResult};
+
+/// Everything a tool declares about itself: pi's `ToolDefinition` fields that can cross a plugin boundary.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSpec {
+    /// The name the model calls.
+    pub name: String,
+    /// The UI label.
+    pub label: String,
+    /// The model-visible description.
+    pub description: String,
+    /// The parameters' JSON Schema (an object schema).
+    pub parameters: Value,
+    /// The JSON Schema of `structuredContent`.
+    pub output_schema: Option<Value>,
+    /// One line for the system prompt's tool list.
+    pub prompt_snippet: Option<String>,
+    /// Bullets for the system prompt's rules.
+    pub prompt_guidelines: Vec<String>,
+    /// Constrained-sampling request for providers.
+    pub constrained_sampling: Option<Value>,
+    /// Per-tool execution mode.
+    pub execution_mode: Option<ExecutionMode>,
+    /// How the model can reach the tool.
+    pub exposure: Exposure,
+    /// Hints about the tool's effects.
+    pub annotations: Option<ToolAnnotations>,
+    /// Whether registration activates the tool (`None`: pi's default for the exposure).
+    pub default_active: Option<bool>,
+    /// The tool draws its own UI frame (pi's `renderShell: "self"`).
+    pub renders_own_frame: bool,
+}
+
+/// A tool, written once against [`Ctx`]: linked natively into the host, or built as a wasm component.
+///
+/// `execute` is synchronous: the host runs native tools on a blocking thread, and a wasm instance is a thread of
+/// its own. Long-running tools check [`Ctx::is_cancelled`] and report progress with [`Ctx::update`].
+pub trait Tool: Send + Sync {
+    /// The tool's declaration.
+    fn spec(&self) -> ToolSpec;
+
+    /// A compatibility shim on the raw arguments, run before validation (pi's `prepareArguments`). `Ok(None)`
+    /// keeps them as they are.
+    fn prepare_arguments(&self, args: &Value) -> Result<Option<Value>, ToolError> {
+        let _ = args;
+        Ok(None)
+    }
+
+    /// The file this call modifies, as the model wrote it, if any. Calls modifying the same file run one at a
+    /// time in call order, even in parallel batches (pi's file mutation queue).
+    fn mutated_path(&self, args: &Value) -> Option<String> {
+        let _ = args;
+        None
+    }
+
+    /// Do the work of one call with validated arguments. `Err` is a thrown error: its message is the result text.
+    fn execute(&self, call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError>;
+}
