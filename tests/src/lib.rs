@@ -14,6 +14,7 @@
 
 pub mod normalize;
 pub mod scenario;
+pub mod workspace;
 
 use std::path::PathBuf;
 
