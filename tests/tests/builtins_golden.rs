@@ -2,6 +2,8 @@
 //! pipeline `toolwright exec` runs, and compares the events and the files left behind with what pi 1.6.0 did
 //! (recorded by `tests/oracle/record-builtins.mjs`).
 
+#![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
+
 use std::path::Path;
 
 use serde::Deserialize;

@@ -1,6 +1,8 @@
 //! Replays every scenario of `tests/fixtures/pipeline` through Toolwright's pipeline and compares the events with
 //! the ones pi 1.6.0 emitted for it (recorded by `tests/oracle/record-pipeline.mjs`).
 
+#![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
+
 use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

@@ -1,5 +1,7 @@
 //! The ordering guarantees of a batch, asserted directly (the golden fixtures check them against pi as well).
 
+#![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
+
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use toolwright::{AgentEvent, EventLog, ExecutionMode};

@@ -100,10 +100,10 @@ impl Process for NativeProcess {
         let deadline = Instant::now() + timeout;
         loop {
             self.poll_exit()?;
-            if let Some((status, since)) = self.exited {
-                if self.open_pipes == 0 || since.elapsed() >= IDLE_GRACE {
-                    return Ok(ProcessEvent::Exited(status));
-                }
+            if let Some((status, since)) = self.exited
+                && (self.open_pipes == 0 || since.elapsed() >= IDLE_GRACE)
+            {
+                return Ok(ProcessEvent::Exited(status));
             }
             // Poll often enough to notice the exit (waitpid has no timeout), but not busily.
             let now = Instant::now();

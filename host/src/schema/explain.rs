@@ -173,7 +173,8 @@ fn walk_string(v: &Validator, node: &Map<String, Value>, s: &str, path: &str, ou
 }
 
 fn walk_number(node: &Map<String, Value>, n: f64, path: &str, out: &mut Vec<SchemaError>) {
-    let rules: [(&str, &str, fn(f64, f64) -> bool); 5] = [
+    type Fails = fn(f64, f64) -> bool;
+    let rules: [(&str, &str, Fails); 5] = [
         ("minimum", "expected >= ", |n, m| n < m),
         ("maximum", "expected <= ", |n, m| n > m),
         ("exclusiveMinimum", "expected > ", |n, m| n <= m),

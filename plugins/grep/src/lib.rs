@@ -199,15 +199,14 @@ impl Sink for FileSink<'_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _s: &grep_searcher::Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
-        let mut number = m.line_number().unwrap_or(0);
-        for line in m.lines() {
+        let first = m.line_number().unwrap_or(0);
+        for (number, line) in (first..).zip(m.lines()) {
             if !self
                 .collected
                 .line(self.file, number, line, true, self.limit, self.context)
             {
                 return Ok(false);
             }
-            number += 1;
         }
         Ok(true)
     }

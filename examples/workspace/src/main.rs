@@ -1,0 +1,8 @@
+fn main() {
+    let greeting = greet("world");
+    println!("{greeting}");
+}
+
+fn greet(name: &str) -> String {
+    format!("Hello, {name}!")
+}
