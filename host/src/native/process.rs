@@ -4,6 +4,7 @@
 use std::io::{self, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Stdio};
+
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -31,33 +32,32 @@ pub struct NativeProcess {
 impl NativeProcess {
     /// Start `command` with exactly the environment `env` (plus `command.env`), in a new process group.
     pub fn spawn(command: &Command, env: &[(String, String)]) -> io::Result<Self> {
+        // One pipe for both streams: the bytes arrive in exactly the order the process wrote them.
+        let (reader, writer) = io::pipe()?;
         let mut cmd = std::process::Command::new(&command.program);
         cmd.args(&command.args)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
             .envs(command.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(writer.try_clone()?)
+            .stderr(writer)
             .process_group(0);
         if let Some(cwd) = &command.cwd {
             cmd.current_dir(cwd);
         }
-        let mut child = cmd.spawn()?;
-        let (tx, rx) = mpsc::channel();
-        let mut open_pipes = 0;
-        if let Some(out) = child.stdout.take() {
-            pump(out, tx.clone());
-            open_pipes += 1;
-        }
-        if let Some(err) = child.stderr.take() {
-            pump(err, tx);
-            open_pipes += 1;
-        }
+        let child = cmd.spawn()?;
+        // `cmd` holds the parent's copies of the write end; dropping it closes them, so the pipe reports
+        // end-of-file once every process that inherited it is gone.
+        drop(cmd);
+        // Bounded: a process that writes faster than the tool consumes waits on its pipe instead of filling
+        // the host's memory (16 chunks of at most 64 KiB).
+        let (tx, rx) = mpsc::sync_channel(16);
+        pump(reader, tx);
         Ok(NativeProcess {
             child,
             rx,
-            open_pipes,
+            open_pipes: 1,
             exited: None,
             killed: false,
         })
@@ -78,7 +78,7 @@ impl NativeProcess {
 }
 
 /// Copy a pipe into the channel, chunk by chunk, until it closes.
-fn pump(mut pipe: impl Read + Send + 'static, tx: mpsc::Sender<Message>) {
+fn pump(mut pipe: impl Read + Send + 'static, tx: mpsc::SyncSender<Message>) {
     thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         loop {

@@ -1,0 +1,106 @@
+//! The bash tool against real processes: a timed-out or aborted command leaves no process of its group
+//! running, and 200 MB of output keep the host's memory bounded while every byte reaches the temp file.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolwright::{AssistantMessage, EventLog, Pipeline, ToolCall, ToolResultMessage};
+
+async fn run_bash(
+    ws: &std::path::Path,
+    args: Value,
+    cancel: CancellationToken,
+) -> (ToolResultMessage, Vec<Value>) {
+    let tools = toolwright::builtins::agent_tools(ws).unwrap();
+    let message = AssistantMessage {
+        tool_calls: vec![ToolCall::new("b1", "bash", args)],
+        ..Default::default()
+    };
+    let log = EventLog::new();
+    let outcome = Pipeline::new()
+        .execute_tool_calls(&tools, &message, &log, &cancel)
+        .await;
+    let events = log
+        .events()
+        .into_iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    (outcome.messages.into_iter().next().unwrap(), events)
+}
+
+/// Processes whose process group is `pgid`, from `/proc`.
+fn group_members(pgid: u32) -> Vec<u32> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command name (which is in parentheses and may contain spaces): state ppid pgrp ...
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        if fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid) && fields.first() != Some(&"Z") {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// Starts background sleepers that would outlive the shell, prints the group id, then waits.
+const SPAWN_TREE: &str = "echo pgid=$$; sleep 60 & (sleep 60 &) ; sleep 60";
+
+fn pgid_of(text: &str) -> u32 {
+    text.lines()
+        .find_map(|l| l.strip_prefix("pgid="))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_command_leaves_no_process_of_its_group() {
+    let ws = tempfile::tempdir().unwrap();
+    let (message, _) = run_bash(
+        ws.path(),
+        json!({"command": SPAWN_TREE, "timeout": 0.5}),
+        CancellationToken::new(),
+    )
+    .await;
+    let text = message.content[0].as_text().unwrap();
+    assert!(message.is_error);
+    assert!(text.ends_with("Command timed out after 0.5 seconds"), "{text}");
+    let pgid = pgid_of(text);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        group_members(pgid),
+        Vec::<u32>::new(),
+        "processes of group {pgid} survived the timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_command_leaves_no_process_of_its_group() {
+    let ws = tempfile::tempdir().unwrap();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        trigger.cancel();
+    });
+    let (message, _) = run_bash(ws.path(), json!({"command": SPAWN_TREE}), cancel).await;
+    let text = message.content[0].as_text().unwrap();
+    assert!(text.ends_with("\n\nCommand aborted"), "{text}");
+    let pgid = pgid_of(text);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        group_members(pgid),
+        Vec::<u32>::new(),
+        "processes of group {pgid} survived the abort"
+    );
+}
