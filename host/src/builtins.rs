@@ -42,3 +42,9 @@ pub fn agent_tools(cwd: &Path) -> std::io::Result<Vec<AgentTool>> {
         .map(|d| wrap_tool_definition(d, None))
         .collect())
 }
+
+/// The built-in tools compiled as wasm components by `build.rs` (`None` when built with
+/// `TOOLWRIGHT_SKIP_WASM_BUILD`).
+pub mod wasm {
+    include!(concat!(env!("OUT_DIR"), "/builtin_wasm.rs"));
+}

@@ -219,6 +219,32 @@ impl ToolDefinition {
         }
     }
 
+    /// A definition from a tool's declaration (the fields an SDK tool or a plugin can carry), its code and origin.
+    pub fn from_spec(
+        spec: &toolwright_sdk::ToolSpec,
+        source: ToolSource,
+        execute: impl DefinitionExecutor + 'static,
+    ) -> Self {
+        let mut definition =
+            ToolDefinition::new(&spec.name, &spec.description, spec.parameters.clone(), execute);
+        definition.label = spec.label.clone();
+        definition.prompt_snippet = spec.prompt_snippet.clone();
+        definition.prompt_guidelines = spec.prompt_guidelines.clone();
+        definition.output_schema = spec.output_schema.clone();
+        definition.constrained_sampling = spec.constrained_sampling.clone();
+        definition.execution_mode = spec.execution_mode;
+        definition.exposure = spec.exposure;
+        definition.annotations = spec.annotations.clone();
+        definition.default_active = spec.default_active;
+        definition.render_shell = if spec.renders_own_frame {
+            RenderShell::OwnFrame
+        } else {
+            RenderShell::Default
+        };
+        definition.source = source;
+        definition
+    }
+
     /// Whether registration activates the tool: the explicit setting, else true for `direct` and `model-only`.
     pub fn is_default_active(&self) -> bool {
         self.default_active

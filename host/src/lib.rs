@@ -13,7 +13,9 @@
 //! - [`hooks`]: `before_tool_call` / `after_tool_call`, the two points where permissions and rewriting plug in.
 //! - [`grants`] and [`native`]: the cap-std sandbox native tools run in, and the adapter that turns an SDK
 //!   [`Tool`](toolwright_sdk::Tool) into a [`ToolDefinition`].
+//! - [`wasm`]: WebAssembly plugins: loading, the compiled-component cache, fresh instances per call.
 //! - [`builtins`]: the seven built-in tools.
+//! - [`toolset`]: a session's tools: the built-ins (native or wasm) and the plugin directories.
 //! - [`pipeline`]: [`Pipeline`], running a batch of calls in parallel or sequentially, with pi's event order.
 //!
 //! ## Example
@@ -49,7 +51,9 @@ pub mod native;
 pub mod pipeline;
 pub mod schema;
 pub mod tool;
+pub mod toolset;
 pub mod types;
+pub mod wasm;
 
 pub use definition::{
     ContextFactory, DefinitionExecutor, ToolContext, ToolDefinition, ToolSource, definition_from_agent_tool,

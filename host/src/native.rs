@@ -18,7 +18,7 @@ use toolwright_sdk::{Command, Ctx, Files, LogLevel, Process, TempFile, Tool, Too
 pub use mutation::FileMutationQueue;
 pub use process::NativeProcess;
 
-use crate::definition::{RenderShell, ToolContext, ToolDefinition, ToolSource};
+use crate::definition::{ToolContext, ToolDefinition, ToolSource};
 use crate::grants::GrantedFiles;
 use crate::tool::{ToolExecution, UpdateSink};
 
@@ -34,7 +34,8 @@ pub enum ProgramGrant {
 }
 
 impl ProgramGrant {
-    fn allows(&self, program: &str) -> bool {
+    /// Whether `program` may be started.
+    pub fn allows(&self, program: &str) -> bool {
         match self {
             ProgramGrant::None => false,
             ProgramGrant::Any => true,
@@ -162,13 +163,20 @@ fn random_u64() -> u64 {
 /// for each other in call order.
 pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) -> ToolDefinition {
     let spec = tool.spec();
+    let mutates = spec.mutates_files;
+    let name = spec.name.clone();
     let runner = tool.clone();
     let execute = move |run: ToolExecution, ctx: Option<ToolContext>| {
-        let (tool, env) = (runner.clone(), env.clone());
+        let (tool, env, name) = (runner.clone(), env.clone(), name.clone());
         async move {
             // pi's built-ins resolve against the context's cwd when one is given.
             let cwd = ctx.map_or_else(|| env.cwd.clone(), |c| paths::normalize(&c.cwd.to_string_lossy()));
-            let _turn = match tool.mutated_path(&run.params) {
+            let target = if mutates {
+                tool.mutated_path(&run.params)
+            } else {
+                None
+            };
+            let _turn = match target {
                 Some(path) => Some(
                     env.mutations
                         .lock(&paths::resolve_to_cwd(&path, &cwd, env.home.as_deref()))
@@ -177,7 +185,7 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
                 None => None,
             };
             let ctx = NativeCtx {
-                tool: spec_name(&*tool),
+                tool: name,
                 env,
                 cwd,
                 cancel: run.cancel,
@@ -195,31 +203,14 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
             }
         }
     };
-    let mut definition = ToolDefinition::new(&spec.name, &spec.description, spec.parameters.clone(), execute);
-    definition.label = spec.label.clone();
-    definition.prompt_snippet = spec.prompt_snippet.clone();
-    definition.prompt_guidelines = spec.prompt_guidelines.clone();
-    definition.output_schema = spec.output_schema.clone();
-    definition.constrained_sampling = spec.constrained_sampling.clone();
-    definition.execution_mode = spec.execution_mode;
-    definition.exposure = spec.exposure;
-    definition.annotations = spec.annotations.clone();
-    definition.default_active = spec.default_active;
-    definition.render_shell = if spec.renders_own_frame {
-        RenderShell::OwnFrame
-    } else {
-        RenderShell::Default
-    };
-    definition.source = source;
-    let shim = tool;
-    definition.prepare_arguments = Some(Arc::new(move |args: &Value| {
-        Ok(shim.prepare_arguments(args)?.unwrap_or_else(|| args.clone()))
-    }));
+    let mut definition = ToolDefinition::from_spec(&spec, source, execute);
+    if spec.prepares_arguments {
+        let shim = tool;
+        definition.prepare_arguments = Some(Arc::new(move |args: &Value| {
+            Ok(shim.prepare_arguments(args)?.unwrap_or_else(|| args.clone()))
+        }));
+    }
     definition
-}
-
-fn spec_name(tool: &dyn Tool) -> String {
-    tool.spec().name
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {

@@ -11,6 +11,8 @@
 //! - [`Tool`] and [`ToolSpec`]: what a tool implements, once for both builds; [`ToolError`] is its thrown error.
 //! - [`Ctx`]: a tool's only door to files ([`Files`]), processes ([`Process`]), updates, cancellation and logs.
 //! - [`js`]: JavaScript number, string and JSON semantics that pi's texts depend on.
+//! - [`PluginMetadata`] and [`Capability`]: what a plugin says about itself and asks for.
+//! - `export_tool!`: the one line that turns a crate's tools into a wasm tool plugin.
 //! - [`paths`] and [`truncate`]: pi's path resolution and output truncation, shared by the built-in tools.
 //!
 //! This crate knows nothing of wasmtime, tokio or the host: it compiles natively and for `wasm32-wasip2`.
@@ -29,9 +31,13 @@
 mod content;
 mod ctx;
 mod error;
+#[cfg(target_family = "wasm")]
+#[doc(hidden)]
+pub mod guest;
 pub mod js;
 mod metadata;
 pub mod paths;
+mod plugin;
 mod result;
 mod tool;
 pub mod truncate;
@@ -43,9 +49,46 @@ pub use ctx::{
 };
 pub use error::{ToolError, node_code};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
+pub use plugin::{Capability, CapabilityRequest, PluginMetadata};
 pub use result::ToolResult;
 pub use tool::{Tool, ToolSpec};
 pub use usage::{Cost, Usage};
 
 /// JSON values, re-exported so plugin crates need no direct `serde_json` dependency for the common cases.
 pub use serde_json::{Value, json};
+
+/// Export the given tools as a wasm tool plugin (a `tool-plugin` component); on native builds it expands to
+/// nothing, so the same crate also links natively.
+///
+/// ```ignore
+/// toolwright_sdk::export_tool!(MyTool);
+/// toolwright_sdk::export_tool!(ToolA, ToolB; capabilities = [
+///     CapabilityRequest::new(Capability::Read("/data".into()), "reads the data set"),
+/// ]);
+/// ```
+#[macro_export]
+macro_rules! export_tool {
+    ($($tool:expr),+ $(; capabilities = [$($cap:expr),* $(,)?])? $(;)?) => {
+        #[cfg(target_family = "wasm")]
+        const _: () = {
+            #[doc(hidden)]
+            pub struct __ToolwrightToolPlugin;
+            impl $crate::guest::ToolPlugin for __ToolwrightToolPlugin {
+                fn metadata() -> $crate::PluginMetadata {
+                    $crate::PluginMetadata {
+                        name: env!("CARGO_PKG_NAME").into(),
+                        version: env!("CARGO_PKG_VERSION").into(),
+                        description: env!("CARGO_PKG_DESCRIPTION").into(),
+                        capabilities: vec![$($($cap),*)?],
+                    }
+                }
+                fn tools() -> &'static [::std::boxed::Box<dyn $crate::Tool>] {
+                    static TOOLS: ::std::sync::OnceLock<::std::vec::Vec<::std::boxed::Box<dyn $crate::Tool>>> =
+                        ::std::sync::OnceLock::new();
+                    TOOLS.get_or_init(|| vec![$(::std::boxed::Box::new($tool)),+])
+                }
+            }
+            $crate::__export_tool_plugin_impl!(__ToolwrightToolPlugin with_types_in $crate::guest::tool_world);
+        };
+    };
+}

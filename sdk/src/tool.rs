@@ -33,6 +33,10 @@ pub struct ToolSpec {
     pub default_active: Option<bool>,
     /// The tool draws its own UI frame (pi's `renderShell: "self"`).
     pub renders_own_frame: bool,
+    /// The tool has a `prepare_arguments` shim; without it the host never calls the shim.
+    pub prepares_arguments: bool,
+    /// The tool modifies files (`mutated_path` names them); without it the host never asks.
+    pub mutates_files: bool,
 }
 
 /// A tool, written once against [`Ctx`]: linked natively into the host, or built as a wasm component.
@@ -44,14 +48,15 @@ pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
 
     /// A compatibility shim on the raw arguments, run before validation (pi's `prepareArguments`). `Ok(None)`
-    /// keeps them as they are.
+    /// keeps them as they are. Called only when the spec sets `prepares_arguments`.
     fn prepare_arguments(&self, args: &Value) -> Result<Option<Value>, ToolError> {
         let _ = args;
         Ok(None)
     }
 
     /// The file this call modifies, as the model wrote it, if any. Calls modifying the same file run one at a
-    /// time in call order, even in parallel batches (pi's file mutation queue).
+    /// time in call order, even in parallel batches (pi's file mutation queue). Called only when the spec sets
+    /// `mutates_files`.
     fn mutated_path(&self, args: &Value) -> Option<String> {
         let _ = args;
         None

@@ -12,6 +12,7 @@
 //! assert!(fixtures.ends_with("fixtures"));
 //! ```
 
+pub mod golden;
 pub mod normalize;
 pub mod scenario;
 pub mod workspace;

@@ -27,6 +27,8 @@ pub struct ExecArgs {
     /// Print JSON lines even on a terminal.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    tools: super::ToolArgs,
 }
 
 /// The calls file.
@@ -62,8 +64,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         tool_calls: file.tool_calls,
         stop_reason: file.stop_reason.unwrap_or_default(),
     };
-    let tools = toolwright::builtins::agent_tools(&cwd)
-        .with_context(|| format!("cannot open the workspace {}", cwd.display()))?;
+    let toolset = args.tools.load(&cwd)?;
+    let tools = toolset.agent_tools();
     let pipeline = Pipeline::new().with_tool_execution(mode);
     let human = !args.json && std::io::stdout().is_terminal();
     let sink = StdoutSink { human };

@@ -320,3 +320,9 @@ fn append_status(text: &str, status: &str) -> String {
         format!("{text}\n\n{status}")
     }
 }
+
+toolwright_sdk::export_tool!(Bash; capabilities = [
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/bash".into()), "runs the commands the model asks for"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Read("/".into()), "checks the working directory exists"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Env("*".into()), "passes the environment to the commands, as a shell does"),
+]);

@@ -62,6 +62,8 @@ impl Tool for Edit {
             ],
             constrained_sampling: Some(json!({"type": "json_schema", "strict": "prefer"})),
             renders_own_frame: true,
+            prepares_arguments: true,
+            mutates_files: true,
             ..Default::default()
         }
     }
@@ -214,3 +216,8 @@ mod tests {
         assert_eq!(prepare_edit_arguments(&json!("text")), None);
     }
 }
+
+toolwright_sdk::export_tool!(Edit; capabilities = [
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Read("/".into()), "reads the file before changing it"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Write(".".into()), "writes the files the model asks for, inside the workspace"),
+]);

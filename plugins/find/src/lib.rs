@@ -205,3 +205,7 @@ impl Matcher {
         }
     }
 }
+
+toolwright_sdk::export_tool!(Find; capabilities = [
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Read("/".into()), "searches the directories the model asks for, wherever the user can"),
+]);

@@ -368,3 +368,7 @@ mod tests {
         assert_eq!(result.details, Some(json!({"matchLimitReached": 1})));
     }
 }
+
+toolwright_sdk::export_tool!(Grep; capabilities = [
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Read("/".into()), "searches the directories the model asks for, wherever the user can"),
+]);

@@ -147,3 +147,7 @@ mod tests {
         );
     }
 }
+
+toolwright_sdk::export_tool!(Ls; capabilities = [
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Read("/".into()), "searches the directories the model asks for, wherever the user can"),
+]);

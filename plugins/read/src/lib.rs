@@ -286,3 +286,7 @@ mod tests {
         );
     }
 }
+
+toolwright_sdk::export_tool!(Read; capabilities = [
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Read("/".into()), "reads the files the model asks for, wherever the user can"),
+]);

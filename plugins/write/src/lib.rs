@@ -31,6 +31,7 @@ impl Tool for Write {
             prompt_snippet: Some("Create or overwrite files".into()),
             prompt_guidelines: vec!["Use write only for new files or complete rewrites.".into()],
             constrained_sampling: Some(json!({"type": "json_schema", "strict": "prefer"})),
+            mutates_files: true,
             ..Default::default()
         }
     }
@@ -63,3 +64,8 @@ impl Tool for Write {
         Ok(ToolResult::text(format!("Successfully wrote to {path}")))
     }
 }
+
+toolwright_sdk::export_tool!(Write; capabilities = [
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Read("/".into()), "reads the file before changing it"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Write(".".into()), "writes the files the model asks for, inside the workspace"),
+]);

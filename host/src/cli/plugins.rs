@@ -1,0 +1,111 @@
+//! `toolwright plugins`: what is loaded, what each plugin requests (with its reasons), and what failed.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::json;
+use toolwright_sdk::Capability;
+
+/// Arguments of `toolwright plugins`.
+#[derive(Debug, Args)]
+pub struct PluginsArgs {
+    /// The workspace (default: the current directory).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    tools: super::ToolArgs,
+}
+
+fn describe(capability: &Capability) -> String {
+    match capability {
+        Capability::Read(p) => format!("read files below {p}"),
+        Capability::Write(p) => format!("write files below {p}"),
+        Capability::Spawn(p) => format!("start {p}"),
+        Capability::Env(v) => format!("see the environment variable {v}"),
+        Capability::Network(h) => format!("connect to {h}"),
+    }
+}
+
+pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
+    let cwd = match args.cwd {
+        Some(cwd) => cwd,
+        None => std::env::current_dir().context("cannot determine the current directory")?,
+    };
+    let toolset = args.tools.load(&cwd)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let plugins: Vec<_> = toolset
+            .plugins
+            .iter()
+            .map(|p| {
+                json!({
+                    "path": p.path,
+                    "name": p.metadata.name,
+                    "version": p.metadata.version,
+                    "description": p.metadata.description,
+                    "tools": p.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+                    "handler": p.is_handler,
+                    "requested": p.metadata.capabilities,
+                    "cached": p.origin == toolwright::wasm::Origin::Cached,
+                    "loadMs": p.load_time.as_secs_f64() * 1000.0,
+                })
+            })
+            .collect();
+        let errors: Vec<String> = toolset.errors.iter().map(ToString::to_string).collect();
+        writeln!(out, "{}", json!({"plugins": plugins, "errors": errors}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if toolset.plugins.is_empty() && toolset.errors.is_empty() {
+        writeln!(
+            out,
+            "No plugins. Put .wasm files in {} or pass --plugins DIR.",
+            cwd.join(".toolwright/plugins").display()
+        )?;
+    }
+    for p in &toolset.plugins {
+        let m = &p.metadata;
+        let origin = match p.origin {
+            toolwright::wasm::Origin::Cached => "from the cache",
+            toolwright::wasm::Origin::Compiled => "compiled",
+        };
+        writeln!(
+            out,
+            "{} {} ({}; {origin} in {:.1} ms)",
+            m.name,
+            m.version,
+            p.path.display(),
+            p.load_time.as_secs_f64() * 1000.0
+        )?;
+        if !m.description.is_empty() {
+            writeln!(out, "  {}", m.description)?;
+        }
+        let tools: Vec<&str> = p.tools.iter().map(|t| t.name.as_str()).collect();
+        if !tools.is_empty() {
+            writeln!(out, "  tools: {}", tools.join(", "))?;
+        }
+        if p.is_handler {
+            writeln!(out, "  handler: tool_call / tool_result")?;
+        }
+        if m.capabilities.is_empty() {
+            writeln!(out, "  requests: nothing")?;
+        }
+        for c in &m.capabilities {
+            writeln!(
+                out,
+                "  requests: {} (because: {})",
+                describe(&c.capability),
+                c.reason
+            )?;
+        }
+    }
+    for error in &toolset.errors {
+        writeln!(out, "skipped: {error}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

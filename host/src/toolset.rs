@@ -1,0 +1,223 @@
+//! Assembling the tools of a session: the built-ins (native or as wasm plugins) and the plugins of the plugin
+//! directories, with clear reports of what could not be loaded.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::definition::{ToolDefinition, wrap_tool_definition};
+use crate::native::{FileMutationQueue, NativeEnv};
+use crate::tool::AgentTool;
+use crate::wasm::{Plugin, PluginError, PluginHost, WasmGrants};
+
+/// How the built-in tools run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BuiltinMode {
+    /// Linked into the host.
+    #[default]
+    Native,
+    /// As wasm plugins, from the same source.
+    Wasm,
+}
+
+/// What to load.
+#[derive(Debug, Clone)]
+pub struct ToolsetOptions {
+    /// The workspace.
+    pub cwd: PathBuf,
+    /// How the built-ins run.
+    pub builtins: BuiltinMode,
+    /// Built-ins that run as wasm plugins even when the others run natively.
+    pub wasm_builtins: Vec<String>,
+    /// Plugin directories, in load order.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Where compiled components are cached (none: compile every time).
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl ToolsetOptions {
+    /// The built-ins, natively, in `cwd`, with the default plugin directories and cache.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        let cwd = cwd.into();
+        ToolsetOptions {
+            plugin_dirs: default_plugin_dirs(&cwd),
+            cwd,
+            builtins: BuiltinMode::Native,
+            wasm_builtins: Vec::new(),
+            cache_dir: Some(crate::wasm::default_cache_dir()),
+        }
+    }
+}
+
+/// The default plugin directories: the project's `.toolwright/plugins`, then the user's
+/// `$XDG_CONFIG_HOME/toolwright/plugins` (or `~/.config/toolwright/plugins`).
+pub fn default_plugin_dirs(cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![cwd.join(".toolwright").join("plugins")];
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    if let Some(config) = config {
+        dirs.push(config.join("toolwright").join("plugins"));
+    }
+    dirs
+}
+
+/// Why a toolset could not be assembled at all (a plugin that fails to load is reported, not fatal).
+#[derive(Debug, thiserror::Error)]
+pub enum ToolsetError {
+    /// The workspace cannot be opened for the built-ins' grants.
+    #[error("cannot open the workspace {path}: {source}")]
+    Workspace {
+        /// The workspace.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The wasm runtime could not start, or the built-ins were built without wasm components.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// The tools of a session, and what happened while loading them.
+pub struct Toolset {
+    /// Every tool, in registration order (built-ins first, then plugins in load order).
+    pub definitions: Vec<ToolDefinition>,
+    /// The plugins that loaded (built-ins included when they run as wasm).
+    pub plugins: Vec<Plugin>,
+    /// The plugins that did not, and why.
+    pub errors: Vec<PluginError>,
+    /// Tools of later sources that replaced an earlier tool of the same name: (name, replaced by).
+    pub overrides: Vec<(String, PathBuf)>,
+    /// The runtime, when any wasm plugin is loaded.
+    pub host: Option<Arc<PluginHost>>,
+}
+
+impl std::fmt::Debug for Toolset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<_> = self.definitions.iter().map(|d| d.name.as_str()).collect();
+        f.debug_struct("Toolset")
+            .field("tools", &names)
+            .field("errors", &self.errors)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Toolset {
+    /// Load the built-ins and every plugin of the plugin directories. Plugins compile in parallel, or come from
+    /// the cache.
+    pub fn load(options: &ToolsetOptions) -> Result<Self, ToolsetError> {
+        let mutations = Arc::new(FileMutationQueue::default());
+        let files: Vec<PathBuf> = PluginHost::discover(&options.plugin_dirs);
+        let as_wasm = |name: &str| {
+            options.builtins == BuiltinMode::Wasm || options.wasm_builtins.iter().any(|w| w == name)
+        };
+        if let Some(unknown) = options
+            .wasm_builtins
+            .iter()
+            .find(|w| !crate::builtins::NAMES.contains(&w.as_str()))
+        {
+            return Err(ToolsetError::Runtime(format!(
+                "`{unknown}` is not a built-in tool (the built-ins are {})",
+                crate::builtins::NAMES.join(", ")
+            )));
+        }
+        let needs_runtime = crate::builtins::NAMES.iter().any(|n| as_wasm(n)) || !files.is_empty();
+        let host = if needs_runtime {
+            Some(Arc::new(
+                PluginHost::new(options.cache_dir.clone())
+                    .map_err(|e| ToolsetError::Runtime(e.to_string()))?,
+            ))
+        } else {
+            None
+        };
+        let mut sources: Vec<(PathBuf, Option<&'static [u8]>)> = Vec::new();
+        if crate::builtins::NAMES.iter().any(|n| as_wasm(n)) {
+            let builtins = crate::builtins::wasm::BUILTINS.ok_or_else(|| {
+                ToolsetError::Runtime(
+                    "this toolwright was built without the wasm built-ins (TOOLWRIGHT_SKIP_WASM_BUILD)"
+                        .into(),
+                )
+            })?;
+            sources.extend(
+                builtins
+                    .iter()
+                    .filter(|(name, _)| as_wasm(name))
+                    .map(|(name, bytes)| (PathBuf::from(format!("builtin:{name}")), Some(*bytes))),
+            );
+        }
+        let builtin_count = sources.len();
+        sources.extend(files.into_iter().map(|p| (p, None)));
+        let loaded = match &host {
+            Some(host) => host.load_all(&sources),
+            None => Vec::new(),
+        };
+        let (plugins, mut errors) = PluginHost::dedupe(loaded);
+
+        // Every built-in has its slot in pi's order, native or wasm.
+        let mut definitions = Vec::new();
+        if options.builtins == BuiltinMode::Native {
+            let mut env = NativeEnv::builtin(&options.cwd).map_err(|source| ToolsetError::Workspace {
+                path: options.cwd.clone(),
+                source,
+            })?;
+            env.mutations = mutations.clone();
+            definitions.extend(crate::builtins::definitions(&env));
+        }
+        let mut overrides = Vec::new();
+        for (i, plugin) in plugins.iter().enumerate() {
+            let is_builtin = i < builtin_count && plugin.path.to_string_lossy().starts_with("builtin:");
+            let mut grants = if is_builtin {
+                WasmGrants::builtin(&options.cwd)
+            } else {
+                WasmGrants::none(&options.cwd)
+            };
+            grants.mutations = mutations.clone();
+            for mut definition in plugin.tool_definitions(&grants) {
+                if is_builtin {
+                    definition.source = crate::definition::ToolSource::Builtin;
+                    // A wasm built-in takes the place of its native twin, in pi's order.
+                    if let Some(native) = definitions.iter_mut().find(|d| d.name == definition.name) {
+                        *native = definition;
+                        continue;
+                    }
+                }
+                // pi's precedence: an extension's tool replaces a built-in of the same name; between extensions,
+                // the first in load order wins.
+                match definitions
+                    .iter_mut()
+                    .find(|d: &&mut ToolDefinition| d.name == definition.name)
+                {
+                    Some(existing)
+                        if existing.source == crate::definition::ToolSource::Builtin && !is_builtin =>
+                    {
+                        overrides.push((definition.name.clone(), plugin.path.clone()));
+                        *existing = definition;
+                    }
+                    Some(existing) => errors.push(PluginError::ToolClash {
+                        path: plugin.path.clone(),
+                        tool: definition.name.clone(),
+                        other: match &existing.source {
+                            crate::definition::ToolSource::Plugin { path } => path.clone(),
+                            _ => PathBuf::from("builtin"),
+                        },
+                    }),
+                    None => definitions.push(definition),
+                }
+            }
+        }
+        Ok(Toolset {
+            definitions,
+            plugins,
+            errors,
+            overrides,
+            host,
+        })
+    }
+
+    /// The tools as the pipeline runs them.
+    pub fn agent_tools(&self) -> Vec<AgentTool> {
+        self.definitions
+            .iter()
+            .map(|d| wrap_tool_definition(d, None))
+            .collect()
+    }
+}

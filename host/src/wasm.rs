@@ -1,0 +1,508 @@
+//! WebAssembly plugins: components built against `wit/plugin.wit`, compiled once and cached on disk, run in a
+//! fresh instance per call under the plugin's grants.
+//!
+//! Layering as in wasmtime-wasi: this file holds the domain logic (loading, validating, turning tools into
+//! [`ToolDefinition`]s); `bindings` holds the generated code, private to this module; `state` and `process`
+//! are the thin host implementations of the imports; `convert` maps between generated and domain types.
+
+mod bindings;
+mod cache;
+mod convert;
+mod engine;
+mod process;
+mod state;
+mod tool;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+use toolwright_sdk::{PluginMetadata, ToolSpec};
+use wasmtime::component::{HasSelf, InstancePre, Linker};
+use wasmtime::{Store, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+pub use cache::{ComponentCache, Origin, default_dir as default_cache_dir};
+pub use engine::{MAX_INSTANCES, MAX_MEMORY};
+pub use state::CallEnv;
+
+use crate::definition::ToolDefinition;
+use crate::native::{FileMutationQueue, ProgramGrant};
+use crate::tool::UpdateSink;
+use state::PluginState;
+
+/// Bytes of stdout or stderr a plugin may print per call; the rest is dropped (it goes to the log only).
+const OUTPUT_CAPTURE: usize = 64 * 1024;
+
+/// Why a plugin could not be loaded: which file, what was wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The file could not be read.
+    #[error("{path}: cannot read the plugin: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not a valid component, or compiled code that cannot run here.
+    #[error("{path}: not a valid WebAssembly component: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What the compiler said.
+        message: String,
+    },
+    /// It imports something the host does not offer, or exports neither interface.
+    #[error("{path}: incompatible plugin: {message}")]
+    Incompatible {
+        /// The file.
+        path: PathBuf,
+        /// What does not fit.
+        message: String,
+    },
+    /// Its metadata or tool declarations are invalid, or it failed while describing itself.
+    #[error("{path}: invalid plugin metadata: {message}")]
+    Metadata {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// Another plugin already has this name.
+    #[error("{path}: a plugin named `{name}` is already loaded from {other}")]
+    NameClash {
+        /// The file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+        /// Where the first one came from.
+        other: PathBuf,
+    },
+    /// Another plugin already provides a tool of this name; the first in load order keeps it.
+    #[error("{path}: the tool `{tool}` is already provided by {other}; this one is skipped")]
+    ToolClash {
+        /// The file.
+        path: PathBuf,
+        /// The tool.
+        tool: String,
+        /// Who has it.
+        other: PathBuf,
+    },
+    /// The engine could not be set up.
+    #[error("cannot start the WebAssembly engine: {0}")]
+    Engine(String),
+}
+
+/// A directory a plugin may reach, as it is mapped into the plugin's filesystem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preopen {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Its path inside the plugin (the same as `host` for Toolwright's own grants).
+    pub guest: String,
+    /// Whether the plugin may write below it.
+    pub write: bool,
+}
+
+/// What a plugin's calls get: directories, programs, environment, workspace.
+#[derive(Debug, Clone)]
+pub struct WasmGrants {
+    /// The workspace, as the plugin sees it.
+    pub cwd: String,
+    /// The home directory, when the plugin may know it.
+    pub home: Option<String>,
+    /// A writable temp directory, when granted.
+    pub temp_dir: Option<String>,
+    /// The directories.
+    pub preopens: Vec<Preopen>,
+    /// The programs it may start.
+    pub programs: ProgramGrant,
+    /// The environment variables it sees.
+    pub env: Arc<Vec<(String, String)>>,
+    /// pi's file mutation queue, shared with every other tool of the session.
+    pub mutations: Arc<FileMutationQueue>,
+}
+
+impl WasmGrants {
+    /// Nothing at all: a third-party plugin's start.
+    pub fn none(cwd: &Path) -> Self {
+        WasmGrants {
+            cwd: toolwright_sdk::paths::normalize(&cwd.to_string_lossy()),
+            home: None,
+            temp_dir: None,
+            preopens: Vec::new(),
+            programs: ProgramGrant::None,
+            env: Arc::default(),
+            mutations: Arc::default(),
+        }
+    }
+
+    /// The built-ins' default, as natively: read anywhere, write in the workspace and the temp directory, start
+    /// the shell, the host's environment.
+    pub fn builtin(cwd: &Path) -> Self {
+        let cwd_text = toolwright_sdk::paths::normalize(&cwd.to_string_lossy());
+        let temp = std::env::temp_dir();
+        let temp_text = toolwright_sdk::paths::normalize(&temp.to_string_lossy());
+        WasmGrants {
+            preopens: vec![
+                Preopen {
+                    host: "/".into(),
+                    guest: "/".into(),
+                    write: false,
+                },
+                Preopen {
+                    host: cwd.to_path_buf(),
+                    guest: cwd_text.clone(),
+                    write: true,
+                },
+                Preopen {
+                    host: temp,
+                    guest: temp_text.clone(),
+                    write: true,
+                },
+            ],
+            cwd: cwd_text,
+            home: std::env::var("HOME").ok(),
+            temp_dir: Some(temp_text),
+            programs: ProgramGrant::Any,
+            env: Arc::new(std::env::vars().collect()),
+            mutations: Arc::default(),
+        }
+    }
+}
+
+/// The plugin runtime: one engine, one linker, one cache, a bound on live instances.
+pub struct PluginHost {
+    engine: engine::PluginEngine,
+    linker: Linker<PluginState>,
+    cache: ComponentCache,
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl std::fmt::Debug for PluginHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginHost")
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A loaded plugin: its metadata, its tools, and the pre-linked component every call instantiates.
+pub struct Plugin {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// What it says about itself.
+    pub metadata: PluginMetadata,
+    /// Its tools.
+    pub tools: Vec<ToolSpec>,
+    /// Whether it exports the handler interface.
+    pub is_handler: bool,
+    /// Whether its compiled code came from the cache.
+    pub origin: Origin,
+    /// How long loading took (compiling or reading the cache, and describing itself).
+    pub load_time: std::time::Duration,
+    pub(crate) inner: Arc<PluginInner>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("path", &self.path)
+            .field("name", &self.metadata.name)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct PluginInner {
+    name: String,
+    pre: InstancePre<PluginState>,
+    tool: Option<bindings::tool::GuestIndices>,
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl PluginHost {
+    /// A runtime caching compiled components in `cache_dir` (none: compile every time).
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
+        let engine = engine::PluginEngine::new().map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(engine.engine());
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        bindings::FullPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let cache = ComponentCache::new(cache_dir, engine.fingerprint());
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_INSTANCES as usize));
+        Ok(PluginHost {
+            engine,
+            linker,
+            cache,
+            slots,
+        })
+    }
+
+    /// Load the plugin in `bytes` (`path` names it in errors and listings).
+    pub fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<Plugin, PluginError> {
+        let started = Instant::now();
+        let (component, origin) =
+            self.cache
+                .load(self.engine.engine(), bytes)
+                .map_err(|e| PluginError::Invalid {
+                    path: path.to_owned(),
+                    message: format!("{e:#}"),
+                })?;
+        let incompatible = |message: String| PluginError::Incompatible {
+            path: path.to_owned(),
+            message,
+        };
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| incompatible(format!("{e:#}")))?;
+        let tool = bindings::tool::GuestIndices::new(&pre).ok();
+        let handler = bindings::handler::GuestIndices::new(&pre).ok();
+        if tool.is_none() && handler.is_none() {
+            return Err(incompatible(
+                "it exports neither `toolwright:plugin/tool@0.1.0` nor `toolwright:plugin/handler@0.1.0`"
+                    .into(),
+            ));
+        }
+        let metadata_error = |message: String| PluginError::Metadata {
+            path: path.to_owned(),
+            message,
+        };
+        let inner = PluginInner {
+            name: path.display().to_string(),
+            pre,
+            tool,
+            slots: self.slots.clone(),
+        };
+        let (metadata, tools) = inner.describe(handler.as_ref()).map_err(metadata_error)?;
+        validate(&metadata, &tools).map_err(metadata_error)?;
+        let inner = Arc::new(PluginInner {
+            name: metadata.name.clone(),
+            ..inner
+        });
+        Ok(Plugin {
+            path: path.to_owned(),
+            metadata,
+            tools,
+            is_handler: handler.is_some(),
+            origin,
+            load_time: started.elapsed(),
+            inner,
+        })
+    }
+
+    /// Load one `.wasm` file.
+    pub fn load_file(&self, path: &Path) -> Result<Plugin, PluginError> {
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load_bytes(path, &bytes)
+    }
+
+    /// Load several plugins at once (compiling in parallel), keeping their order. Each gets its own result.
+    pub fn load_all(&self, sources: &[(PathBuf, Option<&'static [u8]>)]) -> Vec<Result<Plugin, PluginError>> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = sources
+                .iter()
+                .map(|(path, bytes)| {
+                    scope.spawn(move || match bytes {
+                        Some(bytes) => self.load_bytes(path, bytes),
+                        None => self.load_file(path),
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .zip(sources)
+                .map(|(h, (path, _))| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(PluginError::Invalid {
+                            path: path.clone(),
+                            message: "loading panicked".into(),
+                        })
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// The `.wasm` files of the plugin directories, in load order (directories in order, files by name). A
+    /// directory that does not exist is skipped.
+    pub fn discover(dirs: &[PathBuf]) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
+                .collect();
+            found.sort();
+            files.extend(found);
+        }
+        files
+    }
+
+    /// Keep the first plugin of each name; later ones are name clashes.
+    pub fn dedupe(plugins: Vec<Result<Plugin, PluginError>>) -> (Vec<Plugin>, Vec<PluginError>) {
+        let mut loaded: Vec<Plugin> = Vec::new();
+        let mut errors = Vec::new();
+        for plugin in plugins {
+            match plugin {
+                Ok(p) => match loaded.iter().find(|l| l.metadata.name == p.metadata.name) {
+                    Some(first) => errors.push(PluginError::NameClash {
+                        path: p.path.clone(),
+                        name: p.metadata.name.clone(),
+                        other: first.path.clone(),
+                    }),
+                    None => loaded.push(p),
+                },
+                Err(e) => errors.push(e),
+            }
+        }
+        (loaded, errors)
+    }
+}
+
+fn validate(metadata: &PluginMetadata, tools: &[ToolSpec]) -> Result<(), String> {
+    if metadata.name.trim().is_empty() {
+        return Err("the plugin has no name".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for tool in tools {
+        let valid = !tool.name.is_empty()
+            && tool
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(format!(
+                "tool name `{}` must be non-empty ASCII letters, digits, `_` or `-`",
+                tool.name
+            ));
+        }
+        if !seen.insert(tool.name.as_str()) {
+            return Err(format!("the plugin declares the tool `{}` twice", tool.name));
+        }
+    }
+    Ok(())
+}
+
+impl PluginInner {
+    /// A fresh store for one call under `grants`.
+    fn store(
+        &self,
+        grants: &WasmGrants,
+        cancel: CancellationToken,
+        updates: UpdateSink,
+    ) -> wasmtime::Result<Store<PluginState>> {
+        let mut wasi = WasiCtxBuilder::new();
+        for p in &grants.preopens {
+            let perms = if p.write {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            wasi.preopened_dir(&p.host, &p.guest, perms)?;
+        }
+        for (k, v) in grants.env.iter() {
+            wasi.env(k, v);
+        }
+        let stdout = MemoryOutputPipe::new(OUTPUT_CAPTURE);
+        let stderr = MemoryOutputPipe::new(OUTPUT_CAPTURE);
+        wasi.stdout(stdout.clone()).stderr(stderr.clone());
+        let call = CallEnv {
+            plugin: self.name.clone(),
+            cwd: grants.cwd.clone(),
+            home: grants.home.clone(),
+            temp_dir: grants.temp_dir.clone(),
+            cancel: cancel.clone(),
+            updates,
+            programs: grants.programs.clone(),
+            env: grants.env.clone(),
+        };
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(MAX_MEMORY)
+            .trap_on_grow_failure(true)
+            .build();
+        let state = PluginState {
+            wasi: wasi.build(),
+            table: Default::default(),
+            limits,
+            call,
+            stdout,
+            stderr,
+        };
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|s| &mut s.limits);
+        // Checked at every epoch tick: a cancelled call stops even inside a busy loop.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if cancel.is_cancelled() {
+                Err(wasmtime::format_err!("the call was cancelled"))
+            } else {
+                Ok(UpdateDeadline::Continue(1))
+            }
+        });
+        Ok(store)
+    }
+
+    /// Instantiate once, with no grants, to read the metadata and the tool list.
+    fn describe(
+        &self,
+        handler: Option<&bindings::handler::GuestIndices>,
+    ) -> Result<(PluginMetadata, Vec<ToolSpec>), String> {
+        let grants = WasmGrants::none(Path::new("/"));
+        let mut store = self
+            .store(&grants, CancellationToken::new(), UpdateSink::discard())
+            .map_err(|e| format!("{e:#}"))?;
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| format!("cannot instantiate: {e:#}"))?;
+        let result = match (&self.tool, handler) {
+            (Some(tool), _) => {
+                let guest = tool.load(&mut store, &instance).map_err(|e| format!("{e:#}"))?;
+                let metadata = guest
+                    .call_metadata(&mut store)
+                    .map_err(|e| format!("`metadata` failed: {e:#}"))?;
+                let tools = guest
+                    .call_list_tools(&mut store)
+                    .map_err(|e| format!("`list-tools` failed: {e:#}"))?;
+                let tools = tools
+                    .into_iter()
+                    .map(convert::spec_from_wit)
+                    .collect::<Result<Vec<_>, _>>()?;
+                (convert::metadata_from_wit(metadata), tools)
+            }
+            (None, Some(handler)) => {
+                let guest = handler
+                    .load(&mut store, &instance)
+                    .map_err(|e| format!("{e:#}"))?;
+                let metadata = guest
+                    .call_metadata(&mut store)
+                    .map_err(|e| format!("`metadata` failed: {e:#}"))?;
+                (convert::metadata_from_wit(metadata), Vec::new())
+            }
+            (None, None) => return Err("no interface to describe".into()),
+        };
+        store.data().flush_output();
+        Ok(result)
+    }
+}
+
+impl Plugin {
+    /// Its tools as definitions, calling into fresh instances under `grants`.
+    pub fn tool_definitions(&self, grants: &WasmGrants) -> Vec<ToolDefinition> {
+        self.tools
+            .iter()
+            .map(|spec| tool::definition(&self.inner, &self.path, spec, grants))
+            .collect()
+    }
+}

@@ -1,0 +1,171 @@
+//! Conversions between the generated WIT types and the host's own types. JSON-by-nature values cross as text
+//! and are parsed here; a plugin that sends malformed JSON gets an error naming the field.
+
+use serde_json::Value;
+use toolwright_sdk::{
+    Capability, CapabilityRequest, Content, Cost, ExecutionMode, Exposure, PluginMetadata, ToolAnnotations,
+    ToolSpec, Usage,
+};
+
+use super::bindings::types as wit;
+use crate::types::AgentToolResult;
+
+fn json(field: &str, text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("the plugin returned invalid JSON in `{field}`: {e}"))
+}
+
+fn json_opt(field: &str, text: Option<String>) -> Result<Option<Value>, String> {
+    text.map(|t| json(field, &t)).transpose()
+}
+
+/// A plugin's result as the host's.
+pub fn result_from_wit(r: wit::ToolResult) -> Result<AgentToolResult, String> {
+    Ok(AgentToolResult {
+        content: r.content.into_iter().map(content_from_wit).collect(),
+        details: json_opt("details", r.details)?,
+        structured_content: json_opt("structured-content", r.structured_content)?,
+        usage: r.usage.map(usage_from_wit),
+        is_error: r.is_error,
+        terminate: r.terminate,
+    })
+}
+
+/// The host's result as the plugin's.
+pub fn result_to_wit(r: &AgentToolResult) -> wit::ToolResult {
+    wit::ToolResult {
+        content: r.content.iter().map(content_to_wit).collect(),
+        details: r.details.as_ref().map(Value::to_string),
+        structured_content: r.structured_content.as_ref().map(Value::to_string),
+        usage: r.usage.as_ref().map(usage_to_wit),
+        is_error: r.is_error,
+        terminate: r.terminate,
+    }
+}
+
+fn content_from_wit(c: wit::Content) -> Content {
+    match c {
+        wit::Content::Text(text) => Content::Text { text },
+        wit::Content::Image(i) => Content::Image {
+            data: i.data,
+            mime_type: i.mime_type,
+        },
+    }
+}
+
+fn content_to_wit(c: &Content) -> wit::Content {
+    match c {
+        Content::Text { text } => wit::Content::Text(text.clone()),
+        Content::Image { data, mime_type } => wit::Content::Image(wit::Image {
+            data: data.clone(),
+            mime_type: mime_type.clone(),
+        }),
+    }
+}
+
+fn usage_from_wit(u: wit::Usage) -> Usage {
+    Usage {
+        input: u.input,
+        output: u.output,
+        cache_read: u.cache_read,
+        cache_write: u.cache_write,
+        cache_write_1h: u.cache_write_1h,
+        reasoning: u.reasoning,
+        total_tokens: u.total_tokens,
+        cost: Cost {
+            input: u.cost.input,
+            output: u.cost.output,
+            cache_read: u.cost.cache_read,
+            cache_write: u.cost.cache_write,
+            total: u.cost.total,
+            total_from_provider: u.cost.total_from_provider,
+        },
+    }
+}
+
+fn usage_to_wit(u: &Usage) -> wit::Usage {
+    wit::Usage {
+        input: u.input,
+        output: u.output,
+        cache_read: u.cache_read,
+        cache_write: u.cache_write,
+        cache_write_1h: u.cache_write_1h,
+        reasoning: u.reasoning,
+        total_tokens: u.total_tokens,
+        cost: wit::Cost {
+            input: u.cost.input,
+            output: u.cost.output,
+            cache_read: u.cost.cache_read,
+            cache_write: u.cost.cache_write,
+            total: u.cost.total,
+            total_from_provider: u.cost.total_from_provider,
+        },
+    }
+}
+
+/// A plugin's tool declaration as the SDK's.
+pub fn spec_from_wit(s: wit::ToolSpec) -> Result<ToolSpec, String> {
+    let parameters = json("parameters", &s.parameters)?;
+    if !parameters.is_object() {
+        return Err(format!(
+            "tool `{}` must define an object parameter schema",
+            s.name
+        ));
+    }
+    Ok(ToolSpec {
+        parameters,
+        output_schema: json_opt("output-schema", s.output_schema)?,
+        constrained_sampling: json_opt("constrained-sampling", s.constrained_sampling)?,
+        name: s.name,
+        label: s.label,
+        description: s.description,
+        prompt_snippet: s.prompt_snippet,
+        prompt_guidelines: s.prompt_guidelines,
+        execution_mode: s.execution_mode.map(|m| match m {
+            wit::ExecutionMode::Parallel => ExecutionMode::Parallel,
+            wit::ExecutionMode::Sequential => ExecutionMode::Sequential,
+        }),
+        exposure: match s.exposure {
+            wit::Exposure::Direct => Exposure::Direct,
+            wit::Exposure::ModelOnly => Exposure::ModelOnly,
+            wit::Exposure::Codemode => Exposure::Codemode,
+            wit::Exposure::Deferred => Exposure::Deferred,
+            wit::Exposure::Hidden => Exposure::Hidden,
+        },
+        annotations: s.annotations.map(|a| ToolAnnotations {
+            read_only_hint: a.read_only,
+            destructive_hint: a.destructive,
+            idempotent_hint: a.idempotent,
+            open_world_hint: a.open_world,
+        }),
+        default_active: s.default_active,
+        renders_own_frame: s.renders_own_frame,
+        prepares_arguments: s.prepares_arguments,
+        mutates_files: s.mutates_files,
+    })
+}
+
+/// A plugin's metadata as the SDK's.
+pub fn metadata_from_wit(m: wit::PluginMetadata) -> PluginMetadata {
+    PluginMetadata {
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        capabilities: m
+            .capabilities
+            .into_iter()
+            .map(|c| {
+                let capability = match c.capability {
+                    wit::Capability::Read(p) => Capability::Read(p),
+                    wit::Capability::Write(p) => Capability::Write(p),
+                    wit::Capability::Spawn(p) => Capability::Spawn(p),
+                    wit::Capability::Env(v) => Capability::Env(v),
+                    wit::Capability::Network(h) => Capability::Network(h),
+                };
+                CapabilityRequest {
+                    capability,
+                    reason: c.reason,
+                }
+            })
+            .collect(),
+    }
+}

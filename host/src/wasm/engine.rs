@@ -1,0 +1,77 @@
+//! The wasmtime engine: the component model, the pooling allocator, epoch interruption, and the fingerprint
+//! that keys the compiled-component cache.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How many plugin instances may exist at once; calls beyond wait for a slot (a semaphore in front of the pool).
+pub const MAX_INSTANCES: u32 = 256;
+/// Memory an instance may grow to, in bytes (DESIGN §5: 256 MiB).
+pub const MAX_MEMORY: usize = 256 << 20;
+/// How often the epoch advances: the granularity of deadlines and cancellation inside wasm code.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// An engine and the thread that advances its epoch.
+pub struct PluginEngine {
+    engine: Engine,
+    stop: Arc<AtomicBool>,
+}
+
+impl PluginEngine {
+    /// A new engine with the pooling allocator sized for [`MAX_INSTANCES`].
+    pub fn new() -> wasmtime::Result<Self> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(MAX_INSTANCES)
+            .total_core_instances(MAX_INSTANCES * 8)
+            .max_core_instances_per_component(16)
+            .total_memories(MAX_INSTANCES * 2)
+            .max_memories_per_component(4)
+            .total_tables(MAX_INSTANCES * 4)
+            .max_tables_per_component(8)
+            .max_memory_size(MAX_MEMORY);
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker = engine.weak();
+        let stopped = stop.clone();
+        std::thread::Builder::new()
+            .name("toolwright-epoch".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match ticker.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => return,
+                    }
+                }
+            })
+            .map_err(|e| wasmtime::format_err!("cannot start the epoch thread: {e}"))?;
+        Ok(PluginEngine { engine, stop })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// A fingerprint of everything that makes compiled code incompatible (wasmtime's version and settings).
+    pub fn fingerprint(&self) -> String {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        format!("{:016x}", hasher.finish())
+    }
+}
+
+impl Drop for PluginEngine {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,117 @@
+//! The state of one plugin call: WASI (preopens of the grants, no network, the granted environment, stdout and
+//! stderr captured for the log), the resource table, memory limits, and what the `host` import serves.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::StoreLimits;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::{host, types};
+use super::convert;
+use crate::native::ProgramGrant;
+use crate::tool::UpdateSink;
+
+/// What a call's plugin may reach, and where its results go.
+#[derive(Clone)]
+pub struct CallEnv {
+    /// The plugin's name, for logs and errors.
+    pub plugin: String,
+    /// The workspace, as the plugin sees it.
+    pub cwd: String,
+    /// The home directory, when granted.
+    pub home: Option<String>,
+    /// A writable temp directory, when granted.
+    pub temp_dir: Option<String>,
+    /// The call's cancellation.
+    pub cancel: CancellationToken,
+    /// Where partial results go.
+    pub updates: UpdateSink,
+    /// The programs the plugin may start.
+    pub programs: ProgramGrant,
+    /// The environment its processes get.
+    pub env: Arc<Vec<(String, String)>>,
+}
+
+/// The data of a plugin's store.
+pub struct PluginState {
+    pub(super) wasi: WasiCtx,
+    pub(super) table: ResourceTable,
+    pub(super) limits: StoreLimits,
+    pub(super) call: CallEnv,
+    pub(super) stdout: MemoryOutputPipe,
+    pub(super) stderr: MemoryOutputPipe,
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl PluginState {
+    /// Send what the plugin printed to the host's log, never to the protocol stream.
+    pub fn flush_output(&self) {
+        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let bytes = pipe.contents();
+            for line in String::from_utf8_lossy(&bytes).lines() {
+                tracing::info!(plugin = %self.call.plugin, stream, "{line}");
+            }
+        }
+    }
+}
+
+impl types::Host for PluginState {}
+
+impl host::Host for PluginState {
+    fn update(&mut self, partial: types::ToolResult) -> wasmtime::Result<()> {
+        match convert::result_from_wit(partial) {
+            Ok(result) => self.call.updates.update(result),
+            Err(e) => tracing::warn!(plugin = %self.call.plugin, "dropping a malformed partial result: {e}"),
+        }
+        Ok(())
+    }
+
+    fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.call.cancel.is_cancelled())
+    }
+
+    fn log(&mut self, level: types::LogLevel, message: String) -> wasmtime::Result<()> {
+        let plugin = &self.call.plugin;
+        match level {
+            types::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
+            types::LogLevel::Info => tracing::info!(plugin, "{message}"),
+            types::LogLevel::Warn => tracing::warn!(plugin, "{message}"),
+            types::LogLevel::Error => tracing::error!(plugin, "{message}"),
+        }
+        Ok(())
+    }
+
+    fn cwd(&mut self) -> wasmtime::Result<String> {
+        Ok(self.call.cwd.clone())
+    }
+
+    fn home(&mut self) -> wasmtime::Result<Option<String>> {
+        Ok(self.call.home.clone())
+    }
+
+    fn temp_dir(&mut self) -> wasmtime::Result<Option<String>> {
+        Ok(self.call.temp_dir.clone())
+    }
+
+    fn call_tool(&mut self, _name: String, _arguments: String) -> wasmtime::Result<types::CallOutcome> {
+        // pi's answer when no nested-call executor is bound; nested calls arrive with their own issue.
+        Ok(types::CallOutcome {
+            result: convert::result_to_wit(&crate::types::AgentToolResult::error(
+                "Nested tool calls are not available in this context",
+            )),
+            is_error: true,
+            duration_ms: None,
+        })
+    }
+}

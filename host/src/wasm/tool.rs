@@ -1,0 +1,155 @@
+//! A plugin's tool as a [`ToolDefinition`]: every call runs in a fresh instance on a blocking thread, within
+//! the bound on live instances; a trap or a malformed result becomes an error result naming the plugin.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolwright_sdk::{ToolError, ToolSpec, paths};
+
+use super::{PluginInner, WasmGrants, bindings, convert};
+use crate::definition::{ToolContext, ToolDefinition, ToolSource};
+use crate::tool::{ToolExecution, UpdateSink};
+use crate::types::AgentToolResult;
+
+/// The definition of `spec`, a tool of the plugin `inner`.
+pub fn definition(
+    inner: &Arc<PluginInner>,
+    path: &Path,
+    spec: &ToolSpec,
+    grants: &WasmGrants,
+) -> ToolDefinition {
+    let (plugin, tool_name, grants_for_calls) = (inner.clone(), spec.name.clone(), Arc::new(grants.clone()));
+    let mutates = spec.mutates_files;
+    let execute = move |run: ToolExecution, _ctx: Option<ToolContext>| {
+        let (plugin, tool_name, grants) = (plugin.clone(), tool_name.clone(), grants_for_calls.clone());
+        async move {
+            let arguments = run.params.to_string();
+            // Registered before the first await, so same-file calls queue in call order.
+            let target = if mutates {
+                plugin.mutated_path(&grants, &tool_name, &arguments)
+            } else {
+                None
+            };
+            let _turn = match target {
+                Some(p) => Some(
+                    grants
+                        .mutations
+                        .lock(&paths::resolve_to_cwd(&p, &grants.cwd, grants.home.as_deref()))
+                        .await,
+                ),
+                None => None,
+            };
+            let _slot = plugin
+                .slots
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| ToolError::new("the plugin runtime is shutting down"))?;
+            let call_id = run.call_id;
+            let (cancel, updates) = (run.cancel, run.updates);
+            let joined = tokio::task::spawn_blocking(move || {
+                plugin.execute(&grants, &tool_name, &call_id, &arguments, cancel, updates)
+            })
+            .await;
+            joined.unwrap_or_else(|e| Err(ToolError::new(format!("the plugin call did not finish: {e}"))))
+        }
+    };
+    let mut definition = ToolDefinition::from_spec(
+        spec,
+        ToolSource::Plugin {
+            path: path.to_owned(),
+        },
+        execute,
+    );
+    if spec.prepares_arguments {
+        let (plugin, tool_name, grants) = (inner.clone(), spec.name.clone(), grants.clone());
+        definition.prepare_arguments = Some(Arc::new(move |args: &Value| {
+            plugin.prepare_arguments(&grants, &tool_name, args)
+        }));
+    }
+    definition
+}
+
+impl PluginInner {
+    fn tool_guest(
+        &self,
+        grants: &WasmGrants,
+        cancel: CancellationToken,
+        updates: UpdateSink,
+    ) -> Result<(wasmtime::Store<super::PluginState>, bindings::tool::Guest), ToolError> {
+        let indices = self
+            .tool
+            .as_ref()
+            .ok_or_else(|| ToolError::new(format!("the plugin {} provides no tools", self.name)))?;
+        let mut store = self
+            .store(grants, cancel, updates)
+            .map_err(|e| self.fault("cannot set up the sandbox", &e))?;
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| self.fault("cannot instantiate", &e))?;
+        let guest = indices
+            .load(&mut store, &instance)
+            .map_err(|e| self.fault("cannot load its exports", &e))?;
+        Ok((store, guest))
+    }
+
+    fn fault(&self, what: &str, error: &wasmtime::Error) -> ToolError {
+        ToolError::new(format!("The plugin {} failed: {what}: {error:#}", self.name))
+    }
+
+    fn execute(
+        &self,
+        grants: &WasmGrants,
+        tool: &str,
+        call_id: &str,
+        arguments: &str,
+        cancel: CancellationToken,
+        updates: UpdateSink,
+    ) -> Result<AgentToolResult, ToolError> {
+        let cancelled = cancel.clone();
+        let (mut store, guest) = self.tool_guest(grants, cancel, updates)?;
+        let outcome = guest.call_execute(&mut store, tool, call_id, arguments);
+        store.data().flush_output();
+        match outcome {
+            Ok(Ok(result)) => convert::result_from_wit(result).map_err(|e| {
+                ToolError::new(format!(
+                    "The plugin {} returned a malformed result: {e}",
+                    self.name
+                ))
+            }),
+            Ok(Err(message)) => Err(ToolError::new(message)),
+            Err(_) if cancelled.is_cancelled() => Err(ToolError::new("Operation aborted")),
+            Err(trap) => Err(self.fault("it trapped", &trap)),
+        }
+    }
+
+    fn prepare_arguments(&self, grants: &WasmGrants, tool: &str, args: &Value) -> Result<Value, ToolError> {
+        let (mut store, guest) = self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard())?;
+        let outcome = guest.call_prepare_arguments(&mut store, tool, &args.to_string());
+        store.data().flush_output();
+        match outcome {
+            Ok(Ok(Some(text))) => serde_json::from_str(&text).map_err(|e| {
+                ToolError::new(format!(
+                    "The plugin {} returned invalid JSON from prepare-arguments: {e}",
+                    self.name
+                ))
+            }),
+            Ok(Ok(None)) => Ok(args.clone()),
+            Ok(Err(message)) => Err(ToolError::new(message)),
+            Err(trap) => Err(self.fault("prepare-arguments trapped", &trap)),
+        }
+    }
+
+    fn mutated_path(&self, grants: &WasmGrants, tool: &str, arguments: &str) -> Option<String> {
+        let (mut store, guest) = self
+            .tool_guest(grants, CancellationToken::new(), UpdateSink::discard())
+            .ok()?;
+        guest
+            .call_mutated_path(&mut store, tool, arguments)
+            .ok()
+            .flatten()
+    }
+}

@@ -1,0 +1,365 @@
+//! The guest side of a wasm plugin: private wit-bindgen bindings of `wit/plugin.wit` and the [`Ctx`] a tool
+//! gets inside the sandbox (files through WASI, processes through the `process` import). Compiled only for wasm;
+//! plugin authors use [`export_tool!`](crate::export_tool) and never name anything here.
+
+#![allow(missing_docs, unsafe_code)] // Generated bindings: documented in the WIT, unsafe by nature.
+
+use std::io::{self, Read, Write};
+use std::time::Duration;
+
+use crate::{
+    Access, Capability, CapabilityRequest, Command, Content, Ctx, ExitStatus, FileKind, Files, LogLevel,
+    Metadata, PluginMetadata, Process, ProcessEvent, TempFile, Tool, ToolResult, ToolSpec, Usage,
+};
+
+#[doc(hidden)]
+pub mod tool_world {
+    wit_bindgen::generate!({
+        world: "tool-plugin",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_tool_world",
+        default_bindings_module: "::toolwright_sdk::guest::tool_world",
+    });
+}
+
+use tool_world::exports::toolwright::plugin::tool as exported;
+use tool_world::toolwright::plugin::{host, process, types as wit};
+
+/// What [`export_tool!`](crate::export_tool) generates: the plugin's metadata and tools.
+#[doc(hidden)]
+pub trait ToolPlugin {
+    fn metadata() -> PluginMetadata;
+    fn tools() -> &'static [Box<dyn Tool>];
+}
+
+fn find<T: ToolPlugin>(name: &str) -> Result<&'static dyn Tool, String> {
+    T::tools()
+        .iter()
+        .map(|t| t.as_ref())
+        .find(|t| t.spec().name == name)
+        .ok_or_else(|| format!("Tool {name} not found"))
+}
+
+fn parse(json: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(json).map_err(|e| format!("invalid JSON from the host: {e}"))
+}
+
+impl<T: ToolPlugin> exported::Guest for T {
+    fn metadata() -> wit::PluginMetadata {
+        metadata_to_wit(T::metadata())
+    }
+
+    fn list_tools() -> Vec<wit::ToolSpec> {
+        T::tools().iter().map(|t| spec_to_wit(t.spec())).collect()
+    }
+
+    fn prepare_arguments(tool: String, arguments: String) -> Result<Option<String>, String> {
+        let args = parse(&arguments)?;
+        let prepared = find::<T>(&tool)?
+            .prepare_arguments(&args)
+            .map_err(|e| e.message().to_owned())?;
+        Ok(prepared.map(|v| v.to_string()))
+    }
+
+    fn mutated_path(tool: String, arguments: String) -> Option<String> {
+        let args = parse(&arguments).ok()?;
+        find::<T>(&tool).ok()?.mutated_path(&args)
+    }
+
+    fn execute(tool: String, call_id: String, arguments: String) -> Result<wit::ToolResult, String> {
+        let args = parse(&arguments)?;
+        let ctx = GuestCtx::new();
+        let result = find::<T>(&tool)?
+            .execute(&call_id, args, &ctx)
+            .map_err(|e| e.message().to_owned())?;
+        Ok(result_to_wit(result))
+    }
+
+    fn prepare_loadout(_tool: String, _loadout: String) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+
+    fn render_call(_tool: String, _arguments: String) -> Option<String> {
+        None
+    }
+
+    fn render_result(
+        _tool: String,
+        _result: wit::ToolResult,
+        _expanded: bool,
+        _partial: bool,
+    ) -> Option<String> {
+        None
+    }
+}
+
+fn metadata_to_wit(m: PluginMetadata) -> wit::PluginMetadata {
+    wit::PluginMetadata {
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        capabilities: m.capabilities.into_iter().map(capability_to_wit).collect(),
+    }
+}
+
+fn capability_to_wit(c: CapabilityRequest) -> wit::CapabilityRequest {
+    let capability = match c.capability {
+        Capability::Read(p) => wit::Capability::Read(p),
+        Capability::Write(p) => wit::Capability::Write(p),
+        Capability::Spawn(p) => wit::Capability::Spawn(p),
+        Capability::Env(v) => wit::Capability::Env(v),
+        Capability::Network(h) => wit::Capability::Network(h),
+    };
+    wit::CapabilityRequest {
+        capability,
+        reason: c.reason,
+    }
+}
+
+fn spec_to_wit(s: ToolSpec) -> wit::ToolSpec {
+    wit::ToolSpec {
+        name: s.name,
+        label: s.label,
+        description: s.description,
+        parameters: s.parameters.to_string(),
+        output_schema: s.output_schema.map(|v| v.to_string()),
+        prompt_snippet: s.prompt_snippet,
+        prompt_guidelines: s.prompt_guidelines,
+        constrained_sampling: s.constrained_sampling.map(|v| v.to_string()),
+        execution_mode: s.execution_mode.map(|m| match m {
+            crate::ExecutionMode::Parallel => wit::ExecutionMode::Parallel,
+            crate::ExecutionMode::Sequential => wit::ExecutionMode::Sequential,
+        }),
+        exposure: match s.exposure {
+            crate::Exposure::Direct => wit::Exposure::Direct,
+            crate::Exposure::ModelOnly => wit::Exposure::ModelOnly,
+            crate::Exposure::Codemode => wit::Exposure::Codemode,
+            crate::Exposure::Deferred => wit::Exposure::Deferred,
+            crate::Exposure::Hidden => wit::Exposure::Hidden,
+        },
+        annotations: s.annotations.map(|a| wit::Annotations {
+            read_only: a.read_only_hint,
+            destructive: a.destructive_hint,
+            idempotent: a.idempotent_hint,
+            open_world: a.open_world_hint,
+        }),
+        default_active: s.default_active,
+        renders_own_frame: s.renders_own_frame,
+        prepares_arguments: s.prepares_arguments,
+        mutates_files: s.mutates_files,
+    }
+}
+
+fn usage_to_wit(u: Usage) -> wit::Usage {
+    wit::Usage {
+        input: u.input,
+        output: u.output,
+        cache_read: u.cache_read,
+        cache_write: u.cache_write,
+        cache_write_1h: u.cache_write_1h,
+        reasoning: u.reasoning,
+        total_tokens: u.total_tokens,
+        cost: wit::Cost {
+            input: u.cost.input,
+            output: u.cost.output,
+            cache_read: u.cost.cache_read,
+            cache_write: u.cost.cache_write,
+            total: u.cost.total,
+            total_from_provider: u.cost.total_from_provider,
+        },
+    }
+}
+
+fn result_to_wit(r: ToolResult) -> wit::ToolResult {
+    wit::ToolResult {
+        content: r
+            .content
+            .into_iter()
+            .map(|c| match c {
+                Content::Text { text } => wit::Content::Text(text),
+                Content::Image { data, mime_type } => wit::Content::Image(wit::Image { data, mime_type }),
+            })
+            .collect(),
+        details: r.details.map(|v| v.to_string()),
+        structured_content: r.structured_content.map(|v| v.to_string()),
+        usage: r.usage.map(usage_to_wit),
+        is_error: r.is_error,
+        terminate: r.terminate,
+    }
+}
+
+/// The [`Ctx`] inside the sandbox.
+struct GuestCtx {
+    cwd: String,
+}
+
+impl GuestCtx {
+    fn new() -> Self {
+        GuestCtx { cwd: host::cwd() }
+    }
+}
+
+impl Ctx for GuestCtx {
+    fn cwd(&self) -> &str {
+        &self.cwd
+    }
+
+    fn home(&self) -> Option<String> {
+        host::home()
+    }
+
+    fn is_cancelled(&self) -> bool {
+        host::is_cancelled()
+    }
+
+    fn update(&self, partial: ToolResult) {
+        host::update(&result_to_wit(partial));
+    }
+
+    fn log(&self, level: LogLevel, message: &str) {
+        let level = match level {
+            LogLevel::Debug => wit::LogLevel::Debug,
+            LogLevel::Info => wit::LogLevel::Info,
+            LogLevel::Warn => wit::LogLevel::Warn,
+            LogLevel::Error => wit::LogLevel::Error,
+        };
+        host::log(level, message);
+    }
+
+    fn files(&self) -> &dyn Files {
+        &WasiFiles
+    }
+
+    fn spawn(&self, command: &Command) -> io::Result<Box<dyn Process>> {
+        let command = process::Command {
+            program: command.program.clone(),
+            args: command.args.clone(),
+            cwd: command.cwd.clone(),
+            env: command.env.clone(),
+        };
+        match process::spawn(&command) {
+            Ok(child) => Ok(Box::new(GuestProcess { child })),
+            Err(message) => Err(io::Error::new(io::ErrorKind::PermissionDenied, message)),
+        }
+    }
+
+    fn temp_file(&self, prefix: &str, suffix: &str) -> io::Result<TempFile> {
+        let dir = host::temp_dir().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "this plugin has no temp directory",
+            )
+        })?;
+        let mut random = [0u8; 8];
+        // WASI's random source, through the standard library's hash keys.
+        let bits = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u8(0);
+            h.finish()
+        };
+        random.copy_from_slice(&bits.to_le_bytes());
+        let path = format!("{dir}/{prefix}-{:016x}{suffix}", u64::from_le_bytes(random));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        Ok(TempFile {
+            path,
+            writer: Box::new(file),
+        })
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        std::env::vars().collect()
+    }
+}
+
+/// Files through WASI: the preopened directories of the plugin's grants are all it can reach.
+struct WasiFiles;
+
+fn kind_of(t: std::fs::FileType) -> FileKind {
+    if t.is_dir() {
+        FileKind::Dir
+    } else if t.is_file() {
+        FileKind::File
+    } else if t.is_symlink() {
+        FileKind::Symlink
+    } else {
+        FileKind::Other
+    }
+}
+
+impl Files for WasiFiles {
+    fn read(&self, path: &str) -> io::Result<Vec<u8>> {
+        std::fs::read(path)
+    }
+
+    fn read_prefix(&self, path: &str, max: usize) -> io::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        std::fs::File::open(path)?
+            .take(max as u64)
+            .read_to_end(&mut buf)?;
+        Ok(buf)
+    }
+
+    fn write(&self, path: &str, bytes: &[u8]) -> io::Result<()> {
+        std::fs::File::create(path)?.write_all(bytes)
+    }
+
+    fn create_dir_all(&self, path: &str) -> io::Result<()> {
+        std::fs::create_dir_all(path)
+    }
+
+    fn metadata(&self, path: &str) -> io::Result<Metadata> {
+        let m = std::fs::metadata(path)?;
+        Ok(Metadata {
+            kind: kind_of(m.file_type()),
+            len: m.len(),
+        })
+    }
+
+    fn symlink_metadata(&self, path: &str) -> io::Result<Metadata> {
+        let m = std::fs::symlink_metadata(path)?;
+        Ok(Metadata {
+            kind: kind_of(m.file_type()),
+            len: m.len(),
+        })
+    }
+
+    fn read_dir(&self, path: &str) -> io::Result<Vec<String>> {
+        std::fs::read_dir(path)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect()
+    }
+
+    fn check(&self, path: &str, _access: Access) -> io::Result<String> {
+        // The sandbox itself enforces access; a path that exists is reachable as it is.
+        Ok(crate::paths::normalize(path))
+    }
+}
+
+/// A process started through the `process` import.
+struct GuestProcess {
+    child: process::Child,
+}
+
+impl Process for GuestProcess {
+    fn next(&mut self, timeout: Duration) -> io::Result<ProcessEvent> {
+        let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
+        match self.child.next(ms) {
+            Ok(process::ProcessEvent::Output(bytes)) => Ok(ProcessEvent::Output(bytes)),
+            Ok(process::ProcessEvent::Exited(s)) => Ok(ProcessEvent::Exited(ExitStatus {
+                code: s.code,
+                signal: s.signal,
+            })),
+            Ok(process::ProcessEvent::Idle) => Ok(ProcessEvent::Idle),
+            Err(message) => Err(io::Error::other(message)),
+        }
+    }
+
+    fn kill(&mut self) {
+        self.child.kill();
+    }
+}

@@ -1,0 +1,198 @@
+//! Replaying the built-in tool fixtures (`tests/fixtures/builtins`) and comparing events the way the CLI
+//! contract does: exactly, except that in parallel batches each call's events are compared in order (end
+//! events come in completion order).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+use toolwright::toolset::{BuiltinMode, Toolset, ToolsetOptions};
+use toolwright::{AssistantMessage, EventLog, ExecutionMode, Pipeline, StopReason, ToolCall};
+
+use crate::{fixtures_dir, normalize, workspace};
+
+/// A recorded fixture.
+#[derive(Deserialize)]
+pub struct Fixture {
+    /// The workspace.
+    pub files: Map<String, Value>,
+    /// The calls file.
+    pub calls: Calls,
+    /// What pi did.
+    pub recorded: Recorded,
+}
+
+/// A calls file.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Calls {
+    /// The calls.
+    pub tool_calls: Vec<ToolCall>,
+    /// The mode.
+    #[serde(default)]
+    pub mode: Option<ExecutionMode>,
+    /// The stop reason.
+    #[serde(default)]
+    pub stop_reason: Option<StopReason>,
+}
+
+/// pi's events and the files it left.
+#[derive(Deserialize)]
+pub struct Recorded {
+    /// Normalised events.
+    pub events: Vec<Value>,
+    /// Files after the batch.
+    pub files: Map<String, Value>,
+}
+
+/// Every fixture of `tests/fixtures/builtins`, with its name.
+pub fn builtin_fixtures() -> Vec<(String, Fixture)> {
+    let dir = fixtures_dir().join("builtins");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("fixtures")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    paths.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let text = std::fs::read_to_string(&path).expect("readable fixture");
+            let fixture = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (name, fixture)
+        })
+        .collect()
+}
+
+/// A cache for compiled components shared by every test run (compiling in a debug build takes seconds).
+pub fn test_cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("target")
+        .join("toolwright-test-cache")
+}
+
+/// Run `fixture` in a fresh workspace with the built-ins in `mode`: the normalised events and the files left.
+pub async fn replay(fixture: &Fixture, mode: BuiltinMode) -> (Vec<Value>, Map<String, Value>) {
+    let ws = workspace::create(&fixture.files);
+    let cwd = ws.path().to_string_lossy().into_owned();
+    let real = std::fs::canonicalize(ws.path())
+        .expect("a real path")
+        .to_string_lossy()
+        .into_owned();
+    let mut options = ToolsetOptions::new(ws.path());
+    options.plugin_dirs.clear();
+    options.builtins = mode;
+    options.cache_dir = Some(test_cache_dir());
+    let toolset = Toolset::load(&options).expect("the built-ins load");
+    assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
+    let message = AssistantMessage {
+        tool_calls: fixture.calls.tool_calls.clone(),
+        stop_reason: fixture.calls.stop_reason.unwrap_or_default(),
+    };
+    let pipeline = Pipeline::new().with_tool_execution(fixture.calls.mode.unwrap_or_default());
+    let log = EventLog::new();
+    pipeline
+        .execute_tool_calls(&toolset.agent_tools(), &message, &log, &CancellationToken::new())
+        .await;
+    let events = log
+        .events()
+        .into_iter()
+        .map(|e| serde_json::to_value(e).expect("serialisable"))
+        .collect();
+    let files = workspace::snapshot(ws.path(), Path::new(""));
+    (normalize::builtin_events(events, &[cwd, real]), files)
+}
+
+/// The events in the form they are compared in: per call in parallel batches (first and last update only).
+pub fn comparable(fixture: &Fixture, events: &[Value]) -> Vec<Value> {
+    let parallel = fixture.calls.mode.unwrap_or_default() == ExecutionMode::Parallel
+        && fixture.calls.stop_reason != Some(StopReason::Length);
+    let events: Vec<Value> = events.iter().cloned().map(normalize::integers).collect();
+    if parallel { by_call(&events) } else { events }
+}
+
+/// Events grouped by call id, each group in emission order with only its first and last update.
+fn by_call(events: &[Value]) -> Vec<Value> {
+    let mut groups: Vec<(Value, Vec<Value>)> = Vec::new();
+    for e in events {
+        let id = e
+            .get("toolCallId")
+            .or_else(|| e.pointer("/message/toolCallId"))
+            .cloned()
+            .unwrap_or_default();
+        match groups.iter_mut().find(|(k, _)| *k == id) {
+            Some((_, g)) => g.push(e.clone()),
+            None => groups.push((id, vec![e.clone()])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, g)| {
+            let updates: Vec<usize> = (0..g.len())
+                .filter(|&i| g[i]["type"] == "tool_execution_update")
+                .collect();
+            let keep =
+                |i: &usize| updates.len() < 3 || Some(i) == updates.first() || Some(i) == updates.last();
+            Value::Array(
+                g.into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| !updates.contains(i) || keep(i))
+                    .map(|(_, e)| e)
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// The differences between two event lists (and file sets), as readable lines; empty when they match.
+pub fn differences(
+    name: &str,
+    expected: (&[Value], &Map<String, Value>),
+    actual: (&[Value], &Map<String, Value>),
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, (e, a)) in expected.0.iter().zip(actual.0).enumerate() {
+        if e != a {
+            out.push(format!(
+                "{name}: event {i} differs\n  expected: {}\n  actual:   {}",
+                serde_json::to_string(e).unwrap_or_default(),
+                serde_json::to_string(a).unwrap_or_default()
+            ));
+            break;
+        }
+    }
+    if expected.0.len() != actual.0.len() {
+        out.push(format!(
+            "{name}: {} events, expected {}",
+            actual.0.len(),
+            expected.0.len()
+        ));
+    }
+    if expected.1 != actual.1 {
+        out.push(format!(
+            "{name}: files differ\n  expected: {:?}\n  actual:   {:?}",
+            expected.1, actual.1
+        ));
+    }
+    out
+}
+
+/// In a parallel batch the result messages come last, all of them.
+pub fn parallel_phase_errors(name: &str, fixture: &Fixture, events: &[Value]) -> Vec<String> {
+    let parallel = fixture.calls.mode.unwrap_or_default() == ExecutionMode::Parallel
+        && fixture.calls.stop_reason != Some(StopReason::Length);
+    let first_message = events
+        .iter()
+        .position(|e| e["type"] == "message_end")
+        .unwrap_or(events.len());
+    if parallel && events[first_message..].iter().any(|e| e["type"] != "message_end") {
+        return vec![format!("{name}: a tool event follows the first result message")];
+    }
+    Vec::new()
+}

@@ -1,0 +1,195 @@
+//! Loading plugins from plugin directories: a third-party plugin works with no grants, bad files are reported
+//! and skipped while the others load, name clashes keep the first, and a second start uses the compiled cache.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use toolwright::toolset::{Toolset, ToolsetOptions};
+use toolwright::wasm::{Origin, PluginError, PluginHost};
+use toolwright::{AssistantMessage, EventLog, Pipeline, ToolCall};
+use toolwright_tests::golden::test_cache_dir;
+
+fn example(name: &str) -> &'static [u8] {
+    toolwright::builtins::wasm::EXAMPLES
+        .unwrap()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap()
+        .1
+}
+
+fn builtin(name: &str) -> &'static [u8] {
+    toolwright::builtins::wasm::BUILTINS
+        .unwrap()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap()
+        .1
+}
+
+fn options(ws: &Path, plugin_dir: &Path) -> ToolsetOptions {
+    let mut options = ToolsetOptions::new(ws);
+    options.plugin_dirs = vec![plugin_dir.to_path_buf()];
+    options.cache_dir = Some(test_cache_dir());
+    options
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_party_plugin_runs_next_to_the_builtins() {
+    let ws = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("wordcount.wasm"),
+        example("toolwright-example-wordcount"),
+    )
+    .unwrap();
+    let toolset = Toolset::load(&options(ws.path(), dir.path())).unwrap();
+    assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
+    let names: Vec<&str> = toolset.definitions.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "read",
+            "bash",
+            "edit",
+            "write",
+            "grep",
+            "find",
+            "ls",
+            "word_count"
+        ]
+    );
+    let plugin = &toolset.plugins[0];
+    assert_eq!(plugin.metadata.name, "toolwright-example-wordcount");
+    assert!(plugin.metadata.capabilities.is_empty());
+
+    let message = AssistantMessage {
+        tool_calls: vec![
+            ToolCall::new("w1", "word_count", json!({"text": "one two\nthree"})),
+            ToolCall::new("w2", "word_count", json!({"text": 42})),
+            ToolCall::new("w3", "word_count", json!({})),
+        ],
+        ..Default::default()
+    };
+    let outcome = Pipeline::new()
+        .execute_tool_calls(
+            &toolset.agent_tools(),
+            &message,
+            &EventLog::new(),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(
+        outcome.messages[0].content[0].as_text(),
+        Some("3 words, 2 lines, 13 characters")
+    );
+    assert_eq!(
+        outcome.results[0].structured_content,
+        Some(json!({"words": 3, "lines": 2, "characters": 13}))
+    );
+    // The same validation and coercion as any tool: 42 becomes "42".
+    assert_eq!(
+        outcome.messages[1].content[0].as_text(),
+        Some("1 words, 1 lines, 2 characters")
+    );
+    assert_eq!(
+        outcome.messages[2].content[0].as_text(),
+        Some("Validation failed for tool \"word_count\":\n  - text: missing\n\nReceived arguments:\n{}")
+    );
+}
+
+#[test]
+fn bad_files_are_reported_by_name_and_the_others_load() {
+    let ws = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a-good.wasm"),
+        example("toolwright-example-wordcount"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("b-garbage.wasm"), b"this is not wasm").unwrap();
+    // A core module, not a component.
+    std::fs::write(dir.path().join("c-core.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    std::fs::write(dir.path().join("d-truncated.wasm"), &builtin("write")[..1000]).unwrap();
+    // The same plugin twice: the second is a name clash.
+    std::fs::write(
+        dir.path().join("e-again.wasm"),
+        example("toolwright-example-wordcount"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("notes.txt"), b"ignored: not a .wasm").unwrap();
+    let toolset = Toolset::load(&options(ws.path(), dir.path())).unwrap();
+    assert_eq!(toolset.plugins.len(), 1);
+    assert!(toolset.definitions.iter().any(|d| d.name == "word_count"));
+    let errors: Vec<String> = toolset.errors.iter().map(ToString::to_string).collect();
+    assert_eq!(errors.len(), 4, "{errors:#?}");
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    assert!(
+        errors[0].starts_with(&format!(
+            "{}: not a valid WebAssembly component",
+            file("b-garbage.wasm")
+        )),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        errors[1].starts_with(&format!(
+            "{}: not a valid WebAssembly component",
+            file("c-core.wasm")
+        )),
+        "{}",
+        errors[1]
+    );
+    assert!(
+        errors[2].starts_with(&format!(
+            "{}: not a valid WebAssembly component",
+            file("d-truncated.wasm")
+        )),
+        "{}",
+        errors[2]
+    );
+    assert!(
+        matches!(&toolset.errors[3], PluginError::NameClash { name, .. } if name == "toolwright-example-wordcount")
+    );
+    assert!(errors[3].contains(&file("a-good.wasm")), "{}", errors[3]);
+}
+
+#[test]
+fn a_second_start_loads_compiled_plugins_from_the_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let bytes = example("toolwright-example-wordcount");
+    let path = PathBuf::from("wordcount.wasm");
+    let first = PluginHost::new(Some(cache.path().to_path_buf()))
+        .unwrap()
+        .load_bytes(&path, bytes)
+        .unwrap();
+    assert_eq!(first.origin, Origin::Compiled);
+    let cached: Vec<_> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(cached.len(), 1, "one compiled component in the cache: {cached:?}");
+    // A new runtime, as a second start of the program would have.
+    let second = PluginHost::new(Some(cache.path().to_path_buf()))
+        .unwrap()
+        .load_bytes(&path, bytes)
+        .unwrap();
+    assert_eq!(second.origin, Origin::Cached);
+    assert_eq!(second.metadata, first.metadata);
+    // A corrupt cache entry is not trusted blindly: it is recompiled.
+    let entry = std::fs::read_dir(cache.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::write(&entry, b"garbage").unwrap();
+    let third = PluginHost::new(Some(cache.path().to_path_buf()))
+        .unwrap()
+        .load_bytes(&path, bytes)
+        .unwrap();
+    assert_eq!(third.origin, Origin::Compiled);
+}
