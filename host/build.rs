@@ -7,7 +7,10 @@ use std::process::Command;
 
 const PLUGINS: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
 /// Third-party-style examples: (package, wasm file stem).
-const EXAMPLES: [(&str, &str); 1] = [("toolwright-example-wordcount", "toolwright_example_wordcount")];
+const EXAMPLES: [(&str, &str); 2] = [
+    ("toolwright-example-wordcount", "toolwright_example_wordcount"),
+    ("toolwright-example-guard", "toolwright_example_guard"),
+];
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {

@@ -213,6 +213,17 @@ impl Toolset {
         })
     }
 
+    /// The pipeline with the handler plugins' hooks (none when no plugin is a handler). Handler plugins are
+    /// granted nothing (third-party plugins start with nothing).
+    pub fn pipeline(&self, cwd: &Path) -> crate::pipeline::Pipeline {
+        let handlers: Vec<&Plugin> = self.plugins.iter().filter(|p| p.is_handler).collect();
+        let mut pipeline = crate::pipeline::Pipeline::new();
+        if let Some((before, after)) = crate::wasm::handler_hooks(&handlers, &WasmGrants::none(cwd)) {
+            pipeline = pipeline.with_before_tool_call(before).with_after_tool_call(after);
+        }
+        pipeline
+    }
+
     /// The tools as the pipeline runs them.
     pub fn agent_tools(&self) -> Vec<AgentTool> {
         self.definitions

@@ -9,6 +9,7 @@ mod bindings;
 mod cache;
 mod convert;
 mod engine;
+mod handler;
 mod process;
 mod state;
 mod tool;
@@ -26,6 +27,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 pub use cache::{ComponentCache, Origin, default_dir as default_cache_dir};
 pub use engine::{MAX_INSTANCES, MAX_MEMORY};
+pub use handler::hooks as handler_hooks;
 pub use state::CallEnv;
 
 use crate::definition::ToolDefinition;
@@ -220,6 +222,7 @@ pub(crate) struct PluginInner {
     name: String,
     pre: InstancePre<PluginState>,
     tool: Option<bindings::tool::GuestIndices>,
+    handler: Option<bindings::handler::GuestIndices>,
     slots: Arc<tokio::sync::Semaphore>,
 }
 
@@ -272,13 +275,15 @@ impl PluginHost {
             path: path.to_owned(),
             message,
         };
+        let is_handler = handler.is_some();
         let inner = PluginInner {
             name: path.display().to_string(),
             pre,
             tool,
+            handler,
             slots: self.slots.clone(),
         };
-        let (metadata, tools) = inner.describe(handler.as_ref()).map_err(metadata_error)?;
+        let (metadata, tools) = inner.describe().map_err(metadata_error)?;
         validate(&metadata, &tools).map_err(metadata_error)?;
         let inner = Arc::new(PluginInner {
             name: metadata.name.clone(),
@@ -288,7 +293,7 @@ impl PluginHost {
             path: path.to_owned(),
             metadata,
             tools,
-            is_handler: handler.is_some(),
+            is_handler,
             origin,
             load_time: started.elapsed(),
             inner,
@@ -454,10 +459,7 @@ impl PluginInner {
     }
 
     /// Instantiate once, with no grants, to read the metadata and the tool list.
-    fn describe(
-        &self,
-        handler: Option<&bindings::handler::GuestIndices>,
-    ) -> Result<(PluginMetadata, Vec<ToolSpec>), String> {
+    fn describe(&self) -> Result<(PluginMetadata, Vec<ToolSpec>), String> {
         let grants = WasmGrants::none(Path::new("/"));
         let mut store = self
             .store(&grants, CancellationToken::new(), UpdateSink::discard())
@@ -466,7 +468,7 @@ impl PluginInner {
             .pre
             .instantiate(&mut store)
             .map_err(|e| format!("cannot instantiate: {e:#}"))?;
-        let result = match (&self.tool, handler) {
+        let result = match (&self.tool, &self.handler) {
             (Some(tool), _) => {
                 let guest = tool.load(&mut store, &instance).map_err(|e| format!("{e:#}"))?;
                 let metadata = guest

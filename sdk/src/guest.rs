@@ -23,6 +23,22 @@ pub mod tool_world {
     });
 }
 
+#[doc(hidden)]
+pub mod handler_world {
+    wit_bindgen::generate!({
+        world: "handler-plugin",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_handler_world",
+        default_bindings_module: "::toolwright_sdk::guest::handler_world",
+        with: {
+            "toolwright:plugin/types@0.1.0": crate::guest::tool_world::toolwright::plugin::types,
+            "toolwright:plugin/host@0.1.0": crate::guest::tool_world::toolwright::plugin::host,
+        },
+    });
+}
+
+use handler_world::exports::toolwright::plugin::handler as handler_exports;
 use tool_world::exports::toolwright::plugin::tool as exported;
 use tool_world::toolwright::plugin::{host, process, types as wit};
 
@@ -91,6 +107,108 @@ impl<T: ToolPlugin> exported::Guest for T {
         _partial: bool,
     ) -> Option<String> {
         None
+    }
+}
+
+/// What [`export_handler!`](crate::export_handler) generates: the plugin's metadata and handler.
+#[doc(hidden)]
+pub trait HandlerPlugin {
+    fn metadata() -> PluginMetadata;
+    fn handler() -> &'static dyn crate::Handler;
+}
+
+impl<T: HandlerPlugin> handler_exports::Guest for T {
+    fn metadata() -> wit::PluginMetadata {
+        metadata_to_wit(T::handler().metadata().unwrap_or_else(T::metadata))
+    }
+
+    fn tool_call(event: handler_exports::ToolCallEvent) -> handler_exports::ToolCallDecision {
+        let input = match serde_json::from_str(&event.input) {
+            Ok(input) => input,
+            Err(e) => {
+                return handler_exports::ToolCallDecision::Block(handler_exports::Block {
+                    reason: Some(format!("invalid JSON from the host: {e}")),
+                    terminate: false,
+                });
+            }
+        };
+        let event = crate::ToolCallEvent {
+            tool_name: event.tool_name,
+            tool_call_id: event.tool_call_id,
+            parent_tool_call_id: event.parent_tool_call_id,
+            input,
+        };
+        match T::handler().tool_call(&event) {
+            crate::ToolCallDecision::Allow => handler_exports::ToolCallDecision::Allow,
+            crate::ToolCallDecision::Block { reason, terminate } => {
+                handler_exports::ToolCallDecision::Block(handler_exports::Block { reason, terminate })
+            }
+            crate::ToolCallDecision::Rewrite(args) => {
+                handler_exports::ToolCallDecision::Rewrite(args.to_string())
+            }
+        }
+    }
+
+    fn tool_result(event: handler_exports::ToolResultEvent) -> Option<handler_exports::ToolResultChanges> {
+        let parse = |t: &str| serde_json::from_str::<serde_json::Value>(t).ok();
+        let event = crate::ToolResultEvent {
+            tool_name: event.tool_name,
+            tool_call_id: event.tool_call_id,
+            parent_tool_call_id: event.parent_tool_call_id,
+            input: parse(&event.input).unwrap_or_default(),
+            content: event.content.into_iter().map(content_from_wit).collect(),
+            details: event.details.as_deref().and_then(parse),
+            structured_content: event.structured_content.as_deref().and_then(parse),
+            is_error: event.is_error,
+            usage: event.usage.map(usage_from_wit),
+        };
+        let changes = T::handler().tool_result(&event)?;
+        Some(handler_exports::ToolResultChanges {
+            content: changes
+                .content
+                .map(|c| c.into_iter().map(content_to_wit).collect()),
+            details: changes.details.map(|v| v.to_string()),
+            structured_content: changes.structured_content.map(|v| v.to_string()),
+            is_error: changes.is_error,
+            usage: changes.usage.map(usage_to_wit),
+        })
+    }
+}
+
+fn content_from_wit(c: wit::Content) -> Content {
+    match c {
+        wit::Content::Text(text) => Content::Text { text },
+        wit::Content::Image(i) => Content::Image {
+            data: i.data,
+            mime_type: i.mime_type,
+        },
+    }
+}
+
+fn content_to_wit(c: Content) -> wit::Content {
+    match c {
+        Content::Text { text } => wit::Content::Text(text),
+        Content::Image { data, mime_type } => wit::Content::Image(wit::Image { data, mime_type }),
+    }
+}
+
+fn usage_from_wit(u: wit::Usage) -> Usage {
+    Usage {
+        input: u.input,
+        output: u.output,
+        cache_read: u.cache_read,
+        cache_write: u.cache_write,
+        cache_write_1h: u.cache_write_1h,
+        reasoning: u.reasoning,
+        total_tokens: u.total_tokens,
+        cost: crate::Cost {
+            input: u.cost.input,
+            output: u.cost.output,
+            cache_read: u.cost.cache_read,
+            cache_write: u.cost.cache_write,
+            total: u.cost.total,
+            total_from_provider: u.cost.total_from_provider,
+        },
     }
 }
 
@@ -173,14 +291,7 @@ fn usage_to_wit(u: Usage) -> wit::Usage {
 
 fn result_to_wit(r: ToolResult) -> wit::ToolResult {
     wit::ToolResult {
-        content: r
-            .content
-            .into_iter()
-            .map(|c| match c {
-                Content::Text { text } => wit::Content::Text(text),
-                Content::Image { data, mime_type } => wit::Content::Image(wit::Image { data, mime_type }),
-            })
-            .collect(),
+        content: r.content.into_iter().map(content_to_wit).collect(),
         details: r.details.map(|v| v.to_string()),
         structured_content: r.structured_content.map(|v| v.to_string()),
         usage: r.usage.map(usage_to_wit),

@@ -12,7 +12,8 @@
 //! - [`Ctx`]: a tool's only door to files ([`Files`]), processes ([`Process`]), updates, cancellation and logs.
 //! - [`js`]: JavaScript number, string and JSON semantics that pi's texts depend on.
 //! - [`PluginMetadata`] and [`Capability`]: what a plugin says about itself and asks for.
-//! - `export_tool!`: the one line that turns a crate's tools into a wasm tool plugin.
+//! - [`Handler`]: a plugin in the call path (pi's `tool_call` / `tool_result` hooks).
+//! - `export_tool!` / `export_handler!`: the one line that turns a crate into a wasm tool or handler plugin.
 //! - [`paths`] and [`truncate`]: pi's path resolution and output truncation, shared by the built-in tools.
 //!
 //! This crate knows nothing of wasmtime, tokio or the host: it compiles natively and for `wasm32-wasip2`.
@@ -34,6 +35,7 @@ mod error;
 #[cfg(target_family = "wasm")]
 #[doc(hidden)]
 pub mod guest;
+mod handler;
 pub mod js;
 mod metadata;
 pub mod paths;
@@ -48,6 +50,7 @@ pub use ctx::{
     Access, Command, Ctx, ExitStatus, FileKind, Files, LogLevel, Metadata, Process, ProcessEvent, TempFile,
 };
 pub use error::{ToolError, node_code};
+pub use handler::{Handler, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 pub use plugin::{Capability, CapabilityRequest, PluginMetadata};
 pub use result::ToolResult;
@@ -89,6 +92,38 @@ macro_rules! export_tool {
                 }
             }
             $crate::__export_tool_plugin_impl!(__ToolwrightToolPlugin with_types_in $crate::guest::tool_world);
+        };
+    };
+}
+
+/// Export a [`Handler`] as a wasm handler plugin (a `handler-plugin` component); on native builds it expands to
+/// nothing.
+///
+/// ```ignore
+/// toolwright_sdk::export_handler!(MyPolicy);
+/// ```
+#[macro_export]
+macro_rules! export_handler {
+    ($handler:expr $(; capabilities = [$($cap:expr),* $(,)?])? $(;)?) => {
+        #[cfg(target_family = "wasm")]
+        const _: () = {
+            #[doc(hidden)]
+            pub struct __ToolwrightHandlerPlugin;
+            impl $crate::guest::HandlerPlugin for __ToolwrightHandlerPlugin {
+                fn metadata() -> $crate::PluginMetadata {
+                    $crate::PluginMetadata {
+                        name: env!("CARGO_PKG_NAME").into(),
+                        version: env!("CARGO_PKG_VERSION").into(),
+                        description: env!("CARGO_PKG_DESCRIPTION").into(),
+                        capabilities: vec![$($($cap),*)?],
+                    }
+                }
+                fn handler() -> &'static dyn $crate::Handler {
+                    static HANDLER: ::std::sync::OnceLock<::std::boxed::Box<dyn $crate::Handler>> = ::std::sync::OnceLock::new();
+                    HANDLER.get_or_init(|| ::std::boxed::Box::new($handler)).as_ref()
+                }
+            }
+            $crate::__export_handler_plugin_impl!(__ToolwrightHandlerPlugin with_types_in $crate::guest::handler_world);
         };
     };
 }

@@ -193,3 +193,63 @@ fn a_second_start_loads_compiled_plugins_from_the_cache() {
         .unwrap();
     assert_eq!(third.origin, Origin::Compiled);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_plugin_blocks_rewrites_and_redacts_in_the_call_path() {
+    let ws = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("guard.wasm"), example("toolwright-example-guard")).unwrap();
+    let toolset = Toolset::load(&options(ws.path(), dir.path())).unwrap();
+    assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
+    assert!(toolset.plugins[0].is_handler);
+    assert!(toolset.plugins[0].tools.is_empty());
+    let calls = [
+        ("h1", "rm -rf ./everything"),
+        ("h2", "sudo echo hi"),
+        ("h3", "echo SECRET=hunter2 ok"),
+        ("h4", "echo __guard_trap__"),
+        ("h5", "echo __guard_trap_result__"),
+    ];
+    let message = AssistantMessage {
+        tool_calls: calls
+            .iter()
+            .map(|(id, cmd)| ToolCall::new(*id, "bash", json!({"command": cmd})))
+            .collect(),
+        ..Default::default()
+    };
+    let log = EventLog::new();
+    let outcome = toolset
+        .pipeline(ws.path())
+        .execute_tool_calls(&toolset.agent_tools(), &message, &log, &CancellationToken::new())
+        .await;
+    let text = |i: usize| outcome.messages[i].content[0].as_text().unwrap().to_owned();
+    assert_eq!(text(0), "guard: recursive deletes are not allowed");
+    assert!(outcome.messages[0].is_error && outcome.messages[0].duration_ms.is_none());
+    assert_eq!(text(1), "hi\n", "sudo was dropped before the command ran");
+    assert_eq!(text(2), "SECRET=[redacted] ok\n");
+    assert_eq!(
+        outcome.results[2].structured_content, None,
+        "new content without structured content drops it"
+    );
+    assert!(
+        text(3).starts_with("The handler plugin toolwright-example-guard failed: it trapped"),
+        "{}",
+        text(3)
+    );
+    assert!(outcome.messages[3].is_error);
+    assert_eq!(
+        text(4),
+        "__guard_trap_result__\n",
+        "a failing tool_result handler is skipped"
+    );
+    // The start event still shows the raw arguments.
+    let start = log
+        .events()
+        .into_iter()
+        .find(|e| e.tool_call_id() == "h2")
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(start).unwrap()["args"],
+        json!({"command": "sudo echo hi"})
+    );
+}

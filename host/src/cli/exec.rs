@@ -9,9 +9,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
-use toolwright::{
-    AgentEvent, AssistantMessage, BoxFuture, EventSink, ExecutionMode, Pipeline, StopReason, ToolCall,
-};
+use toolwright::{AgentEvent, AssistantMessage, BoxFuture, EventSink, ExecutionMode, StopReason, ToolCall};
 
 /// Arguments of `toolwright exec`.
 #[derive(Debug, Args)]
@@ -66,7 +64,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     };
     let toolset = args.tools.load(&cwd)?;
     let tools = toolset.agent_tools();
-    let pipeline = Pipeline::new().with_tool_execution(mode);
+    let pipeline = toolset.pipeline(&cwd).with_tool_execution(mode);
     let human = !args.json && std::io::stdout().is_terminal();
     let sink = StdoutSink { human };
 

@@ -1,0 +1,248 @@
+//! Handler plugins as the pipeline's hooks: `tool_call` handlers run in load order before execution (block,
+//! rewrite, allow), `tool_result` handlers in load order after it, with pi's runner semantics (§8.1, §8.2). A
+//! handler that fails blocks the call (`tool_call`) or is reported and skipped (`tool_result`), as pi treats
+//! throwing extension handlers.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolwright_sdk::ToolError;
+
+use super::{Plugin, PluginInner, WasmGrants, bindings, convert};
+use crate::hooks::{
+    AfterToolCall, AfterToolCallContext, AfterToolCallResult, BeforeToolCall, BeforeToolCallContext,
+    BeforeToolCallResult, after_tool_call, before_tool_call,
+};
+use crate::tool::UpdateSink;
+use crate::types::AgentToolResult;
+
+type HandlerList = Arc<Vec<(Arc<PluginInner>, WasmGrants)>>;
+
+/// The `before_tool_call` and `after_tool_call` hooks of `plugins`' handlers, in load order; `None` when none
+/// of them is a handler.
+pub fn hooks(plugins: &[&Plugin], grants: &WasmGrants) -> Option<(BeforeToolCall, AfterToolCall)> {
+    let handlers: Vec<_> = plugins
+        .iter()
+        .filter(|p| p.is_handler)
+        .map(|p| (p.inner.clone(), grants.clone()))
+        .collect();
+    if handlers.is_empty() {
+        return None;
+    }
+    let handlers: HandlerList = Arc::new(handlers);
+    let before_handlers = handlers.clone();
+    let before = before_tool_call(move |ctx, cancel| run_tool_call(before_handlers.clone(), ctx, cancel));
+    let after = after_tool_call(move |ctx, cancel| run_tool_result(handlers.clone(), ctx, cancel));
+    Some((before, after))
+}
+
+async fn run_tool_call(
+    handlers: HandlerList,
+    ctx: BeforeToolCallContext,
+    cancel: CancellationToken,
+) -> Result<Option<BeforeToolCallResult>, ToolError> {
+    let mut args = ctx.args.clone();
+    for (plugin, grants) in handlers.iter() {
+        let event = bindings::handler::ToolCallEvent {
+            tool_name: ctx.tool_call.name.clone(),
+            tool_call_id: ctx.tool_call.id.clone(),
+            parent_tool_call_id: ctx.parent_tool_call_id.clone(),
+            input: args.to_string(),
+        };
+        let (plugin_for_call, grants, cancel) = (plugin.clone(), grants.clone(), cancel.clone());
+        let decision = tokio::task::spawn_blocking(move || plugin_for_call.tool_call(&grants, event, cancel))
+            .await
+            .map_err(|e| {
+                ToolError::new(format!("The handler plugin {} did not finish: {e}", plugin.name))
+            })??;
+        match decision {
+            bindings::handler::ToolCallDecision::Allow => {}
+            bindings::handler::ToolCallDecision::Block(block) => {
+                return Ok(Some(BeforeToolCallResult {
+                    block: true,
+                    reason: block.reason,
+                    terminate: block.terminate,
+                    args: None,
+                }));
+            }
+            bindings::handler::ToolCallDecision::Rewrite(text) => {
+                args = serde_json::from_str(&text).map_err(|e| {
+                    ToolError::new(format!(
+                        "The handler plugin {} rewrote the arguments to invalid JSON: {e}",
+                        plugin.name
+                    ))
+                })?;
+            }
+        }
+    }
+    Ok((args != ctx.args).then(|| BeforeToolCallResult::rewrite(args)))
+}
+
+/// The result as handlers see and change it (pi's working copy of the event).
+struct Working {
+    content: Vec<toolwright_sdk::Content>,
+    details: Option<Value>,
+    structured_content: Option<Value>,
+    is_error: bool,
+    usage: Option<toolwright_sdk::Usage>,
+}
+
+async fn run_tool_result(
+    handlers: HandlerList,
+    ctx: AfterToolCallContext,
+    cancel: CancellationToken,
+) -> Result<Option<AfterToolCallResult>, ToolError> {
+    let mut work = Working {
+        content: ctx.result.content.clone(),
+        details: ctx.result.details.clone(),
+        structured_content: ctx.result.structured_content.clone(),
+        is_error: ctx.is_error,
+        usage: ctx.result.usage.clone(),
+    };
+    let mut modified = false;
+    for (plugin, grants) in handlers.iter() {
+        let current = AgentToolResult {
+            content: work.content.clone(),
+            details: work.details.clone(),
+            structured_content: work.structured_content.clone(),
+            usage: work.usage.clone(),
+            ..Default::default()
+        };
+        let wit = convert::result_to_wit(&current);
+        let event = bindings::handler::ToolResultEvent {
+            tool_name: ctx.tool_call.name.clone(),
+            tool_call_id: ctx.tool_call.id.clone(),
+            parent_tool_call_id: ctx.parent_tool_call_id.clone(),
+            input: ctx.args.to_string(),
+            content: wit.content,
+            details: wit.details,
+            structured_content: wit.structured_content,
+            is_error: work.is_error,
+            usage: wit.usage,
+        };
+        let (plugin_for_call, grants, cancel) = (plugin.clone(), grants.clone(), cancel.clone());
+        let outcome =
+            tokio::task::spawn_blocking(move || plugin_for_call.tool_result(&grants, event, cancel)).await;
+        let changes = match outcome {
+            Ok(Ok(changes)) => changes,
+            Ok(Err(error)) => {
+                tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {e}");
+                continue;
+            }
+        };
+        let Some(changes) = changes else { continue };
+        match apply(&mut work, changes) {
+            Ok(()) => modified = true,
+            Err(e) => tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {e}"),
+        }
+    }
+    if !modified {
+        return Ok(None);
+    }
+    Ok(Some(AfterToolCallResult {
+        content: Some(work.content),
+        details: work.details,
+        structured_content: work.structured_content,
+        is_error: Some(work.is_error),
+        usage: work.usage,
+        terminate: None,
+    }))
+}
+
+/// pi's runner: new content drops the structured content unless the handler gives one; every other given
+/// field replaces the current one.
+fn apply(work: &mut Working, changes: bindings::handler::ToolResultChanges) -> Result<(), String> {
+    let parsed = convert::result_from_wit(bindings::types::ToolResult {
+        content: changes.content.clone().unwrap_or_default(),
+        details: changes.details,
+        structured_content: changes.structured_content,
+        usage: changes.usage,
+        is_error: None,
+        terminate: None,
+    })?;
+    if changes.content.is_some() {
+        work.content = parsed.content;
+        if parsed.structured_content.is_none() {
+            work.structured_content = None;
+        }
+    }
+    if let Some(details) = parsed.details {
+        work.details = Some(details);
+    }
+    if let Some(structured) = parsed.structured_content {
+        work.structured_content = Some(structured);
+    }
+    if let Some(is_error) = changes.is_error {
+        work.is_error = is_error;
+    }
+    if let Some(usage) = parsed.usage {
+        work.usage = Some(usage);
+    }
+    Ok(())
+}
+
+impl PluginInner {
+    fn handler_guest(
+        &self,
+        grants: &WasmGrants,
+        cancel: CancellationToken,
+    ) -> Result<(wasmtime::Store<super::PluginState>, bindings::handler::Guest), ToolError> {
+        let indices = self
+            .handler
+            .as_ref()
+            .ok_or_else(|| ToolError::new(format!("{} is not a handler plugin", self.name)))?;
+        let fail = |what: &str, e: wasmtime::Error| {
+            ToolError::new(format!("The handler plugin {} failed: {what}: {e:#}", self.name))
+        };
+        let mut store = self
+            .store(grants, cancel, UpdateSink::discard())
+            .map_err(|e| fail("cannot set up the sandbox", e))?;
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| fail("cannot instantiate", e))?;
+        let guest = indices
+            .load(&mut store, &instance)
+            .map_err(|e| fail("cannot load its exports", e))?;
+        Ok((store, guest))
+    }
+
+    fn tool_call(
+        &self,
+        grants: &WasmGrants,
+        event: bindings::handler::ToolCallEvent,
+        cancel: CancellationToken,
+    ) -> Result<bindings::handler::ToolCallDecision, ToolError> {
+        let (mut store, guest) = self.handler_guest(grants, cancel)?;
+        let outcome = guest.call_tool_call(&mut store, &event);
+        store.data().flush_output();
+        outcome.map_err(|e| {
+            ToolError::new(format!(
+                "The handler plugin {} failed: it trapped: {e:#}",
+                self.name
+            ))
+        })
+    }
+
+    fn tool_result(
+        &self,
+        grants: &WasmGrants,
+        event: bindings::handler::ToolResultEvent,
+        cancel: CancellationToken,
+    ) -> Result<Option<bindings::handler::ToolResultChanges>, ToolError> {
+        let (mut store, guest) = self.handler_guest(grants, cancel)?;
+        let outcome = guest.call_tool_result(&mut store, &event);
+        store.data().flush_output();
+        outcome.map_err(|e| {
+            ToolError::new(format!(
+                "The handler plugin {} failed: it trapped: {e:#}",
+                self.name
+            ))
+        })
+    }
+}
