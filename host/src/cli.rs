@@ -38,6 +38,10 @@ pub struct ToolArgs {
     /// Run this built-in as a wasm plugin while the others run natively (repeatable).
     #[arg(long = "wasm-builtin", value_name = "TOOL")]
     wasm_builtins: Vec<String>,
+    /// A policy file granting plugins directories, programs and variables (repeatable; after the project's
+    /// `toolwright.toml` and the user's `~/.config/toolwright/toolwright.toml`).
+    #[arg(long = "policy", value_name = "FILE")]
+    policy_files: Vec<std::path::PathBuf>,
     /// Where compiled plugins are cached (default: `$TOOLWRIGHT_CACHE_DIR` or `~/.cache/toolwright/components`).
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<std::path::PathBuf>,
@@ -62,6 +66,7 @@ impl ToolArgs {
             BuiltinArg::Wasm => toolwright::toolset::BuiltinMode::Wasm,
         };
         options.wasm_builtins = self.wasm_builtins.clone();
+        options.policy_files.extend(self.policy_files.iter().cloned());
         if let Some(dir) = &self.cache_dir {
             options.cache_dir = Some(dir.clone());
         }

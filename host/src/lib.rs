@@ -13,6 +13,7 @@
 //! - [`hooks`]: `before_tool_call` / `after_tool_call`, the two points where permissions and rewriting plug in.
 //! - [`grants`] and [`native`]: the cap-std sandbox native tools run in, and the adapter that turns an SDK
 //!   [`Tool`](toolwright_sdk::Tool) into a [`ToolDefinition`].
+//! - [`policy`]: policy files: what each plugin is granted (requests ∩ grants, deny wins).
 //! - [`wasm`]: WebAssembly plugins: loading, the compiled-component cache, fresh instances per call.
 //! - [`builtins`]: the seven built-in tools.
 //! - [`toolset`]: a session's tools: the built-ins (native or wasm) and the plugin directories.
@@ -49,6 +50,7 @@ pub mod grants;
 pub mod hooks;
 pub mod native;
 pub mod pipeline;
+pub mod policy;
 pub mod schema;
 pub mod tool;
 pub mod toolset;

@@ -5,9 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::definition::{ToolDefinition, wrap_tool_definition};
+use crate::grants::{Grant, GrantedFiles};
+use crate::native::ProgramGrant;
 use crate::native::{FileMutationQueue, NativeEnv};
+use crate::policy::{Effective, PluginPolicy, Policy};
 use crate::tool::AgentTool;
-use crate::wasm::{Plugin, PluginError, PluginHost, WasmGrants};
+use crate::wasm::{Plugin, PluginError, PluginHost, Preopen, WasmGrants};
 
 /// How the built-in tools run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -32,6 +35,8 @@ pub struct ToolsetOptions {
     pub plugin_dirs: Vec<PathBuf>,
     /// Where compiled components are cached (none: compile every time).
     pub cache_dir: Option<PathBuf>,
+    /// Policy files, in order (grants add up, denials win).
+    pub policy_files: Vec<PathBuf>,
 }
 
 impl ToolsetOptions {
@@ -40,6 +45,7 @@ impl ToolsetOptions {
         let cwd = cwd.into();
         ToolsetOptions {
             plugin_dirs: default_plugin_dirs(&cwd),
+            policy_files: crate::policy::default_files(&cwd),
             cwd,
             builtins: BuiltinMode::Native,
             wasm_builtins: Vec::new(),
@@ -75,6 +81,9 @@ pub enum ToolsetError {
     /// The wasm runtime could not start, or the built-ins were built without wasm components.
     #[error("{0}")]
     Runtime(String),
+    /// A policy file is unreadable or invalid.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
 }
 
 /// The tools of a session, and what happened while loading them.
@@ -89,6 +98,11 @@ pub struct Toolset {
     pub overrides: Vec<(String, PathBuf)>,
     /// The runtime, when any wasm plugin is loaded.
     pub host: Option<Arc<PluginHost>>,
+    /// The policy in force.
+    pub policy: Policy,
+    /// What each third-party plugin was granted and refused, by plugin name.
+    pub grants: Vec<(String, Effective)>,
+    handler_grants: Vec<WasmGrants>,
 }
 
 impl std::fmt::Debug for Toolset {
@@ -105,6 +119,9 @@ impl Toolset {
     /// Load the built-ins and every plugin of the plugin directories. Plugins compile in parallel, or come from
     /// the cache.
     pub fn load(options: &ToolsetOptions) -> Result<Self, ToolsetError> {
+        let policy = Policy::load(&options.policy_files)?;
+        let cwd_text = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
+        let home = std::env::var("HOME").ok();
         let mutations = Arc::new(FileMutationQueue::default());
         let files: Vec<PathBuf> = PluginHost::discover(&options.plugin_dirs);
         let as_wasm = |name: &str| {
@@ -155,22 +172,60 @@ impl Toolset {
         // Every built-in has its slot in pi's order, native or wasm.
         let mut definitions = Vec::new();
         if options.builtins == BuiltinMode::Native {
-            let mut env = NativeEnv::builtin(&options.cwd).map_err(|source| ToolsetError::Workspace {
+            let workspace_error = |source| ToolsetError::Workspace {
                 path: options.cwd.clone(),
                 source,
-            })?;
+            };
+            let mut env = NativeEnv::builtin(&options.cwd).map_err(workspace_error)?;
+            if let Some(b) = &policy.builtins {
+                let (grants, programs, vars) = builtin_policy(b, &cwd_text, home.as_deref());
+                env.files = Arc::new(GrantedFiles::open(&grants).map_err(workspace_error)?);
+                env.programs = programs;
+                env.env = Arc::new(vars);
+            }
             env.mutations = mutations.clone();
             definitions.extend(crate::builtins::definitions(&env));
         }
         let mut overrides = Vec::new();
+        let mut decided = Vec::new();
+        let mut handler_grants = Vec::new();
         for (i, plugin) in plugins.iter().enumerate() {
             let is_builtin = i < builtin_count && plugin.path.to_string_lossy().starts_with("builtin:");
             let mut grants = if is_builtin {
-                WasmGrants::builtin(&options.cwd)
+                let mut grants = WasmGrants::builtin(&options.cwd);
+                if let Some(b) = &policy.builtins {
+                    let (dirs, programs, vars) = builtin_policy(b, &cwd_text, home.as_deref());
+                    let temp = grants.preopens.pop();
+                    grants.preopens = dirs
+                        .iter()
+                        .map(|g| Preopen {
+                            host: g.path.clone(),
+                            guest: g.path.to_string_lossy().into_owned(),
+                            write: g.write,
+                        })
+                        .chain(temp)
+                        .collect();
+                    grants.programs = programs;
+                    grants.env = Arc::new(vars);
+                }
+                grants
             } else {
-                WasmGrants::none(&options.cwd)
+                let name = &plugin.metadata.name;
+                let effective = crate::policy::decide(
+                    name,
+                    &plugin.metadata.capabilities,
+                    policy.plugins.get(name),
+                    &cwd_text,
+                    home.as_deref(),
+                );
+                let grants = WasmGrants::from_effective(&effective, &options.cwd);
+                decided.push((name.clone(), effective));
+                grants
             };
             grants.mutations = mutations.clone();
+            if plugin.is_handler {
+                handler_grants.push(grants.clone());
+            }
             for mut definition in plugin.tool_definitions(&grants) {
                 if is_builtin {
                     definition.source = crate::definition::ToolSource::Builtin;
@@ -210,15 +265,19 @@ impl Toolset {
             errors,
             overrides,
             host,
+            policy,
+            grants: decided,
+            handler_grants,
         })
     }
 
-    /// The pipeline with the handler plugins' hooks (none when no plugin is a handler). Handler plugins are
-    /// granted nothing (third-party plugins start with nothing).
+    /// The pipeline with the handler plugins' hooks (none when no plugin is a handler), each handler under its
+    /// own grants.
     pub fn pipeline(&self, cwd: &Path) -> crate::pipeline::Pipeline {
+        let _ = cwd;
         let handlers: Vec<&Plugin> = self.plugins.iter().filter(|p| p.is_handler).collect();
         let mut pipeline = crate::pipeline::Pipeline::new();
-        if let Some((before, after)) = crate::wasm::handler_hooks(&handlers, &WasmGrants::none(cwd)) {
+        if let Some((before, after)) = crate::wasm::handler_hooks(&handlers, &self.handler_grants) {
             pipeline = pipeline.with_before_tool_call(before).with_after_tool_call(after);
         }
         pipeline
@@ -231,4 +290,50 @@ impl Toolset {
             .map(|d| wrap_tool_definition(d, None))
             .collect()
     }
+}
+
+/// The built-ins' grants when a policy sets them: its directories (deny wins), programs and variables.
+fn builtin_policy(
+    p: &PluginPolicy,
+    cwd: &str,
+    home: Option<&str>,
+) -> (Vec<Grant>, ProgramGrant, Vec<(String, String)>) {
+    let resolve = |list: &[String]| {
+        list.iter()
+            .map(|d| crate::policy::resolve(d, cwd, home))
+            .collect::<Vec<_>>()
+    };
+    let denied = resolve(&p.deny.read);
+    let denied_write = resolve(&p.deny.write);
+    let inside =
+        |dir: &str, other: &str| other == "/" || dir == other || dir.starts_with(&format!("{other}/"));
+    let clash = |dir: &str, list: &[String]| list.iter().any(|d| inside(dir, d) || inside(d, dir));
+    let mut grants: Vec<Grant> = resolve(&p.read)
+        .into_iter()
+        .filter(|d| !clash(d, &denied))
+        .map(Grant::read_only)
+        .collect();
+    grants.extend(
+        resolve(&p.write)
+            .into_iter()
+            .filter(|d| !clash(d, &denied) && !clash(d, &denied_write))
+            .map(Grant::read_write),
+    );
+    grants.retain(|g| g.path.is_dir());
+    let programs = if p.spawn.iter().any(|s| s == "*") && p.deny.spawn.is_empty() {
+        ProgramGrant::Any
+    } else {
+        ProgramGrant::Only(
+            p.spawn
+                .iter()
+                .filter(|s| !p.deny.spawn.contains(s))
+                .cloned()
+                .collect(),
+        )
+    };
+    let all = p.env.iter().any(|v| v == "*");
+    let vars = std::env::vars()
+        .filter(|(k, _)| (all || p.env.contains(k)) && !p.deny.env.iter().any(|d| d == k || d == "*"))
+        .collect();
+    (grants, programs, vars)
 }

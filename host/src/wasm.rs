@@ -126,7 +126,48 @@ pub struct WasmGrants {
     pub env: Arc<Vec<(String, String)>>,
     /// pi's file mutation queue, shared with every other tool of the session.
     pub mutations: Arc<FileMutationQueue>,
+    /// Wall-clock limit per call (none: only cancellation stops it).
+    pub timeout: Option<std::time::Duration>,
+    /// Memory limit per instance, in bytes (at most [`MAX_MEMORY`]).
+    pub memory: usize,
 }
+
+impl WasmGrants {
+    /// What a policy decision grants: its directories (mapped at the same paths), programs, variables (from the
+    /// host's environment) and limits. Directories that do not exist are left out.
+    pub fn from_effective(effective: &crate::policy::Effective, cwd: &Path) -> Self {
+        let mut grants = WasmGrants::none(cwd);
+        grants.preopens = effective
+            .dirs
+            .iter()
+            .filter(|(dir, _)| Path::new(dir).is_dir())
+            .map(|(dir, write)| Preopen {
+                host: PathBuf::from(dir),
+                guest: dir.clone(),
+                write: *write,
+            })
+            .collect();
+        grants.programs = ProgramGrant::Only(effective.programs.clone());
+        let all = effective.env.iter().any(|v| v == "*");
+        grants.env = Arc::new(
+            std::env::vars()
+                .filter(|(k, _)| all || effective.env.contains(k))
+                .collect(),
+        );
+        if let Some(ms) = effective.timeout_ms {
+            grants.timeout = Some(std::time::Duration::from_millis(ms));
+        }
+        if let Some(mib) = effective.memory_mib {
+            grants.memory = usize::try_from(mib.saturating_mul(1 << 20))
+                .unwrap_or(MAX_MEMORY)
+                .min(MAX_MEMORY);
+        }
+        grants
+    }
+}
+
+/// Wall-clock limit per call of a third-party plugin when its policy sets none.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl WasmGrants {
     /// Nothing at all: a third-party plugin's start.
@@ -139,6 +180,8 @@ impl WasmGrants {
             programs: ProgramGrant::None,
             env: Arc::default(),
             mutations: Arc::default(),
+            timeout: Some(DEFAULT_TIMEOUT),
+            memory: MAX_MEMORY,
         }
     }
 
@@ -172,6 +215,9 @@ impl WasmGrants {
             programs: ProgramGrant::Any,
             env: Arc::new(std::env::vars().collect()),
             mutations: Arc::default(),
+            // pi's bash has no default timeout; the built-ins run unbounded unless a policy says otherwise.
+            timeout: None,
+            memory: MAX_MEMORY,
         }
     }
 }
@@ -431,9 +477,10 @@ impl PluginInner {
             updates,
             programs: grants.programs.clone(),
             env: grants.env.clone(),
+            deadline: grants.timeout.map(|t| (Instant::now() + t, t)),
         };
         let limits = StoreLimitsBuilder::new()
-            .memory_size(MAX_MEMORY)
+            .memory_size(grants.memory.min(MAX_MEMORY))
             .trap_on_grow_failure(true)
             .build();
         let state = PluginState {
@@ -448,12 +495,17 @@ impl PluginInner {
         store.limiter(|s| &mut s.limits);
         // Checked at every epoch tick: a cancelled call stops even inside a busy loop.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
+        store.epoch_deadline_callback(move |ctx| {
+            let state = ctx.data();
             if cancel.is_cancelled() {
-                Err(wasmtime::format_err!("the call was cancelled"))
-            } else {
-                Ok(UpdateDeadline::Continue(1))
+                return Err(wasmtime::format_err!("the call was cancelled"));
             }
+            if let Some((deadline, limit)) = state.call.deadline
+                && Instant::now() >= deadline
+            {
+                return Err(wasmtime::Error::new(state::Stopped::Deadline(limit)));
+            }
+            Ok(UpdateDeadline::Continue(1))
         });
         Ok(store)
     }

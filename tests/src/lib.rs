@@ -13,6 +13,11 @@
 //! ```
 
 pub mod golden;
+
+/// Paths of the test programs (wasm components built by `build.rs`).
+pub mod programs {
+    include!(concat!(env!("OUT_DIR"), "/programs.rs"));
+}
 pub mod normalize;
 pub mod scenario;
 pub mod workspace;

@@ -44,6 +44,11 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             .plugins
             .iter()
             .map(|p| {
+                let grants = toolset
+                    .grants
+                    .iter()
+                    .find(|(n, _)| *n == p.metadata.name)
+                    .map(|(_, e)| &e.decisions);
                 json!({
                     "path": p.path,
                     "name": p.metadata.name,
@@ -52,6 +57,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                     "tools": p.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
                     "handler": p.is_handler,
                     "requested": p.metadata.capabilities,
+                    "decisions": grants,
                     "cached": p.origin == toolwright::wasm::Origin::Cached,
                     "loadMs": p.load_time.as_secs_f64() * 1000.0,
                 })
@@ -95,13 +101,32 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
         if m.capabilities.is_empty() {
             writeln!(out, "  requests: nothing")?;
         }
-        for c in &m.capabilities {
+        let decisions = toolset
+            .grants
+            .iter()
+            .find(|(n, _)| *n == m.name)
+            .map(|(_, e)| &e.decisions);
+        for (i, c) in m.capabilities.iter().enumerate() {
             writeln!(
                 out,
                 "  requests: {} (because: {})",
                 describe(&c.capability),
                 c.reason
             )?;
+            match decisions.and_then(|d| d.get(i)) {
+                None => writeln!(
+                    out,
+                    "    granted: the built-ins' default grant (or the policy's [builtins])"
+                )?,
+                Some(d) => {
+                    for g in &d.granted {
+                        writeln!(out, "    granted: {}", describe(g))?;
+                    }
+                    if let Some(why) = &d.refused {
+                        writeln!(out, "    refused: {why}")?;
+                    }
+                }
+            }
         }
     }
     for error in &toolset.errors {

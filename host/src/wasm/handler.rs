@@ -19,13 +19,14 @@ use crate::types::AgentToolResult;
 
 type HandlerList = Arc<Vec<(Arc<PluginInner>, WasmGrants)>>;
 
-/// The `before_tool_call` and `after_tool_call` hooks of `plugins`' handlers, in load order; `None` when none
-/// of them is a handler.
-pub fn hooks(plugins: &[&Plugin], grants: &WasmGrants) -> Option<(BeforeToolCall, AfterToolCall)> {
+/// The `before_tool_call` and `after_tool_call` hooks of `plugins`' handlers, in load order, each handler with
+/// its grants (`grants[i]` for the i-th handler); `None` when none of them is a handler.
+pub fn hooks(plugins: &[&Plugin], grants: &[WasmGrants]) -> Option<(BeforeToolCall, AfterToolCall)> {
     let handlers: Vec<_> = plugins
         .iter()
         .filter(|p| p.is_handler)
-        .map(|p| (p.inner.clone(), grants.clone()))
+        .zip(grants)
+        .map(|(p, g)| (p.inner.clone(), g.clone()))
         .collect();
     if handlers.is_empty() {
         return None;
@@ -221,12 +222,7 @@ impl PluginInner {
         let (mut store, guest) = self.handler_guest(grants, cancel)?;
         let outcome = guest.call_tool_call(&mut store, &event);
         store.data().flush_output();
-        outcome.map_err(|e| {
-            ToolError::new(format!(
-                "The handler plugin {} failed: it trapped: {e:#}",
-                self.name
-            ))
-        })
+        outcome.map_err(|e| handler_error(self.describe_trap(&e, grants)))
     }
 
     fn tool_result(
@@ -238,11 +234,14 @@ impl PluginInner {
         let (mut store, guest) = self.handler_guest(grants, cancel)?;
         let outcome = guest.call_tool_result(&mut store, &event);
         store.data().flush_output();
-        outcome.map_err(|e| {
-            ToolError::new(format!(
-                "The handler plugin {} failed: it trapped: {e:#}",
-                self.name
-            ))
-        })
+        outcome.map_err(|e| handler_error(self.describe_trap(&e, grants)))
+    }
+}
+
+/// A tool-plugin error text as a handler's: "The plugin X …" becomes "The handler plugin X …".
+fn handler_error(error: ToolError) -> ToolError {
+    match error.message().strip_prefix("The plugin ") {
+        Some(rest) => ToolError::new(format!("The handler plugin {rest}")),
+        None => error,
     }
 }

@@ -33,6 +33,23 @@ pub struct CallEnv {
     pub programs: ProgramGrant,
     /// The environment its processes get.
     pub env: Arc<Vec<(String, String)>>,
+    /// When the call must end, and its limit.
+    pub deadline: Option<(std::time::Instant, std::time::Duration)>,
+}
+
+impl CallEnv {
+    /// Cancelled, or past its deadline: what the plugin sees through `is-cancelled`.
+    pub fn should_stop(&self) -> bool {
+        self.cancel.is_cancelled() || self.deadline.is_some_and(|(d, _)| std::time::Instant::now() >= d)
+    }
+}
+
+/// Why the host stopped a call (the trap's cause).
+#[derive(Debug, thiserror::Error)]
+pub enum Stopped {
+    /// The wall-clock limit passed.
+    #[error("it ran past its time limit of {} ms", .0.as_millis())]
+    Deadline(std::time::Duration),
 }
 
 /// The data of a plugin's store.
@@ -78,7 +95,7 @@ impl host::Host for PluginState {
     }
 
     fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
-        Ok(self.call.cancel.is_cancelled())
+        Ok(self.call.should_stop())
     }
 
     fn log(&mut self, level: types::LogLevel, message: String) -> wasmtime::Result<()> {

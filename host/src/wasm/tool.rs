@@ -120,10 +120,43 @@ impl PluginInner {
                     self.name
                 ))
             }),
+            Ok(Err(message)) if store.data().call.should_stop() && !cancelled.is_cancelled() => {
+                Err(self.stopped_message(grants, Some(message)))
+            }
             Ok(Err(message)) => Err(ToolError::new(message)),
             Err(_) if cancelled.is_cancelled() => Err(ToolError::new("Operation aborted")),
-            Err(trap) => Err(self.fault("it trapped", &trap)),
+            Err(trap) => Err(self.describe_trap(&trap, grants)),
         }
+    }
+
+    /// A trap in words: a limit hit names the limit; anything else is a fault of the plugin.
+    pub(super) fn describe_trap(&self, trap: &wasmtime::Error, grants: &WasmGrants) -> ToolError {
+        if trap.downcast_ref::<super::state::Stopped>().is_some() {
+            return self.stopped_message(grants, None);
+        }
+        let text = format!("{trap:#}");
+        if text.contains("forcing a memory growth failure")
+            || text.contains("memory") && text.contains("grow")
+        {
+            return ToolError::new(format!(
+                "The plugin {} was stopped: it tried to use more than its memory limit of {} MiB",
+                self.name,
+                grants.memory.min(super::MAX_MEMORY) >> 20
+            ));
+        }
+        self.fault("it trapped", trap)
+    }
+
+    fn stopped_message(&self, grants: &WasmGrants, said: Option<String>) -> ToolError {
+        let limit = grants.timeout.map_or(0, |t| t.as_millis());
+        let mut text = format!(
+            "The plugin {} was stopped: it ran past its time limit of {limit} ms",
+            self.name
+        );
+        if let Some(said) = said.filter(|s| !s.is_empty()) {
+            text.push_str(&format!("\n\n{said}"));
+        }
+        ToolError::new(text)
     }
 
     fn prepare_arguments(&self, grants: &WasmGrants, tool: &str, args: &Value) -> Result<Value, ToolError> {

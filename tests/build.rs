@@ -1,0 +1,30 @@
+//! Builds the test programs (guests that try to cross every sandbox boundary) as `wasm32-wasip2` components,
+//! as wasmtime's test-programs do, and exposes their paths.
+
+use std::path::PathBuf;
+
+#[path = "../host/build/wasm.rs"]
+mod wasm;
+
+const PROGRAMS: [&str; 1] = ["toolwright-test-probe"];
+
+fn main() {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let root = manifest_dir.parent().expect("the workspace root").to_path_buf();
+    for dir in ["sdk", "wit", "tests/programs", "host/build"] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
+    wasm::ensure_target();
+    let target_dir = wasm::target_dir(&out_dir);
+    let mut code = String::new();
+    for package in PROGRAMS {
+        let wasm = wasm::build(&root, &target_dir, package);
+        let name = package.trim_start_matches("toolwright-test-").to_uppercase();
+        code.push_str(&format!(
+            "/// The `{package}` component.\npub const {name}: &str = {:?};\n",
+            wasm.display().to_string()
+        ));
+    }
+    std::fs::write(out_dir.join("programs.rs"), code).expect("write the generated file");
+}

@@ -1,0 +1,98 @@
+//! # toolwright-test-probe
+//!
+//! A test program: the `probe` tool does, on request, what a hostile plugin would try: read or write a file,
+//! list a directory, start a program, read an environment variable, open a socket, loop forever, allocate
+//! memory, or panic. Tests run it under different grants and check that each boundary holds, with a clear error.
+//!
+//! ```
+//! use toolwright_sdk::Tool;
+//! assert_eq!(toolwright_test_probe::Probe.spec().name, "probe");
+//! ```
+
+use serde_json::{Value, json};
+use toolwright_sdk::{Command, Ctx, ProcessEvent, Tool, ToolError, ToolResult, ToolSpec};
+
+/// The `probe` tool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Probe;
+
+impl Tool for Probe {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "probe".into(),
+            label: "probe".into(),
+            description: "Try to cross a sandbox boundary.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic"]},
+                    "target": {"type": "string"},
+                    "mib": {"type": "integer"}
+                },
+                "required": ["action"]
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[allow(clippy::disallowed_methods)] // Crossing boundaries directly is the point.
+    fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+        let target = args["target"].as_str().unwrap_or_default();
+        let err = |e: std::io::Error| ToolError::new(format!("{:?}: {e}", e.kind()));
+        let text = match args["action"].as_str().unwrap_or_default() {
+            "read" => format!("read {} bytes", std::fs::read(target).map_err(err)?.len()),
+            "write" => {
+                std::fs::write(target, "probe").map_err(err)?;
+                "wrote".into()
+            }
+            "list" => format!("{} entries", std::fs::read_dir(target).map_err(err)?.count()),
+            "spawn" => {
+                let command = Command {
+                    program: target.into(),
+                    args: vec!["probe-ran".into()],
+                    ..Default::default()
+                };
+                let mut child = ctx.spawn(&command).map_err(|e| ToolError::new(e.to_string()))?;
+                let mut out = Vec::new();
+                loop {
+                    match child.next(std::time::Duration::from_secs(5)).map_err(err)? {
+                        ProcessEvent::Output(bytes) => out.extend(bytes),
+                        ProcessEvent::Exited(_) => break,
+                        ProcessEvent::Idle => {}
+                    }
+                }
+                String::from_utf8_lossy(&out).into_owned()
+            }
+            "env" => std::env::var(target).map_err(|e| ToolError::new(format!("{target}: {e}")))?,
+            "connect" => {
+                std::net::TcpStream::connect(target).map_err(err)?;
+                "connected".into()
+            }
+            "loop" => {
+                let mut n: u64 = 0;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            "alloc" => {
+                let mib = args["mib"].as_u64().unwrap_or(1024) as usize;
+                let mut blocks: Vec<Vec<u8>> = Vec::new();
+                for _ in 0..mib {
+                    blocks.push(vec![1u8; 1 << 20]);
+                }
+                format!("allocated {} MiB", blocks.len())
+            }
+            "panic" => panic!("the probe panicked on purpose"),
+            other => return Err(ToolError::new(format!("unknown action {other}"))),
+        };
+        Ok(ToolResult::text(text))
+    }
+}
+
+toolwright_sdk::export_tool!(Probe; capabilities = [
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Read(".".into()), "reads what the test asks"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Write("./out".into()), "writes where the test asks"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/echo".into()), "starts echo"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Env("PATH".into()), "reads one variable"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("127.0.0.1:9".into()), "tries the network"),
+]);
