@@ -9,7 +9,12 @@ mod wasm;
 
 const PLUGINS: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
 /// Third-party-style examples.
-const EXAMPLES: [&str; 2] = ["toolwright-example-wordcount", "toolwright-example-guard"];
+const EXAMPLES: [&str; 4] = [
+    "toolwright-example-wordcount",
+    "toolwright-example-guard",
+    "toolwright-example-redact",
+    "toolwright-example-todos",
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));

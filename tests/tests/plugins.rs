@@ -198,17 +198,25 @@ fn a_second_start_loads_compiled_plugins_from_the_cache() {
 async fn a_handler_plugin_blocks_rewrites_and_redacts_in_the_call_path() {
     let ws = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("guard.wasm"), example("toolwright-example-guard")).unwrap();
+    std::fs::write(
+        dir.path().join("1-guard.wasm"),
+        example("toolwright-example-guard"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("2-redact.wasm"),
+        example("toolwright-example-redact"),
+    )
+    .unwrap();
     let toolset = Toolset::load(&options(ws.path(), dir.path())).unwrap();
     assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
-    assert!(toolset.plugins[0].is_handler);
-    assert!(toolset.plugins[0].tools.is_empty());
+    assert!(toolset.plugins.iter().all(|p| p.is_handler && p.tools.is_empty()));
     let calls = [
         ("h1", "rm -rf ./everything"),
         ("h2", "sudo echo hi"),
-        ("h3", "echo SECRET=hunter2 ok"),
+        ("h3", "echo SECRET=hunter2 ok AKIAIOSFODNN7EXAMPLE"),
         ("h4", "echo __guard_trap__"),
-        ("h5", "echo __guard_trap_result__"),
+        ("h5", "echo __redact_trap__"),
     ];
     let message = AssistantMessage {
         tool_calls: calls
@@ -226,7 +234,7 @@ async fn a_handler_plugin_blocks_rewrites_and_redacts_in_the_call_path() {
     assert_eq!(text(0), "guard: recursive deletes are not allowed");
     assert!(outcome.messages[0].is_error && outcome.messages[0].duration_ms.is_none());
     assert_eq!(text(1), "hi\n", "sudo was dropped before the command ran");
-    assert_eq!(text(2), "SECRET=[redacted] ok\n");
+    assert_eq!(text(2), "SECRET=[redacted] ok [redacted]\n");
     assert_eq!(
         outcome.results[2].structured_content, None,
         "new content without structured content drops it"
@@ -239,7 +247,7 @@ async fn a_handler_plugin_blocks_rewrites_and_redacts_in_the_call_path() {
     assert!(outcome.messages[3].is_error);
     assert_eq!(
         text(4),
-        "__guard_trap_result__\n",
+        "__redact_trap__\n",
         "a failing tool_result handler is skipped"
     );
     // The start event still shows the raw arguments.
@@ -252,4 +260,55 @@ async fn a_handler_plugin_blocks_rewrites_and_redacts_in_the_call_path() {
         serde_json::to_value(start).unwrap()["args"],
         json!({"command": "sudo echo hi"})
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_gets_what_it_requests_only_once_a_policy_grants_it() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("src")).unwrap();
+    std::fs::write(
+        ws.path().join("src/main.rs"),
+        "fn main() {\n    // TODO: greet\n}\n",
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("todos.wasm"), example("toolwright-example-todos")).unwrap();
+    async fn run(toolset: Toolset) -> (bool, String, Toolset) {
+        let call = AssistantMessage {
+            tool_calls: vec![ToolCall::new("t1", "todos", json!({}))],
+            ..Default::default()
+        };
+        let out = Pipeline::new()
+            .execute_tool_calls(
+                &toolset.agent_tools(),
+                &call,
+                &EventLog::new(),
+                &CancellationToken::new(),
+            )
+            .await;
+        (
+            out.messages[0].is_error,
+            out.messages[0].content[0].as_text().unwrap().to_owned(),
+            toolset,
+        )
+    }
+
+    let (is_error, text, toolset) = run(Toolset::load(&options(ws.path(), dir.path())).unwrap()).await;
+    assert!(is_error, "{text}");
+    let refused = toolset.grants[0].1.decisions[0].refused.clone().unwrap();
+    assert_eq!(
+        refused,
+        "not granted: add read = [\".\"] under [plugins.toolwright-example-todos] in toolwright.toml"
+    );
+
+    std::fs::write(
+        ws.path().join("toolwright.toml"),
+        "[plugins.toolwright-example-todos]\nread = [\".\"]\n",
+    )
+    .unwrap();
+    let mut granted = options(ws.path(), dir.path());
+    granted.policy_files = vec![ws.path().join("toolwright.toml")];
+    let (is_error, text, _) = run(Toolset::load(&granted).unwrap()).await;
+    assert!(!is_error, "{text}");
+    assert_eq!(text, "src/main.rs:2: TODO: greet");
 }

@@ -1,14 +1,12 @@
 //! # toolwright-example-guard
 //!
-//! A handler plugin: it sits in the call path of every tool (pi's `tool_call` and `tool_result` hooks).
+//! A handler plugin in the call path of every tool (pi's `tool_call` hook):
 //!
 //! - `bash` commands containing `rm -rf` are blocked, with a reason the model sees;
-//! - a leading `sudo ` is dropped from `bash` commands (the arguments are rewritten);
-//! - `SECRET=…` values in text results are replaced by `SECRET=[redacted]`.
+//! - a leading `sudo ` is dropped from `bash` commands (the arguments are rewritten).
 //!
-//! Arguments containing `__guard_trap__`, or a result containing `__guard_trap_result__`, make it panic, which
-//! shows how the host treats a failing handler: the call is blocked (`tool_call`), or the handler is skipped
-//! (`tool_result`).
+//! Arguments containing `__guard_trap__` make it panic, which shows how the host treats a failing `tool_call`
+//! handler: the call is blocked. It asks for no capability: a handler sees the calls whatever it is granted.
 //!
 //! ```
 //! use toolwright_sdk::{Handler, ToolCallDecision, ToolCallEvent};
@@ -22,7 +20,7 @@
 //! ```
 
 use serde_json::Value;
-use toolwright_sdk::{Content, Handler, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent};
+use toolwright_sdk::{Handler, ToolCallDecision, ToolCallEvent};
 
 /// The guard.
 #[derive(Debug, Clone, Copy, Default)]
@@ -54,42 +52,6 @@ impl Handler for Guard {
             None => ToolCallDecision::Allow,
         }
     }
-
-    fn tool_result(&self, event: &ToolResultEvent) -> Option<ToolResultChanges> {
-        let text: String = event.content.iter().filter_map(Content::as_text).collect();
-        assert!(!text.contains("__guard_trap_result__"), "guard asked to fail");
-        let mut changed = false;
-        let content = event
-            .content
-            .iter()
-            .map(|block| match block {
-                Content::Text { text } if text.contains("SECRET=") => {
-                    changed = true;
-                    Content::text(redact(text))
-                }
-                other => other.clone(),
-            })
-            .collect();
-        changed.then(|| ToolResultChanges {
-            content: Some(content),
-            ..Default::default()
-        })
-    }
-}
-
-/// Every `SECRET=value` (up to the end of the word) becomes `SECRET=[redacted]`.
-fn redact(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("SECRET=") {
-        out.push_str(&rest[..i + 7]);
-        out.push_str("[redacted]");
-        let after = &rest[i + 7..];
-        let end = after.find(char::is_whitespace).unwrap_or(after.len());
-        rest = &after[end..];
-    }
-    out.push_str(rest);
-    out
 }
 
 toolwright_sdk::export_handler!(Guard);

@@ -1,0 +1,77 @@
+//! # toolwright-example-redact
+//!
+//! A handler plugin in the result path of every tool (pi's `tool_result` hook): `SECRET=…` values and AWS
+//! access key ids (`AKIA` + 16 characters) in text results are replaced before the model sees them. The new
+//! content drops the result's structured content, as pi does when a handler replaces content alone.
+//!
+//! A result containing `__redact_trap__` makes it panic, which shows how the host treats a failing
+//! `tool_result` handler: it is reported and skipped, and the result goes through unchanged.
+//!
+//! ```
+//! assert_eq!(toolwright_example_redact::redact("x SECRET=hunter2 y"), "x SECRET=[redacted] y");
+//! ```
+
+use toolwright_sdk::{Content, Handler, ToolResultChanges, ToolResultEvent};
+
+/// The redactor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Redact;
+
+impl Handler for Redact {
+    fn tool_result(&self, event: &ToolResultEvent) -> Option<ToolResultChanges> {
+        let text: String = event.content.iter().filter_map(Content::as_text).collect();
+        assert!(!text.contains("__redact_trap__"), "redact asked to fail");
+        let mut changed = false;
+        let content = event
+            .content
+            .iter()
+            .map(|block| match block {
+                Content::Text { text } => {
+                    let clean = redact(text);
+                    changed |= clean != *text;
+                    Content::text(clean)
+                }
+                other => other.clone(),
+            })
+            .collect();
+        changed.then(|| ToolResultChanges {
+            content: Some(content),
+            ..Default::default()
+        })
+    }
+}
+
+/// `SECRET=value` (to the end of the word) becomes `SECRET=[redacted]`; `AKIA…` key ids become `[redacted]`.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("SECRET=") {
+        out.push_str(&rest[..i + 7]);
+        out.push_str("[redacted]");
+        let after = &rest[i + 7..];
+        rest = &after[after.find(char::is_whitespace).unwrap_or(after.len())..];
+    }
+    out.push_str(rest);
+    let mut result = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find("AKIA") {
+        let key = &rest[i..];
+        let len = key
+            .chars()
+            .take(20)
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+            .count();
+        if len == 20 {
+            result.push_str(&rest[..i]);
+            result.push_str("[redacted]");
+            rest = &key[20..];
+        } else {
+            result.push_str(&rest[..i + 4]);
+            rest = &key[4..];
+        }
+    }
+    result.push_str(rest);
+    result
+}
+
+toolwright_sdk::export_handler!(Redact);
