@@ -75,6 +75,13 @@ impl Sandbox {
     }
 }
 
+/// What the guest's standard library reports for a path outside every preopen (WASI `noent`).
+const NOT_THERE: &str = "NotFound: No such file or directory (os error 44)";
+/// For a write into a read-only preopen, or a `..`/symlink escape (WASI `notcapable`/`perm`).
+const NOT_PERMITTED: &str = "PermissionDenied: Operation not permitted (os error 63)";
+/// For any socket (no address is allowed).
+const NO_NETWORK: &str = "PermissionDenied: Permission denied (os error 2)";
+
 fn text(m: &ToolResultMessage) -> &str {
     m.content[0].as_text().unwrap()
 }
@@ -103,6 +110,11 @@ async fn a_plugin_without_a_policy_gets_nothing() {
     {
         assert_refused(m, what);
     }
+    // Outside every preopen, a path does not exist for the plugin at all.
+    for m in &out[0..4] {
+        assert_eq!(text(m), NOT_THERE);
+    }
+    assert_eq!(text(&out[6]), NO_NETWORK);
     assert!(
         text(&out[4]).starts_with(
             "Permission denied: starting /bin/echo is not granted to the plugin toolwright-test-probe"
@@ -141,12 +153,12 @@ async fn granted_directories_and_nothing_around_them() {
     assert_eq!(text(&out[0]), "read 6 bytes");
     assert_eq!(text(&out[1]), "wrote");
     assert_eq!(std::fs::read_to_string(s.path("out/x")).unwrap(), "probe");
-    assert_refused(&out[2], "writing into a read-only grant");
+    assert_eq!(text(&out[2]), NOT_PERMITTED, "writing into a read-only grant");
     assert_eq!(std::fs::read_to_string(s.path("a.txt")).unwrap(), "inside");
-    assert_refused(&out[3], "`..` out of the workspace");
-    assert_refused(&out[4], "`..` through a granted directory");
-    assert_refused(&out[5], "a symlink to a file outside");
-    assert_refused(&out[6], "an absolute path outside");
+    assert_eq!(text(&out[3]), NOT_PERMITTED, "`..` out of the workspace");
+    assert_eq!(text(&out[4]), NOT_PERMITTED, "`..` through a granted directory");
+    assert_eq!(text(&out[5]), NOT_PERMITTED, "a symlink to a file outside");
+    assert_eq!(text(&out[6]), NOT_THERE, "an absolute path outside");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,4 +255,55 @@ async fn cancellation_stops_a_busy_loop_promptly() {
         started.elapsed()
     );
     assert_eq!(text(&out[0]), "Operation aborted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_recursion_floods_and_printing_leave_the_host_serving() {
+    let s = sandbox("[plugins.toolwright-test-probe]\nread = [\".\"]\n");
+    let probes = [
+        json!({"action": "recurse"}),
+        json!({"action": "flood"}),
+        json!({"action": "print"}),
+        json!({"action": "read", "target": s.path("a.txt")}),
+    ];
+    let message = AssistantMessage {
+        tool_calls: probes
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| ToolCall::new(format!("p{i}"), "probe", a))
+            .collect(),
+        ..Default::default()
+    };
+    let log = EventLog::new();
+    let tools = s.toolset.agent_tools();
+    let out = s
+        .toolset
+        .pipeline(s.ws.path())
+        .execute_tool_calls(&tools, &message, &log, &CancellationToken::new())
+        .await
+        .messages;
+    let recursion = text(&out[0]);
+    // Rust keeps its stack in linear memory: running off its end is an out-of-bounds access, stopped by the trap.
+    assert_eq!(
+        recursion,
+        "The plugin toolwright-test-probe failed: it trapped: wasm trap: out of bounds memory access"
+    );
+    assert_eq!(text(&out[1]), "flooded");
+    let updates = log
+        .events()
+        .iter()
+        .filter(|e| e.kind() == "tool_execution_update" && e.tool_call_id() == "p1")
+        .count();
+    assert_eq!(
+        updates, 10_000,
+        "every update of the call arrives, before its end"
+    );
+    // What a plugin prints goes to the log, never into the results or the events.
+    assert_eq!(text(&out[2]), "printed");
+    assert!(
+        !serde_json::to_string(&log.events())
+            .unwrap()
+            .contains("noise from the probe")
+    );
+    assert_eq!(text(&out[3]), "read 6 bytes");
 }

@@ -144,7 +144,20 @@ impl PluginInner {
                 grants.memory.min(super::MAX_MEMORY) >> 20
             ));
         }
-        self.fault("it trapped", trap)
+        // The model gets the trap in one line; the wasm backtrace goes to the log.
+        tracing::warn!(plugin = %self.name, "trap: {trap:?}");
+        match trap.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::StackOverflow) => ToolError::new(format!(
+                "The plugin {} failed: it trapped: its call stack overflowed",
+                self.name
+            )),
+            Some(wasmtime::Trap::UnreachableCodeReached) => ToolError::new(format!(
+                "The plugin {} failed: it trapped: it reached unreachable code (a Rust plugin panicked)",
+                self.name
+            )),
+            Some(other) => ToolError::new(format!("The plugin {} failed: it trapped: {other}", self.name)),
+            None => self.fault("it trapped", trap),
+        }
     }
 
     fn stopped_message(&self, grants: &WasmGrants, said: Option<String>) -> ToolError {

@@ -25,7 +25,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "print"]},
                     "target": {"type": "string"},
                     "mib": {"type": "integer"}
                 },
@@ -83,10 +83,29 @@ impl Tool for Probe {
                 format!("allocated {} MiB", blocks.len())
             }
             "panic" => panic!("the probe panicked on purpose"),
+            "recurse" => format!("depth {}", recurse(std::hint::black_box(0))),
+            "flood" => {
+                for i in 0..10_000 {
+                    ctx.update(ToolResult::text(format!("update {i}")));
+                    ctx.log(toolwright_sdk::LogLevel::Debug, &format!("log line {i}"));
+                }
+                "flooded".into()
+            }
+            "print" => {
+                println!("stdout noise from the probe");
+                eprintln!("stderr noise from the probe");
+                "printed".into()
+            }
             other => return Err(ToolError::new(format!("unknown action {other}"))),
         };
         Ok(ToolResult::text(text))
     }
+}
+
+/// Unbounded recursion (each frame keeps a buffer alive so the optimiser cannot turn it into a loop).
+fn recurse(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth; 64]);
+    recurse(depth + 1) + frame[depth as usize % 64]
 }
 
 toolwright_sdk::export_tool!(Probe; capabilities = [
