@@ -35,7 +35,7 @@ impl Tool for Probe {
         }
     }
 
-    #[allow(clippy::disallowed_methods)] // Crossing boundaries directly is the point.
+    #[allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)] // Crossing boundaries is the point.
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
         let target = args["target"].as_str().unwrap_or_default();
         let err = |e: std::io::Error| ToolError::new(format!("{:?}: {e}", e.kind()));
@@ -103,6 +103,7 @@ impl Tool for Probe {
 }
 
 /// Unbounded recursion (each frame keeps a buffer alive so the optimiser cannot turn it into a loop).
+#[allow(unconditional_recursion)]
 fn recurse(depth: u64) -> u64 {
     let frame = std::hint::black_box([depth; 64]);
     recurse(depth + 1) + frame[depth as usize % 64]
