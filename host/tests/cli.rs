@@ -105,3 +105,45 @@ fn a_bad_calls_file_is_a_cli_error_naming_the_file() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("is not a valid calls file"), "{stderr}");
 }
+
+#[test]
+fn guard_and_redactor_handlers_work_in_exec_on_native_and_wasm_builtins() {
+    let plugins = tempfile::tempdir().unwrap();
+    for (name, bytes) in toolwright::builtins::wasm::EXAMPLES.unwrap() {
+        if name.ends_with("guard") || name.ends_with("redact") {
+            std::fs::write(plugins.path().join(format!("{name}.wasm")), bytes).unwrap();
+        }
+    }
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let calls = json!({"toolCalls": [
+        {"id": "g1", "name": "bash", "arguments": {"command": "rm -rf ./everything"}},
+        {"id": "g2", "name": "bash", "arguments": {"command": "echo SECRET=hunter2"}},
+        {"id": "g3", "name": "read", "arguments": {"path": "a.txt"}}
+    ]});
+    for builtins in ["native", "wasm"] {
+        let args = [
+            "--no-default-plugins",
+            "--plugins",
+            plugins.path().to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--builtins",
+            builtins,
+        ];
+        let (out, _ws) = exec(&calls, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events = lines(&out);
+        assert_eq!(
+            end_text(&events, "g1"),
+            "guard: recursive deletes are not allowed",
+            "{builtins}"
+        );
+        assert_eq!(end_text(&events, "g2"), "SECRET=[redacted]\n", "{builtins}");
+        assert_eq!(end_text(&events, "g3"), "one\ntwo\nthree\n", "{builtins}");
+    }
+}
