@@ -169,3 +169,59 @@ pub fn metadata_from_wit(m: wit::PluginMetadata) -> PluginMetadata {
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(details: Option<&str>, structured: Option<&str>) -> wit::ToolResult {
+        wit::ToolResult {
+            content: vec![wit::Content::Text("t".into())],
+            details: details.map(str::to_owned),
+            structured_content: structured.map(str::to_owned),
+            usage: None,
+            is_error: None,
+            terminate: None,
+        }
+    }
+
+    #[test]
+    fn malformed_json_from_a_plugin_names_the_field() {
+        let err = result_from_wit(result(Some("{not json"), None)).unwrap_err();
+        assert_eq!(
+            err,
+            "the plugin returned invalid JSON in `details`: key must be a string at line 1 column 2"
+        );
+        let err = result_from_wit(result(None, Some("[1,"))).unwrap_err();
+        assert!(
+            err.starts_with("the plugin returned invalid JSON in `structured-content`: "),
+            "{err}"
+        );
+        assert!(result_from_wit(result(Some("{\"a\":1}"), Some("\"s\""))).is_ok());
+    }
+
+    #[test]
+    fn a_tool_spec_needs_an_object_schema() {
+        let spec = wit::ToolSpec {
+            name: "t".into(),
+            label: "t".into(),
+            description: String::new(),
+            parameters: "[]".into(),
+            output_schema: None,
+            prompt_snippet: None,
+            prompt_guidelines: Vec::new(),
+            constrained_sampling: None,
+            execution_mode: None,
+            exposure: wit::Exposure::Direct,
+            annotations: None,
+            default_active: None,
+            renders_own_frame: false,
+            prepares_arguments: false,
+            mutates_files: false,
+        };
+        assert_eq!(
+            spec_from_wit(spec).unwrap_err(),
+            "tool `t` must define an object parameter schema"
+        );
+    }
+}
