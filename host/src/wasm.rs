@@ -454,6 +454,9 @@ impl PluginInner {
         updates: UpdateSink,
     ) -> wasmtime::Result<Store<PluginState>> {
         let mut wasi = WasiCtxBuilder::new();
+        // Calls already run on a blocking thread: file operations run right there instead of taking a round trip
+        // through tokio's blocking pool each.
+        wasi.allow_blocking_current_thread(true);
         for p in &grants.preopens {
             let perms = if p.write {
                 FsPerms::ReadWrite

@@ -37,6 +37,8 @@ impl PluginEngine {
         config
             .wasm_component_model(true)
             .epoch_interruption(true)
+            // Plugins are synchronous; component-model async support costs time on every instantiation and call.
+            .concurrency_support(false)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let stop = Arc::new(AtomicBool::new(false));
