@@ -99,13 +99,16 @@ pub struct PolicyError {
 /// `$XDG_CONFIG_HOME/toolwright/toolwright.toml` (or `~/.config/toolwright/toolwright.toml`).
 pub fn default_files(cwd: &Path) -> Vec<PathBuf> {
     let mut files = vec![cwd.join("toolwright.toml")];
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-    if let Some(config) = config {
-        files.push(config.join("toolwright").join("toolwright.toml"));
-    }
+    files.extend(config_dir().map(|c| c.join("toolwright.toml")));
     files
+}
+
+/// The user's Toolwright configuration directory: `$XDG_CONFIG_HOME/toolwright`, else `~/.config/toolwright`.
+pub fn config_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|c| c.join("toolwright"))
 }
 
 impl Policy {

@@ -58,12 +58,7 @@ impl ToolsetOptions {
 /// `$XDG_CONFIG_HOME/toolwright/plugins` (or `~/.config/toolwright/plugins`).
 pub fn default_plugin_dirs(cwd: &Path) -> Vec<PathBuf> {
     let mut dirs = vec![cwd.join(".toolwright").join("plugins")];
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-    if let Some(config) = config {
-        dirs.push(config.join("toolwright").join("plugins"));
-    }
+    dirs.extend(crate::policy::config_dir().map(|c| c.join("plugins")));
     dirs
 }
 

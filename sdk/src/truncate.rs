@@ -239,3 +239,58 @@ mod tests {
         assert_eq!(truncate_line("abc", 3), ("abc".to_owned(), false));
     }
 }
+
+/// The notices pi appends to a listing (`ls`, `find`, `grep`) as one `\n\n[a. b. c]`, and the details that go
+/// with them. Push them in pi's order, then [`Notices::finish`] the result.
+#[derive(Debug, Default)]
+pub struct Notices {
+    texts: Vec<String>,
+    details: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Notices {
+    /// No notices yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A notice, and the detail that records it.
+    pub fn push(&mut self, text: String, key: &str, detail: serde_json::Value) {
+        self.texts.push(text);
+        self.details.insert(key.into(), detail);
+    }
+
+    /// `LIMIT NOUN limit reached. Use limit=2×LIMIT for more[SUFFIX]`, recorded as `key: LIMIT`.
+    pub fn limit(&mut self, limit: f64, noun: &str, suffix: &str, key: &str) {
+        let text = format!(
+            "{} {noun} limit reached. Use limit={} for more{suffix}",
+            crate::js::number_to_string(limit),
+            crate::js::number_to_string(limit * 2.0)
+        );
+        self.push(text, key, crate::js::number(limit));
+    }
+
+    /// The 50 KB notice when `truncation` cut the output, with the truncation in the details.
+    pub fn bytes(&mut self, truncation: &Truncation) {
+        if truncation.truncated {
+            let detail = serde_json::to_value(truncation).unwrap_or_default();
+            self.push(
+                format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)),
+                "truncation",
+                detail,
+            );
+        }
+    }
+
+    /// The result: `text` with the notices, and the details when there are any.
+    pub fn finish(self, mut text: String) -> crate::ToolResult {
+        if !self.texts.is_empty() {
+            text.push_str(&format!("\n\n[{}]", self.texts.join(". ")));
+        }
+        let mut result = crate::ToolResult::text(text);
+        if !self.details.is_empty() {
+            result.details = Some(serde_json::Value::Object(self.details));
+        }
+        result
+    }
+}

@@ -19,7 +19,7 @@ process.env.PI_OFFLINE = "1";
 process.env.PI_CODING_AGENT_DIR = agentDir;
 process.env.LANG = "C.UTF-8";
 const { runAgentLoop } = await import("@earendil-works/pi-agent-core");
-const { createAssistantMessageEventStream } = await import("@earendil-works/pi-ai");
+const { model, scriptedModel } = await import("./common.mjs");
 const { createReadTool, createBashTool, createEditTool, createWriteTool, createGrepTool, createFindTool, createLsTool } =
   await import("@earendil-works/pi-coding-agent");
 
@@ -52,28 +52,13 @@ function generate(parts) {
   }).join("");
 }
 
-const model = {
-  id: "oracle", name: "oracle", api: "openai-responses", provider: "oracle", baseUrl: "http://localhost",
-  reasoning: false, input: ["text", "image"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-  contextWindow: 100000, maxTokens: 1000,
-};
-const usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0,
-  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
-const assistant = (content, stopReason) => ({ role: "assistant", content, api: model.api, provider: model.provider,
-  model: model.id, usage, stopReason, timestamp: 0 });
 
 async function run(fixture) {
   const cwd = makeWorkspace(fixture.files);
   const tools = [createReadTool, createBashTool, createEditTool, createWriteTool, createGrepTool, createFindTool, createLsTool]
     .map((create) => create(cwd));
   const calls = fixture.calls.toolCalls.map((c) => ({ type: "toolCall", ...c }));
-  const replies = [assistant(calls, fixture.calls.stopReason ?? "toolUse")];
-  const streamFn = () => {
-    const s = createAssistantMessageEventStream();
-    const m = replies.shift() ?? assistant([{ type: "text", text: "done" }], "stop");
-    queueMicrotask(() => { s.push({ type: "start", partial: m }); s.push({ type: "done", reason: m.stopReason, message: m }); });
-    return s;
-  };
+  const streamFn = scriptedModel(calls, fixture.calls.stopReason ?? "toolUse");
   const lines = [];
   let done = false;
   const emit = async (event) => {

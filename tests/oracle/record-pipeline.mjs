@@ -9,7 +9,7 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { runAgentLoop } from "@earendil-works/pi-agent-core";
-import { createAssistantMessageEventStream } from "@earendil-works/pi-ai";
+import { model, scriptedModel } from "./common.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const dir = join(here, "..", "fixtures", "pipeline");
@@ -87,15 +87,6 @@ function buildHooks(scenario, controller) {
   return config;
 }
 
-const model = {
-  id: "oracle", name: "oracle", api: "openai-responses", provider: "oracle", baseUrl: "http://localhost",
-  reasoning: false, input: ["text", "image"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-  contextWindow: 100000, maxTokens: 1000,
-};
-const usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0,
-  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
-const assistant = (content, stopReason) => ({ role: "assistant", content, api: model.api, provider: model.provider,
-  model: model.id, usage, stopReason, timestamp: 0 });
 
 // Masks what differs between runs; presence stays visible.
 function normalise(event) {
@@ -112,15 +103,7 @@ async function record(scenario) {
   const controller = new AbortController();
   const tools = scenario.tools.map((t) => buildTool(t, controller));
   const calls = scenario.calls.map((c) => ({ type: "toolCall", ...c }));
-  const replies = [assistant(calls, scenario.stopReason ?? "toolUse")];
-  let requests = 0;
-  const streamFn = () => {
-    requests++;
-    const s = createAssistantMessageEventStream();
-    const m = replies.shift() ?? assistant([{ type: "text", text: "done" }], "stop");
-    queueMicrotask(() => { s.push({ type: "start", partial: m }); s.push({ type: "done", reason: m.stopReason, message: m }); });
-    return s;
-  };
+  const streamFn = scriptedModel(calls, scenario.stopReason ?? "toolUse");
   const events = [];
   let done = false;
   const emit = async (event) => {
@@ -136,7 +119,7 @@ async function record(scenario) {
       ...buildHooks(scenario, controller) },
     emit, controller.signal, streamFn);
   // pi asks the model again unless the batch voted to terminate (or the run was aborted).
-  return { events, terminate: requests === 1 };
+  return { events, terminate: streamFn.requests === 1 };
 }
 
 for (const file of readdirSync(dir).filter((f) => f.endsWith(".json")).sort()) {

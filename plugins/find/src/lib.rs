@@ -12,9 +12,9 @@
 
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
-use serde_json::{Map, Value, json};
-use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, format_size, truncate_head};
-use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, js, paths};
+use serde_json::{Value, json};
+use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, Notices, truncate_head};
+use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
 
 /// The `find` tool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -130,29 +130,12 @@ impl Tool for Find {
         let mut truncation = truncate_head(&stored.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
         truncation.total_lines = count as usize;
         truncation.total_bytes = output_bytes.saturating_sub(1);
-        let mut output = truncation.content.clone();
-        let mut details = Map::new();
-        let mut notices = Vec::new();
+        let mut notices = Notices::new();
         if limit_reached {
-            notices.push(format!(
-                "{} results limit reached. Use limit={} for more, or refine pattern",
-                js::number_to_string(limit),
-                js::number_to_string(limit * 2.0)
-            ));
-            details.insert("resultLimitReached".into(), js::number(limit));
+            notices.limit(limit, "results", ", or refine pattern", "resultLimitReached");
         }
-        if truncation.truncated {
-            notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-            details.insert("truncation".into(), json!(truncation));
-        }
-        if !notices.is_empty() {
-            output.push_str(&format!("\n\n[{}]", notices.join(". ")));
-        }
-        let mut result = ToolResult::text(output);
-        if !details.is_empty() {
-            result.details = Some(Value::Object(details));
-        }
-        Ok(result)
+        notices.bytes(&truncation);
+        Ok(notices.finish(truncation.content))
     }
 }
 

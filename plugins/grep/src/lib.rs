@@ -16,11 +16,11 @@ use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use toolwright_sdk::truncate::{
-    DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, format_size, truncate_head, truncate_line,
+    DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, Notices, truncate_head, truncate_line,
 };
-use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, js, paths};
+use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
 
 /// The `grep` tool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -305,35 +305,17 @@ fn render(c: Collected, limit: f64) -> ToolResult {
     let mut truncation = truncate_head(&c.lines.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
     truncation.total_lines = c.line_count;
     truncation.total_bytes = c.output_bytes.saturating_sub(1);
-    let mut output = truncation.content.clone();
-    let mut details = Map::new();
-    let mut notices = Vec::new();
+    let mut notices = Notices::new();
     if c.match_limit_reached {
-        notices.push(format!(
-            "{} matches limit reached. Use limit={} for more, or refine pattern",
-            js::number_to_string(limit),
-            js::number_to_string(limit * 2.0)
-        ));
-        details.insert("matchLimitReached".into(), js::number(limit));
+        notices.limit(limit, "matches", ", or refine pattern", "matchLimitReached");
     }
-    if truncation.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-        details.insert("truncation".into(), json!(truncation));
-    }
+    notices.bytes(&truncation);
     if c.lines_truncated {
-        notices.push(format!(
-            "Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"
-        ));
-        details.insert("linesTruncated".into(), json!(true));
+        let text =
+            format!("Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines");
+        notices.push(text, "linesTruncated", json!(true));
     }
-    if !notices.is_empty() {
-        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
-    }
-    let mut result = ToolResult::text(output);
-    if !details.is_empty() {
-        result.details = Some(Value::Object(details));
-    }
-    result
+    notices.finish(truncation.content)
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use std::cmp::Ordering;
 
 use icu_collator::options::CollatorOptions;
 use icu_collator::{Collator, CollatorBorrowed};
-use serde_json::{Map, Value, json};
-use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, format_size, truncate_head};
+use serde_json::{Value, json};
+use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, Notices, truncate_head};
 use toolwright_sdk::{Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
 
 /// The `ls` tool.
@@ -90,29 +90,12 @@ impl Tool for Ls {
             return Ok(ToolResult::text("(empty directory)"));
         }
         let truncation = truncate_head(&results.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
-        let mut output = truncation.content.clone();
-        let mut details = Map::new();
-        let mut notices = Vec::new();
-        let shown_limit = toolwright_sdk::js::number_to_string(limit);
+        let mut notices = Notices::new();
         if limit_reached {
-            notices.push(format!(
-                "{shown_limit} entries limit reached. Use limit={} for more",
-                toolwright_sdk::js::number_to_string(limit * 2.0)
-            ));
-            details.insert("entryLimitReached".into(), toolwright_sdk::js::number(limit));
+            notices.limit(limit, "entries", "", "entryLimitReached");
         }
-        if truncation.truncated {
-            notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-            details.insert("truncation".into(), json!(truncation));
-        }
-        if !notices.is_empty() {
-            output.push_str(&format!("\n\n[{}]", notices.join(". ")));
-        }
-        let mut result = ToolResult::text(output);
-        if !details.is_empty() {
-            result.details = Some(Value::Object(details));
-        }
-        Ok(result)
+        notices.bytes(&truncation);
+        Ok(notices.finish(truncation.content))
     }
 }
 
