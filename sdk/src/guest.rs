@@ -49,12 +49,16 @@ pub trait ToolPlugin {
     fn tools() -> &'static [Box<dyn Tool>];
 }
 
+/// The tool called `name`. The names are computed once per instance (a component exports one plugin, so one
+/// `T`): a call must not rebuild every tool's spec, JSON schemas included, to find its tool.
 fn find<T: ToolPlugin>(name: &str) -> Result<&'static dyn Tool, String> {
-    T::tools()
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| T::tools().iter().map(|t| t.spec().name).collect());
+    let index = names
         .iter()
-        .map(|t| t.as_ref())
-        .find(|t| t.spec().name == name)
-        .ok_or_else(|| format!("Tool {name} not found"))
+        .position(|n| n == name)
+        .ok_or_else(|| format!("Tool {name} not found"))?;
+    Ok(T::tools()[index].as_ref())
 }
 
 fn parse(json: &str) -> Result<serde_json::Value, String> {
