@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[path = "../host/build/wasm.rs"]
 mod wasm;
 
-const PROGRAMS: [&str; 1] = ["toolwright-test-probe"];
+const PROGRAMS: [&str; 2] = ["toolwright-test-probe", "toolwright-test-loadout"];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));

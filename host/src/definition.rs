@@ -101,7 +101,8 @@ pub enum ReachedTools {
     Words(Vec<String>),
 }
 
-/// The input of a `prepareLoadout` hook: the tools about to be declared, callable and registered.
+/// The input of a `prepareLoadout` hook (pi's `ToolLoadout`): the tools about to be declared, callable and
+/// registered, and what the registry knows of each.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ToolLoadout {
@@ -111,19 +112,51 @@ pub struct ToolLoadout {
     pub callable: Vec<AgentTool>,
     /// Every registered tool.
     pub registered: Vec<AgentTool>,
+    /// Exposure, namespace and normalised guidelines of every registered tool, by name.
+    pub(crate) info: std::collections::HashMap<String, toolwright_sdk::LoadoutTool>,
 }
 
-/// The output of a `prepareLoadout` hook.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolLoadoutChanges {
-    /// Model-visible description overrides, by tool name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub descriptions: Option<std::collections::BTreeMap<String, String>>,
-    /// Tools that stay active and callable but are left out of the declarations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hidden_declarations: Option<Vec<String>>,
+impl ToolLoadout {
+    /// pi's `getExposure`: the tool's exposure, `direct` when unknown.
+    pub fn exposure(&self, name: &str) -> Exposure {
+        self.info.get(name).map(|t| t.exposure).unwrap_or_default()
+    }
+
+    /// pi's `getNamespace`.
+    pub fn namespace(&self, name: &str) -> Option<&ToolNamespace> {
+        self.info.get(name).and_then(|t| t.namespace.as_ref())
+    }
+
+    /// pi's `getPromptGuidelines`: normalised.
+    pub fn prompt_guidelines(&self, name: &str) -> &[String] {
+        self.info
+            .get(name)
+            .map_or(&[], |t| t.prompt_guidelines.as_slice())
+    }
+
+    /// The loadout as a plugin sees it: each tool with its name, description, exposure, namespace and guidelines.
+    pub fn to_sdk(&self) -> toolwright_sdk::Loadout {
+        let list = |tools: &[AgentTool]| {
+            tools
+                .iter()
+                .map(|t| {
+                    let mut info = self.info.get(t.name()).cloned().unwrap_or_default();
+                    info.name = t.name().to_owned();
+                    info.description = t.description().to_owned();
+                    info
+                })
+                .collect()
+        };
+        toolwright_sdk::Loadout {
+            declared: list(&self.declared),
+            callable: list(&self.callable),
+            registered: list(&self.registered),
+        }
+    }
 }
+
+/// The output of a `prepareLoadout` hook (pi's `ToolLoadoutChanges`).
+pub use toolwright_sdk::LoadoutChanges as ToolLoadoutChanges;
 
 /// A `prepareLoadout` hook.
 pub type PrepareLoadout =
@@ -235,6 +268,7 @@ impl ToolDefinition {
         definition.execution_mode = spec.execution_mode;
         definition.exposure = spec.exposure;
         definition.annotations = spec.annotations.clone();
+        definition.namespace = spec.namespace.clone();
         definition.default_active = spec.default_active;
         definition.render_shell = if spec.renders_own_frame {
             RenderShell::OwnFrame

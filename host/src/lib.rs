@@ -17,6 +17,8 @@
 //! - [`wasm`]: WebAssembly plugins: loading, the compiled-component cache, fresh instances per call.
 //! - [`builtins`]: the seven built-in tools.
 //! - [`toolset`]: a session's tools: the built-ins (native or wasm) and the plugin directories.
+//! - [`registry`]: registered, active and callable tools, allow/deny, loadouts, tool search, the prompt's tool
+//!   sections and the provider declarations.
 //! - [`pipeline`]: [`Pipeline`], running a batch of calls in parallel or sequentially, with pi's event order.
 //!
 //! ## Example
@@ -51,6 +53,7 @@ pub mod hooks;
 pub mod native;
 pub mod pipeline;
 pub mod policy;
+pub mod registry;
 pub mod schema;
 pub mod tool;
 pub mod toolset;

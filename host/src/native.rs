@@ -204,6 +204,12 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
         }
     };
     let mut definition = ToolDefinition::from_spec(&spec, source, execute);
+    if spec.prepares_loadout {
+        let hook = tool.clone();
+        definition.prepare_loadout = Some(Arc::new(move |loadout: &crate::definition::ToolLoadout| {
+            hook.prepare_loadout(&loadout.to_sdk())
+        }));
+    }
     if spec.prepares_arguments {
         let shim = tool;
         definition.prepare_arguments = Some(Arc::new(move |args: &Value| {

@@ -177,6 +177,12 @@ impl AgentTool {
         self
     }
 
+    /// This tool with another model-visible description (a loadout override); the code is shared.
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
     /// This tool with an output schema for `structuredContent`.
     pub fn with_output_schema(mut self, schema: Value) -> Self {
         self.output_schema = Some(schema);

@@ -96,8 +96,13 @@ impl<T: ToolPlugin> exported::Guest for T {
         Ok(result_to_wit(result))
     }
 
-    fn prepare_loadout(_tool: String, _loadout: String) -> Result<Option<String>, String> {
-        Ok(None)
+    fn prepare_loadout(tool: String, loadout: String) -> Result<Option<String>, String> {
+        let loadout: crate::Loadout =
+            serde_json::from_str(&loadout).map_err(|e| format!("invalid loadout from the host: {e}"))?;
+        let changes = find::<T>(&tool)?
+            .prepare_loadout(&loadout)
+            .map_err(|e| e.message().to_owned())?;
+        Ok(changes.map(|c| serde_json::to_string(&c).unwrap_or_default()))
     }
 
     fn render_call(_tool: String, _arguments: String) -> Option<String> {
@@ -266,10 +271,17 @@ fn spec_to_wit(s: ToolSpec) -> wit::ToolSpec {
             idempotent: a.idempotent_hint,
             open_world: a.open_world_hint,
         }),
+        namespace: s.namespace.map(|n| wit::ToolNamespace {
+            name: n.name,
+            aliases: n.aliases,
+            description: n.description,
+            instructions: n.instructions,
+        }),
         default_active: s.default_active,
         renders_own_frame: s.renders_own_frame,
         prepares_arguments: s.prepares_arguments,
         mutates_files: s.mutates_files,
+        prepares_loadout: s.prepares_loadout,
     }
 }
 

@@ -9,6 +9,7 @@
 //! - [`Usage`]: token and cost accounting, with pi's [`Usage::combine`] rule.
 //! - [`ExecutionMode`], [`Exposure`], [`ToolAnnotations`], [`ToolNamespace`]: tool metadata.
 //! - [`Tool`] and [`ToolSpec`]: what a tool implements, once for both builds; [`ToolError`] is its thrown error.
+//! - [`Loadout`] and [`LoadoutChanges`]: what a tool's loadout hook sees and may change.
 //! - [`Ctx`]: a tool's only door to files ([`Files`]), processes ([`Process`]), updates, cancellation and logs.
 //! - [`js`]: JavaScript number, string and JSON semantics that pi's texts depend on.
 //! - [`PluginMetadata`] and [`Capability`]: what a plugin says about itself and asks for.
@@ -37,6 +38,7 @@ mod error;
 pub mod guest;
 mod handler;
 pub mod js;
+mod loadout;
 mod metadata;
 pub mod paths;
 mod plugin;
@@ -51,6 +53,7 @@ pub use ctx::{
 };
 pub use error::{ToolError, node_code};
 pub use handler::{Handler, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent};
+pub use loadout::{Loadout, LoadoutChanges, LoadoutTool};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 pub use plugin::{Capability, CapabilityRequest, PluginMetadata};
 pub use result::ToolResult;

@@ -2,7 +2,10 @@
 
 use serde_json::Value;
 
-use crate::{Ctx, ExecutionMode, Exposure, ToolAnnotations, ToolError, ToolResult};
+use crate::{
+    Ctx, ExecutionMode, Exposure, Loadout, LoadoutChanges, ToolAnnotations, ToolError, ToolNamespace,
+    ToolResult,
+};
 
 /// Everything a tool declares about itself: pi's `ToolDefinition` fields that can cross a plugin boundary.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,6 +32,8 @@ pub struct ToolSpec {
     pub exposure: Exposure,
     /// Hints about the tool's effects.
     pub annotations: Option<ToolAnnotations>,
+    /// A group for listings and tool search (pi's `namespace`).
+    pub namespace: Option<ToolNamespace>,
     /// Whether registration activates the tool (`None`: pi's default for the exposure).
     pub default_active: Option<bool>,
     /// The tool draws its own UI frame (pi's `renderShell: "self"`).
@@ -37,6 +42,8 @@ pub struct ToolSpec {
     pub prepares_arguments: bool,
     /// The tool modifies files (`mutated_path` names them); without it the host never asks.
     pub mutates_files: bool,
+    /// The tool has a loadout hook ([`Tool::prepare_loadout`]); without it the host never calls it.
+    pub prepares_loadout: bool,
 }
 
 /// A tool, written once against [`Ctx`]: linked natively into the host, or built as a wasm component.
@@ -60,6 +67,14 @@ pub trait Tool: Send + Sync {
     fn mutated_path(&self, args: &Value) -> Option<String> {
         let _ = args;
         None
+    }
+
+    /// pi's `prepareLoadout`: called whenever the active set is applied while this tool is active, to override
+    /// the descriptions of declared tools or hide declarations. `Ok(None)` changes nothing; an error is reported
+    /// and ignored. Called only when the spec sets `prepares_loadout`.
+    fn prepare_loadout(&self, loadout: &Loadout) -> Result<Option<LoadoutChanges>, ToolError> {
+        let _ = loadout;
+        Ok(None)
     }
 
     /// Do the work of one call with validated arguments. `Err` is a thrown error: its message is the result text.

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use toolwright_sdk::{
     Capability, CapabilityRequest, Content, Cost, ExecutionMode, Exposure, PluginMetadata, ToolAnnotations,
-    ToolSpec, Usage,
+    ToolNamespace, ToolSpec, Usage,
 };
 
 use super::bindings::types as wit;
@@ -137,10 +137,17 @@ pub fn spec_from_wit(s: wit::ToolSpec) -> Result<ToolSpec, String> {
             idempotent_hint: a.idempotent,
             open_world_hint: a.open_world,
         }),
+        namespace: s.namespace.map(|n| ToolNamespace {
+            name: n.name,
+            aliases: n.aliases,
+            description: n.description,
+            instructions: n.instructions,
+        }),
         default_active: s.default_active,
         renders_own_frame: s.renders_own_frame,
         prepares_arguments: s.prepares_arguments,
         mutates_files: s.mutates_files,
+        prepares_loadout: s.prepares_loadout,
     })
 }
 
@@ -214,10 +221,12 @@ mod tests {
             execution_mode: None,
             exposure: wit::Exposure::Direct,
             annotations: None,
+            namespace: None,
             default_active: None,
             renders_own_frame: false,
             prepares_arguments: false,
             mutates_files: false,
+            prepares_loadout: false,
         };
         assert_eq!(
             spec_from_wit(spec).unwrap_err(),

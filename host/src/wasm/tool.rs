@@ -63,6 +63,12 @@ pub fn definition(
         },
         execute,
     );
+    if spec.prepares_loadout {
+        let (plugin, tool_name, grants) = (inner.clone(), spec.name.clone(), grants.clone());
+        definition.prepare_loadout = Some(Arc::new(move |loadout: &crate::definition::ToolLoadout| {
+            plugin.prepare_loadout(&grants, &tool_name, loadout)
+        }));
+    }
     if spec.prepares_arguments {
         let (plugin, tool_name, grants) = (inner.clone(), spec.name.clone(), grants.clone());
         definition.prepare_arguments = Some(Arc::new(move |args: &Value| {
@@ -186,6 +192,30 @@ impl PluginInner {
             Ok(Ok(None)) => Ok(args.clone()),
             Ok(Err(message)) => Err(ToolError::new(message)),
             Err(trap) => Err(self.fault("prepare-arguments trapped", &trap)),
+        }
+    }
+
+    fn prepare_loadout(
+        &self,
+        grants: &WasmGrants,
+        tool: &str,
+        loadout: &crate::definition::ToolLoadout,
+    ) -> Result<Option<toolwright_sdk::LoadoutChanges>, ToolError> {
+        let input = serde_json::to_string(&loadout.to_sdk())
+            .map_err(|e| ToolError::new(format!("cannot encode the loadout: {e}")))?;
+        let (mut store, guest) = self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard())?;
+        let outcome = guest.call_prepare_loadout(&mut store, tool, &input);
+        store.data().flush_output();
+        match outcome {
+            Ok(Ok(Some(text))) => serde_json::from_str(&text).map(Some).map_err(|e| {
+                ToolError::new(format!(
+                    "The plugin {} returned invalid JSON from prepare-loadout: {e}",
+                    self.name
+                ))
+            }),
+            Ok(Ok(None)) => Ok(None),
+            Ok(Err(message)) => Err(ToolError::new(message)),
+            Err(trap) => Err(self.describe_trap(&trap, grants)),
         }
     }
 
