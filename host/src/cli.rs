@@ -2,9 +2,12 @@
 
 mod exec;
 mod plugins;
+mod registry;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 /// Toolwright: run AI-agent tool calls through pi's pipeline, natively or in a WebAssembly sandbox.
@@ -21,6 +24,13 @@ enum Command {
     Exec(exec::ExecArgs),
     /// List the plugins: versions, tools, what each requests and why, and what failed to load.
     Plugins(plugins::PluginsArgs),
+    /// List every registered tool: source, exposure, whether it is active, declared and callable, annotations,
+    /// and a plugin's grants.
+    Tools(registry::ToolsArgs),
+    /// Print the system prompt's tool sections (`<tools>` and `<rules>`) for the active tools.
+    Prompt(registry::PromptArgs),
+    /// Print the tool declarations a provider request would carry, as JSON.
+    Declarations(registry::DeclarationsArgs),
 }
 
 /// Where the tools come from; shared by the commands that run or list tools.
@@ -28,7 +38,7 @@ enum Command {
 pub struct ToolArgs {
     /// A plugin directory; every `.wasm` in it is loaded (repeatable; after the default directories).
     #[arg(long = "plugins", value_name = "DIR")]
-    plugin_dirs: Vec<std::path::PathBuf>,
+    plugin_dirs: Vec<PathBuf>,
     /// Do not load the default plugin directories (`<cwd>/.toolwright/plugins`, `~/.config/toolwright/plugins`).
     #[arg(long)]
     no_default_plugins: bool,
@@ -41,10 +51,20 @@ pub struct ToolArgs {
     /// A policy file granting plugins directories, programs and variables (repeatable; after the project's
     /// `toolwright.toml` and the user's `~/.config/toolwright/toolwright.toml`).
     #[arg(long = "policy", value_name = "FILE")]
-    policy_files: Vec<std::path::PathBuf>,
+    policy_files: Vec<PathBuf>,
     /// Where compiled plugins are cached (default: `$TOOLWRIGHT_CACHE_DIR` or `~/.cache/toolwright/components`).
     #[arg(long, value_name = "DIR")]
-    cache_dir: Option<std::path::PathBuf>,
+    cache_dir: Option<PathBuf>,
+    /// Allow only these tools (comma-separated names and `*` patterns; naming a tool also activates it), or,
+    /// with only `+name`/`-name` entries, add to or remove from the default selection (pi's `--tools`).
+    #[arg(long = "allow", value_name = "TOOLS", value_delimiter = ',')]
+    allow: Option<Vec<String>>,
+    /// Deny these tools (comma-separated names and `*` patterns); deny wins over allow (pi's `--exclude-tools`).
+    #[arg(long = "deny", value_name = "TOOLS", value_delimiter = ',')]
+    deny: Option<Vec<String>>,
+    /// Start with no tools active; without `--allow`, no tool is registered at all (pi's `--no-tools`).
+    #[arg(long)]
+    no_tools: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -87,6 +107,71 @@ impl ToolArgs {
     }
 }
 
+impl ToolArgs {
+    /// The selection these options make. The default selection is every built-in (pi's is `read`, `bash`,
+    /// `edit` and `write`; `exec`'s contract makes all seven callable).
+    pub fn selection(&self) -> toolwright::registry::Selection {
+        let clean = |list: &Option<Vec<String>>| {
+            list.as_ref().map(|l| {
+                l.iter()
+                    .map(|e| e.trim().to_owned())
+                    .filter(|e| !e.is_empty())
+                    .collect::<Vec<_>>()
+            })
+        };
+        toolwright::registry::Selection {
+            tools: clean(&self.allow),
+            exclude_tools: clean(&self.deny),
+            no_tools: self.no_tools.then_some(toolwright::registry::NoTools::All),
+            default_tools: Some(
+                toolwright::builtins::NAMES
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Load the tools for `cwd` and build their registry, reporting failed loadout hooks on stderr.
+    pub fn registry(
+        &self,
+        cwd: &std::path::Path,
+    ) -> anyhow::Result<(
+        toolwright::toolset::Toolset,
+        std::sync::Arc<std::sync::Mutex<toolwright::registry::Registry>>,
+    )> {
+        let selection = self.selection();
+        // A bad selection is reported before any plugin is compiled.
+        toolwright::registry::Registry::new(Default::default(), &selection)?;
+        let toolset = self.load(cwd)?;
+        let registry = toolset.registry(&selection, Vec::new())?;
+        #[allow(clippy::print_stderr)]
+        for error in registry
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the registry is poisoned"))?
+            .take_loadout_errors()
+        {
+            eprintln!(
+                "toolwright: the loadout hook of `{}` ({}) failed: {}",
+                error.tool, error.extension_path, error.error
+            );
+        }
+        Ok((toolset, registry))
+    }
+}
+
+/// The workspace: `cwd` or the current directory, made absolute; it must be a directory.
+pub fn workspace(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let cwd = match cwd {
+        Some(cwd) => cwd,
+        None => std::env::current_dir().context("cannot determine the current directory")?,
+    };
+    if !cwd.is_dir() {
+        anyhow::bail!("the workspace {} is not a directory", cwd.display());
+    }
+    Ok(std::path::absolute(&cwd).unwrap_or(cwd))
+}
+
 pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("TOOLWRIGHT_LOG"))
@@ -96,6 +181,9 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Exec(args) => exec::run(args),
         Command::Plugins(args) => plugins::run(args),
+        Command::Tools(args) => registry::tools(args),
+        Command::Prompt(args) => registry::prompt(args),
+        Command::Declarations(args) => registry::declarations(args),
     };
     match result {
         Ok(code) => code,

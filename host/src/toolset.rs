@@ -66,7 +66,7 @@ pub fn default_plugin_dirs(cwd: &Path) -> Vec<PathBuf> {
 #[derive(Debug, thiserror::Error)]
 pub enum ToolsetError {
     /// The workspace cannot be opened for the built-ins' grants.
-    #[error("cannot open the workspace {path}: {source}")]
+    #[error("cannot open the workspace {path}")]
     Workspace {
         /// The workspace.
         path: PathBuf,
@@ -83,8 +83,13 @@ pub enum ToolsetError {
 
 /// The tools of a session, and what happened while loading them.
 pub struct Toolset {
-    /// Every tool, in registration order (built-ins first, then plugins in load order).
+    /// Every tool, in registration order (built-ins first, then plugins in load order), a plugin's tool in the
+    /// place of a built-in it replaces.
     pub definitions: Vec<ToolDefinition>,
+    /// The built-in tools, native or wasm, in pi's order.
+    pub builtins: Vec<ToolDefinition>,
+    /// The plugins' tools, in load order (the first plugin to offer a name wins).
+    pub extension_tools: Vec<ToolDefinition>,
     /// The plugins that loaded (built-ins included when they run as wasm).
     pub plugins: Vec<Plugin>,
     /// The plugins that did not, and why.
@@ -165,7 +170,7 @@ impl Toolset {
         let (plugins, mut errors) = PluginHost::dedupe(loaded);
 
         // Every built-in has its slot in pi's order, native or wasm.
-        let mut definitions = Vec::new();
+        let mut builtins = Vec::new();
         if options.builtins == BuiltinMode::Native {
             let workspace_error = |source| ToolsetError::Workspace {
                 path: options.cwd.clone(),
@@ -179,8 +184,9 @@ impl Toolset {
                 env.env = Arc::new(vars);
             }
             env.mutations = mutations.clone();
-            definitions.extend(crate::builtins::definitions(&env));
+            builtins.extend(crate::builtins::definitions(&env));
         }
+        let mut extension_tools: Vec<ToolDefinition> = Vec::new();
         let mut overrides = Vec::new();
         let mut decided = Vec::new();
         let mut handler_grants = Vec::new();
@@ -225,37 +231,45 @@ impl Toolset {
                 if is_builtin {
                     definition.source = crate::definition::ToolSource::Builtin;
                     // A wasm built-in takes the place of its native twin, in pi's order.
-                    if let Some(native) = definitions.iter_mut().find(|d| d.name == definition.name) {
-                        *native = definition;
-                        continue;
+                    match builtins
+                        .iter_mut()
+                        .find(|d: &&mut ToolDefinition| d.name == definition.name)
+                    {
+                        Some(native) => *native = definition,
+                        None => builtins.push(definition),
                     }
+                    continue;
                 }
                 // pi's precedence: an extension's tool replaces a built-in of the same name; between extensions,
                 // the first in load order wins.
-                match definitions
-                    .iter_mut()
-                    .find(|d: &&mut ToolDefinition| d.name == definition.name)
-                {
-                    Some(existing)
-                        if existing.source == crate::definition::ToolSource::Builtin && !is_builtin =>
-                    {
-                        overrides.push((definition.name.clone(), plugin.path.clone()));
-                        *existing = definition;
-                    }
-                    Some(existing) => errors.push(PluginError::ToolClash {
+                if let Some(existing) = extension_tools.iter().find(|d| d.name == definition.name) {
+                    errors.push(PluginError::ToolClash {
                         path: plugin.path.clone(),
                         tool: definition.name.clone(),
                         other: match &existing.source {
                             crate::definition::ToolSource::Plugin { path } => path.clone(),
                             _ => PathBuf::from("builtin"),
                         },
-                    }),
-                    None => definitions.push(definition),
+                    });
+                    continue;
                 }
+                if builtins.iter().any(|d| d.name == definition.name) {
+                    overrides.push((definition.name.clone(), plugin.path.clone()));
+                }
+                extension_tools.push(definition);
+            }
+        }
+        let mut definitions = builtins.clone();
+        for tool in &extension_tools {
+            match definitions.iter_mut().find(|d| d.name == tool.name) {
+                Some(slot) => *slot = tool.clone(),
+                None => definitions.push(tool.clone()),
             }
         }
         Ok(Toolset {
             definitions,
+            builtins,
+            extension_tools,
             plugins,
             errors,
             overrides,
@@ -278,7 +292,22 @@ impl Toolset {
         pipeline
     }
 
-    /// The tools as the pipeline runs them.
+    /// The registry of these tools with pi's `tool_search`, and `embedder` tools of the application: the sets,
+    /// loadouts and declarations for `selection`.
+    pub fn registry(
+        &self,
+        selection: &crate::registry::Selection,
+        embedder: Vec<ToolDefinition>,
+    ) -> Result<Arc<std::sync::Mutex<crate::registry::Registry>>, crate::registry::SelectionError> {
+        let sources = crate::registry::RegistrySources {
+            builtins: self.builtins.clone(),
+            extensions: self.extension_tools.clone(),
+            sdk: embedder,
+        };
+        crate::registry::Registry::with_tool_search(sources, selection)
+    }
+
+    /// Every tool as the pipeline runs it, whatever its exposure (no registry: see [`Toolset::registry`]).
     pub fn agent_tools(&self) -> Vec<AgentTool> {
         self.definitions
             .iter()

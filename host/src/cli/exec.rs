@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -45,14 +45,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot read the calls file {}", args.calls.display()))?;
     let file: CallsFile = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a valid calls file", args.calls.display()))?;
-    let cwd = match args.cwd {
-        Some(cwd) => cwd,
-        None => std::env::current_dir().context("cannot determine the current directory")?,
-    };
-    if !cwd.is_dir() {
-        bail!("the workspace {} is not a directory", cwd.display());
-    }
-    let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
+    let cwd = super::workspace(args.cwd)?;
     let mode = if args.sequential {
         ExecutionMode::Sequential
     } else {
@@ -62,8 +55,12 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         tool_calls: file.tool_calls,
         stop_reason: file.stop_reason.unwrap_or_default(),
     };
-    let toolset = args.tools.load(&cwd)?;
-    let tools = toolset.agent_tools();
+    let (toolset, registry) = args.tools.registry(&cwd)?;
+    // The active tools, as pi's agent loop sees them: a call to any other tool is `Tool NAME not found`.
+    let tools = registry
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the registry is poisoned"))?
+        .active_tools();
     let pipeline = toolset.pipeline(&cwd).with_tool_execution(mode);
     let human = !args.json && std::io::stdout().is_terminal();
     let sink = StdoutSink { human };

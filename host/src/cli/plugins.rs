@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 use toolwright_sdk::Capability;
@@ -33,10 +32,7 @@ fn describe(capability: &Capability) -> String {
 }
 
 pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
-    let cwd = match args.cwd {
-        Some(cwd) => cwd,
-        None => std::env::current_dir().context("cannot determine the current directory")?,
-    };
+    let cwd = super::workspace(args.cwd)?;
     let toolset = args.tools.load(&cwd)?;
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -6,6 +6,7 @@
 //! Toolwright's for these tools linked natively and loaded as a wasm component.
 //!
 //! ```
+//! use toolwright_sdk::Tool;
 //! let names: Vec<String> = toolwright_test_loadout::tools().iter().map(|t| t.spec().name).collect();
 //! assert_eq!(names, ["echo", "assist", "run_tools", "weather_lookup", "secret", "later", "broken"]);
 //! ```
