@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch. Only the binary uses `clap` and `anyhow`.
 
 mod exec;
+mod mcp;
 mod plugins;
 mod registry;
 
@@ -31,6 +32,8 @@ enum Command {
     Prompt(registry::PromptArgs),
     /// Print the tool declarations a provider request would carry, as JSON.
     Declarations(registry::DeclarationsArgs),
+    /// Serve the active tools over the Model Context Protocol on stdin/stdout (logs go to stderr).
+    Mcp(mcp::McpArgs),
 }
 
 /// Where the tools come from; shared by the commands that run or list tools.
@@ -65,6 +68,20 @@ pub struct ToolArgs {
     /// Start with no tools active; without `--allow`, no tool is registered at all (pi's `--no-tools`).
     #[arg(long)]
     no_tools: bool,
+    /// Change how the model reaches a tool: `TOOL=direct|model-only|codemode|deferred|hidden` (repeatable), for
+    /// instance `--expose word_count=deferred` to leave a plugin's tool to `tool_search`.
+    #[arg(long = "expose", value_name = "TOOL=EXPOSURE", value_parser = parse_exposure)]
+    expose: Vec<(String, toolwright::Exposure)>,
+}
+
+fn parse_exposure(text: &str) -> Result<(String, toolwright::Exposure), String> {
+    let (tool, exposure) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not TOOL=EXPOSURE"))?;
+    let exposure = serde_json::from_value(serde_json::Value::String(exposure.to_owned())).map_err(|_| {
+        format!("`{exposure}` is not an exposure (direct, model-only, codemode, deferred or hidden)")
+    })?;
+    Ok((tool.to_owned(), exposure))
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -143,7 +160,23 @@ impl ToolArgs {
         let selection = self.selection();
         // A bad selection is reported before any plugin is compiled.
         toolwright::registry::Registry::new(Default::default(), &selection)?;
-        let toolset = self.load(cwd)?;
+        let mut toolset = self.load(cwd)?;
+        for (tool, exposure) in &self.expose {
+            let mut found = false;
+            for definition in toolset
+                .builtins
+                .iter_mut()
+                .chain(toolset.extension_tools.iter_mut())
+            {
+                if &definition.name == tool {
+                    definition.exposure = *exposure;
+                    found = true;
+                }
+            }
+            if !found {
+                anyhow::bail!("--expose: there is no tool named `{tool}`");
+            }
+        }
         let registry = toolset.registry(&selection, Vec::new())?;
         #[allow(clippy::print_stderr)]
         for error in registry
@@ -184,6 +217,7 @@ pub fn main() -> ExitCode {
         Command::Tools(args) => registry::tools(args),
         Command::Prompt(args) => registry::prompt(args),
         Command::Declarations(args) => registry::declarations(args),
+        Command::Mcp(args) => mcp::run(args),
     };
     match result {
         Ok(code) => code,

@@ -19,6 +19,7 @@
 //! - [`toolset`]: a session's tools: the built-ins (native or wasm) and the plugin directories.
 //! - [`registry`]: registered, active and callable tools, allow/deny, loadouts, tool search, the prompt's tool
 //!   sections and the provider declarations.
+//! - [`mcp`]: the registry's tools served over the Model Context Protocol (stdio).
 //! - [`pipeline`]: [`Pipeline`], running a batch of calls in parallel or sequentially, with pi's event order.
 //!
 //! ## Example
@@ -50,6 +51,7 @@ pub mod builtins;
 pub mod definition;
 pub mod grants;
 pub mod hooks;
+pub mod mcp;
 pub mod native;
 pub mod pipeline;
 pub mod policy;

@@ -26,17 +26,7 @@ pub(super) async fn execute_with_events(
     sink: &dyn EventSink,
     parent: Option<&str>,
 ) -> Executed {
-    execute(ready, call, cancel, async |partial_result| {
-        let event = AgentEvent::ToolExecutionUpdate {
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            args: call.arguments.clone(),
-            partial_result,
-            parent_tool_call_id: parent.map(str::to_owned),
-        };
-        sink.emit(event).await;
-    })
-    .await
+    execute(ready, call, cancel, Forward::Events { sink, parent }).await
 }
 
 /// Execute `ready` for `run_tool_call`: partial results go to `updates` while the call runs.
@@ -46,7 +36,37 @@ pub(super) async fn execute_forwarding(
     cancel: &CancellationToken,
     updates: UpdateSink,
 ) -> Executed {
-    execute(ready, call, cancel, async |partial| updates.update(partial)).await
+    execute(ready, call, cancel, Forward::Updates(updates)).await
+}
+
+/// Where partial results go. (An enum rather than an async closure: futures holding async closures are not
+/// provably `Send` for every lifetime, which a server spawning calls on tasks needs.)
+enum Forward<'a> {
+    /// As `tool_execution_update` events.
+    Events {
+        sink: &'a dyn EventSink,
+        parent: Option<&'a str>,
+    },
+    /// To the caller's update sink.
+    Updates(UpdateSink),
+}
+
+impl Forward<'_> {
+    async fn send(&self, call: &ToolCall, partial_result: AgentToolResult) {
+        match self {
+            Forward::Events { sink, parent } => {
+                let event = AgentEvent::ToolExecutionUpdate {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    args: call.arguments.clone(),
+                    partial_result,
+                    parent_tool_call_id: parent.map(str::to_owned),
+                };
+                sink.emit(event).await;
+            }
+            Forward::Updates(updates) => updates.update(partial_result),
+        }
+    }
 }
 
 /// Run `execute`, handing each partial result to `forward` while the call runs, in the order they were sent.
@@ -55,7 +75,7 @@ async fn execute(
     ready: &Ready,
     call: &ToolCall,
     cancel: &CancellationToken,
-    mut forward: impl AsyncFnMut(AgentToolResult),
+    forward: Forward<'_>,
 ) -> Executed {
     let (updates, mut receiver) = UpdateSink::channel();
     let started = Instant::now();
@@ -70,14 +90,14 @@ async fn execute(
     let outcome = loop {
         tokio::select! {
             biased;
-            Some(partial) = receiver.rx.recv() => forward(partial).await,
+            Some(partial) = receiver.rx.recv() => forward.send(call, partial).await,
             outcome = &mut execution => break outcome,
         }
     };
     let duration_ms = elapsed_ms(started);
     receiver.close();
     while let Ok(partial) = receiver.rx.try_recv() {
-        forward(partial).await;
+        forward.send(call, partial).await;
     }
     settle(&call.name, outcome, duration_ms)
 }

@@ -1,0 +1,263 @@
+//! Serving the registry's tools over the Model Context Protocol, with the official Rust SDK (`rmcp`).
+//!
+//! - `tools/list` lists the declared tools after the loadout: name, title (the label), description, input
+//!   schema, output schema (when it describes an object, as MCP requires) and annotations.
+//! - `tools/call` runs the full pipeline (validation, hooks, handler plugins) on one active tool. Content blocks
+//!   map one to one; `structuredContent` is passed when it is an object; `isError` is the final error flag.
+//!   Partial results become `notifications/progress` when the client sent a progress token, and
+//!   `notifications/cancelled` aborts the call (a bash call's process group is killed).
+//! - Calls run concurrently, except that a tool whose execution mode is sequential runs alone, as pi runs a batch
+//!   that contains one.
+//! - When a call changes the declared tools (`tool_search` activating a deferred tool), the server sends
+//!   `notifications/tools/list_changed`.
+//!
+//! Nothing but protocol messages goes to stdout: logs go to stderr through `tracing`.
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use toolwright_sdk::ExecutionMode;
+
+use crate::pipeline::{EventSink, Pipeline};
+use crate::registry::Registry;
+use crate::registry::transcript::ToolDeclaration;
+use crate::tool::BoxFuture;
+use crate::types::{AgentEvent, AssistantMessage, ToolCall};
+
+/// An MCP server over a shared [`Registry`] and a [`Pipeline`] (with the hooks calls go through).
+#[derive(Clone)]
+pub struct McpServer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Arc<Mutex<Registry>>,
+    pipeline: Pipeline,
+    /// Parallel calls share it; a sequential tool takes it alone.
+    exclusive: tokio::sync::RwLock<()>,
+}
+
+/// Why the server stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum McpServeError {
+    /// The client never completed the initialization.
+    #[error("the MCP session did not start: {0}")]
+    Initialize(String),
+    /// The service task failed.
+    #[error("the MCP service failed: {0}")]
+    Service(String),
+}
+
+impl McpServer {
+    /// A server for `registry`, running calls through `pipeline`.
+    pub fn new(registry: Arc<Mutex<Registry>>, pipeline: Pipeline) -> Self {
+        McpServer {
+            inner: Arc::new(Inner {
+                registry,
+                pipeline,
+                exclusive: tokio::sync::RwLock::new(()),
+            }),
+        }
+    }
+
+    /// Serve on stdin and stdout until the client disconnects.
+    pub async fn serve_stdio(self) -> Result<(), McpServeError> {
+        let running = self
+            .serve(rmcp::transport::io::stdio())
+            .await
+            .map_err(|e| McpServeError::Initialize(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|e| McpServeError::Service(e.to_string()))
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.inner.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The declared tools as MCP tools.
+    pub fn tools(&self) -> Vec<Tool> {
+        let registry = self.registry();
+        registry
+            .declarations()
+            .into_iter()
+            .filter_map(|declaration| {
+                let definition = registry.definition(&declaration.name)?;
+                let mut tool = json!({
+                    "name": declaration.name,
+                    "title": definition.label,
+                    "description": declaration.description,
+                    "inputSchema": declaration.parameters,
+                });
+                if let Some(schema) = definition.output_schema.as_ref().filter(|s| is_object_schema(s)) {
+                    tool["outputSchema"] = schema.clone();
+                }
+                if let Some(annotations) = &definition.annotations {
+                    tool["annotations"] = serde_json::to_value(annotations).unwrap_or(Value::Null);
+                }
+                match serde_json::from_value(tool) {
+                    Ok(tool) => Some(tool),
+                    Err(error) => {
+                        tracing::warn!(tool = %declaration.name, "cannot describe the tool over MCP: {error}");
+                        None
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn declarations(&self) -> Vec<ToolDeclaration> {
+        self.registry().declarations()
+    }
+
+    /// Run one call through the pipeline.
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let name = request.name.to_string();
+        let tools = self.registry().active_tools();
+        let Some(tool) = tools.iter().find(|t| t.name() == name).cloned() else {
+            return Err(ErrorData::invalid_params(
+                crate::pipeline::texts::not_found(&name),
+                None,
+            ));
+        };
+        let sequential = tool.execution_mode() == Some(ExecutionMode::Sequential);
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let progress = context
+            .meta
+            .get_progress_token()
+            .or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
+        let sink = ProgressSink {
+            peer: context.peer.clone(),
+            token: progress,
+            count: Mutex::new(0),
+        };
+        let message = AssistantMessage {
+            tool_calls: vec![ToolCall::new(
+                format!("mcp-{}", context.id),
+                name.clone(),
+                arguments,
+            )],
+            ..Default::default()
+        };
+        let before = self.declarations();
+        let outcome = {
+            let _turn = if sequential {
+                (None, Some(self.inner.exclusive.write().await))
+            } else {
+                (Some(self.inner.exclusive.read().await), None)
+            };
+            // On a task of its own: a client that cancels or goes away does not leave the call half-run; the
+            // cancellation reaches it through the token.
+            let (pipeline, cancel) = (self.inner.pipeline.clone(), context.ct.clone());
+            tokio::spawn(async move {
+                pipeline
+                    .execute_tool_calls(&tools, &message, &sink, &cancel)
+                    .await
+            })
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("the call did not finish: {e}"), None))?
+        };
+        if self.declarations() != before
+            && let Err(error) = context.peer.notify_tool_list_changed().await
+        {
+            tracing::warn!("cannot send tools/list_changed: {error}");
+        }
+        let (Some(result), Some(message)) = (outcome.results.first(), outcome.messages.first()) else {
+            return Err(ErrorData::internal_error("the pipeline returned no result", None));
+        };
+        let mut body = json!({
+            "content": message.content,
+            "isError": message.is_error,
+        });
+        if let Some(structured) = result.structured_content.as_ref().filter(|v| v.is_object()) {
+            body["structuredContent"] = structured.clone();
+        }
+        serde_json::from_value(body)
+            .map_err(|e| ErrorData::internal_error(format!("cannot encode the result: {e}"), None))
+    }
+}
+
+/// MCP requires an output schema to describe an object.
+fn is_object_schema(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("object")
+}
+
+/// Turns the pipeline's updates into progress notifications.
+struct ProgressSink {
+    peer: Peer<RoleServer>,
+    token: Option<ProgressToken>,
+    count: Mutex<u64>,
+}
+
+impl EventSink for ProgressSink {
+    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let (Some(token), AgentEvent::ToolExecutionUpdate { partial_result, .. }) = (&self.token, &event)
+            else {
+                return;
+            };
+            let progress = {
+                let mut count = self.count.lock().unwrap_or_else(|p| p.into_inner());
+                *count += 1;
+                *count
+            };
+            let text = partial_result.text_content();
+            let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let mut notification = ProgressNotificationParam::new(token.clone(), progress as f64);
+            if !last.is_empty() {
+                notification.message = Some(last.chars().take(200).collect());
+            }
+            if let Err(error) = self.peer.notify_progress(notification).await {
+                tracing::debug!("cannot send progress: {error}");
+            }
+        })
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolwright", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Toolwright's tools: pi 1.6.0's built-in tools and sandboxed WebAssembly plugins, run through pi's pipeline.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        serde_json::from_value(json!({ "tools": self.tools() }))
+            .map_err(|e| ErrorData::internal_error(format!("cannot list the tools: {e}"), None))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, context).await.map(CallToolResponse::from)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools().into_iter().find(|t| t.name == name)
+    }
+}
