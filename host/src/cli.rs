@@ -91,8 +91,8 @@ enum BuiltinArg {
 }
 
 impl ToolArgs {
-    /// Load the tools for `cwd`, reporting plugins that failed to load on stderr.
-    pub fn load(&self, cwd: &std::path::Path) -> anyhow::Result<toolwright::toolset::Toolset> {
+    /// What to load for `cwd`.
+    pub fn options(&self, cwd: &std::path::Path) -> toolwright::toolset::ToolsetOptions {
         let mut options = toolwright::toolset::ToolsetOptions::new(cwd);
         if self.no_default_plugins {
             options.plugin_dirs.clear();
@@ -107,6 +107,12 @@ impl ToolArgs {
         if let Some(dir) = &self.cache_dir {
             options.cache_dir = Some(dir.clone());
         }
+        options
+    }
+
+    /// Load the tools for `cwd`, reporting plugins that failed to load on stderr.
+    pub fn load(&self, cwd: &std::path::Path) -> anyhow::Result<toolwright::toolset::Toolset> {
+        let options = self.options(cwd);
         let toolset = toolwright::toolset::Toolset::load(&options)?;
         #[allow(clippy::print_stderr)]
         {
@@ -147,6 +153,32 @@ impl ToolArgs {
                     .collect(),
             ),
         }
+    }
+
+    /// Apply `--expose` to one tool; false when no tool has the name.
+    pub fn apply_exposure(
+        &self,
+        toolset: &mut toolwright::toolset::Toolset,
+        tool: &str,
+        exposure: toolwright::Exposure,
+    ) -> bool {
+        let mut found = false;
+        for definition in toolset
+            .builtins
+            .iter_mut()
+            .chain(toolset.extension_tools.iter_mut())
+        {
+            if definition.name == tool {
+                definition.exposure = exposure;
+                found = true;
+            }
+        }
+        found
+    }
+
+    /// The `--expose` settings.
+    pub fn exposures(&self) -> &[(String, toolwright::Exposure)] {
+        &self.expose
     }
 
     /// Load the tools for `cwd` and build their registry, reporting failed loadout hooks on stderr.

@@ -14,6 +14,7 @@
 //! Nothing but protocol messages goes to stdout: logs go to stderr through `tracing`.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
@@ -43,6 +44,9 @@ struct Inner {
     exclusive: tokio::sync::RwLock<()>,
 }
 
+/// Polled for the plugins' tools: `Some` with all of them when the plugin directories changed, else `None`.
+pub type Reload = Box<dyn FnMut() -> Option<Vec<crate::ToolDefinition>> + Send>;
+
 /// Why the server stopped abnormally.
 #[derive(Debug, thiserror::Error)]
 pub enum McpServeError {
@@ -68,15 +72,57 @@ impl McpServer {
 
     /// Serve on stdin and stdout until the client disconnects.
     pub async fn serve_stdio(self) -> Result<(), McpServeError> {
+        self.serve_stdio_reloading(None).await
+    }
+
+    /// Serve on stdin and stdout until the client disconnects; every `interval`, ask `reload` (on a blocking
+    /// thread) for the plugins' tools, and when it returns new ones, put them in the registry and tell the client
+    /// if the declared tools changed (`notifications/tools/list_changed`).
+    pub async fn serve_stdio_reloading(
+        self,
+        reload: Option<(Reload, Duration)>,
+    ) -> Result<(), McpServeError> {
         let running = self
+            .clone()
             .serve(rmcp::transport::io::stdio())
             .await
             .map_err(|e| McpServeError::Initialize(e.to_string()))?;
-        running
-            .waiting()
-            .await
+        let watcher = reload.map(|(reload, interval)| {
+            let (server, peer) = (self.clone(), running.peer().clone());
+            tokio::spawn(server.watch(reload, interval, peer))
+        });
+        let outcome = running.waiting().await;
+        if let Some(watcher) = watcher {
+            watcher.abort();
+        }
+        outcome
             .map(|_| ())
             .map_err(|e| McpServeError::Service(e.to_string()))
+    }
+
+    async fn watch(self, mut reload: Reload, interval: Duration, peer: Peer<RoleServer>) {
+        loop {
+            tokio::time::sleep(interval).await;
+            let Ok((back, tools)) = tokio::task::spawn_blocking(move || {
+                let tools = reload();
+                (reload, tools)
+            })
+            .await
+            else {
+                return;
+            };
+            reload = back;
+            let Some(tools) = tools else {
+                continue;
+            };
+            let before = self.declarations();
+            self.registry().set_plugin_tools(tools);
+            if self.declarations() != before
+                && let Err(error) = peer.notify_tool_list_changed().await
+            {
+                tracing::warn!("cannot send tools/list_changed: {error}");
+            }
+        }
     }
 
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {

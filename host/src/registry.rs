@@ -507,7 +507,21 @@ impl Registry {
         self.refresh(RefreshOptions::default());
     }
 
-    /// Replace the extension tools (a plugin directory changed), then refresh.
+    /// Replace the plugins' tools (a plugin directory changed), keeping the built-in extensions (`tool_search`),
+    /// then refresh: new tools that registration activates become active, removed ones leave every set.
+    pub fn set_plugin_tools(&mut self, tools: Vec<ToolDefinition>) {
+        let mut extensions: Vec<ToolDefinition> = self
+            .sources
+            .extensions
+            .iter()
+            .filter(|d| d.source == ToolSource::Builtin)
+            .cloned()
+            .collect();
+        extensions.extend(tools);
+        self.set_extension_tools(extensions);
+    }
+
+    /// Replace the extension tools, then refresh.
     pub fn set_extension_tools(&mut self, extensions: Vec<ToolDefinition>) {
         self.sources.extensions = extensions;
         self.refresh(RefreshOptions::default());

@@ -18,9 +18,14 @@ struct Server {
 
 impl Server {
     fn start(workspace: &std::path::Path) -> Server {
+        Self::start_with(workspace, &[])
+    }
+
+    fn start_with(workspace: &std::path::Path, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright"))
             .args(["mcp", "--no-default-plugins", "--cwd"])
             .arg(workspace)
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -152,4 +157,60 @@ fn a_client_that_disconnects_mid_call_leaves_no_process_behind() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+fn tool_names(server: &mut Server, id: i64) -> Vec<String> {
+    server.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+    let answer = server.responses(&[id]).remove(0);
+    answer["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Reads messages until the notification `method` arrives.
+fn wait_for(server: &mut Server, method: &str) {
+    loop {
+        let message = server.receive();
+        if message["method"] == method {
+            return;
+        }
+    }
+}
+
+#[test]
+fn adding_and_removing_a_plugin_file_changes_the_list_and_says_so() {
+    let ws = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let mut server = Server::start_with(
+        ws.path(),
+        &[
+            "--plugins",
+            plugins.path().to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--watch-plugins",
+            "100",
+        ],
+    );
+    assert!(!tool_names(&mut server, 1).contains(&"word_count".to_owned()));
+    let (_, bytes) = toolwright::builtins::wasm::EXAMPLES
+        .unwrap()
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    let file = plugins.path().join("wordcount.wasm");
+    std::fs::write(&file, bytes).unwrap();
+    wait_for(&mut server, "notifications/tools/list_changed");
+    assert!(tool_names(&mut server, 2).contains(&"word_count".to_owned()));
+    server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "word_count", "arguments": {"text": "a b"}}}));
+    let answer = server.responses(&[3]).remove(0);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    std::fs::remove_file(&file).unwrap();
+    wait_for(&mut server, "notifications/tools/list_changed");
+    assert!(!tool_names(&mut server, 4).contains(&"word_count".to_owned()));
 }

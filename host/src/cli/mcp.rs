@@ -2,9 +2,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use clap::Args;
+use toolwright::toolset::{Toolset, ToolsetOptions};
+use toolwright::wasm::PluginHost;
 
 /// Arguments of `toolwright mcp`.
 #[derive(Debug, Args)]
@@ -12,17 +15,66 @@ pub struct McpArgs {
     /// The workspace the tools work in (default: the current directory).
     #[arg(long)]
     cwd: Option<PathBuf>,
+    /// How often to look for plugin files added, changed or removed, in milliseconds (0: never).
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    watch_plugins: u64,
     #[command(flatten)]
     tools: super::ToolArgs,
+}
+
+/// The plugin files and their sizes and modification times: a change of any is a reason to reload.
+fn fingerprint(options: &ToolsetOptions) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+    PluginHost::discover(&options.plugin_dirs)
+        .into_iter()
+        .map(|path| {
+            let meta = std::fs::metadata(&path).ok();
+            let size = meta.as_ref().map_or(0, |m| m.len());
+            let modified = meta.and_then(|m| m.modified().ok());
+            (path, size, modified)
+        })
+        .collect()
 }
 
 pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let cwd = super::workspace(args.cwd)?;
     let (toolset, registry) = args.tools.registry(&cwd)?;
     let pipeline = toolset.pipeline(&cwd);
+    let options = args.tools.options(&cwd);
+    let exposures = args.tools.exposures().to_vec();
+    let mut seen = fingerprint(&options);
+    // The loaded plugins must outlive their tools: the latest toolset is kept here.
+    let mut current: Toolset = toolset;
+    let tools = args.tools;
+    let reload: toolwright::mcp::Reload = Box::new(move || {
+        let now = fingerprint(&options);
+        if now == seen {
+            return None;
+        }
+        seen = now;
+        let mut toolset = match Toolset::load(&options) {
+            Ok(toolset) => toolset,
+            Err(error) => {
+                tracing::warn!("the plugin directories changed but cannot be loaded: {error}");
+                return None;
+            }
+        };
+        for error in &toolset.errors {
+            tracing::warn!("skipped: {error}");
+        }
+        for (tool, exposure) in &exposures {
+            tools.apply_exposure(&mut toolset, tool, *exposure);
+        }
+        tracing::info!(
+            "plugin directories changed: reloaded {} plugin tools",
+            toolset.extension_tools.len()
+        );
+        let plugin_tools = toolset.extension_tools.clone();
+        // The old plugins go once their tools are out of the registry (calls in flight hold their own references).
+        drop(std::mem::replace(&mut current, toolset));
+        Some(plugin_tools)
+    });
+    let watch = (args.watch_plugins > 0).then(|| (reload, Duration::from_millis(args.watch_plugins)));
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(toolwright::mcp::McpServer::new(registry, pipeline).serve_stdio())?;
-    // The plugins' runtime lives as long as the server.
-    drop(toolset);
+    runtime.block_on(toolwright::mcp::McpServer::new(registry, pipeline).serve_stdio_reloading(watch))?;
     Ok(ExitCode::SUCCESS)
 }
