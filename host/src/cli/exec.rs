@@ -25,6 +25,10 @@ pub struct ExecArgs {
     /// Print JSON lines even on a terminal.
     #[arg(long)]
     json: bool,
+    /// After the batch, write `{"type":"timing","batchMs":…,"calls":…}` to stderr: the batch alone, from the first
+    /// event to the last result message, with start-up and plugin loading excluded (for benchmarks).
+    #[arg(long)]
+    timing: bool,
     #[command(flatten)]
     tools: super::ToolArgs,
 }
@@ -74,9 +78,23 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
                 on_interrupt.cancel();
             }
         });
+        let started = std::time::Instant::now();
         pipeline
             .execute_tool_calls(&tools, &message, &sink, &cancel)
-            .await
+            .await;
+        if args.timing {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!(
+                    "{}",
+                    serde_json::json!({
+                        "type": "timing",
+                        "batchMs": started.elapsed().as_secs_f64() * 1000.0,
+                        "calls": message.tool_calls.len(),
+                    })
+                );
+            }
+        }
     });
     Ok(ExitCode::SUCCESS)
 }

@@ -19,6 +19,9 @@ use unicode_normalization::UnicodeNormalization;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Read;
 
+/// Files up to this size are read with one open.
+const SMALL_FILE: u64 = 256 * 1024;
+
 /// The model-visible description.
 pub const DESCRIPTION: &str = "Read the contents of a file. Supports text files and images (jpg, png, gif, webp, bmp). Images are sent as attachments. For text files, output is truncated to 2000 lines or 50KB (whichever is hit first). Use offset/limit for large files. When you need the full file, continue with offset until complete.";
 
@@ -68,24 +71,39 @@ impl Tool for Read {
         let limit = args.get("limit").and_then(Value::as_f64);
         let files = ctx.files();
         let home = ctx.home();
-        let absolute = resolve_read_path(path, ctx.cwd(), home.as_deref(), files);
-        files
-            .metadata(&absolute)
-            .map_err(|e| ToolError::io(&e, "access", &absolute))?;
-        let head = files
-            .read_prefix(&absolute, image::SNIFF_BYTES)
-            .map_err(|e| ToolError::io_no_path(&e, "read"))?;
-        let (content, details) = match image::detect(&head) {
-            Some(mime) => {
-                let bytes = files
-                    .read(&absolute)
-                    .map_err(|e| ToolError::io_no_path(&e, "read"))?;
-                (image::content(&bytes, mime), None)
-            }
+        let (absolute, found) = resolve_read_path(path, ctx.cwd(), home.as_deref(), files);
+        let metadata = match found {
+            Some(metadata) => metadata,
+            None => files
+                .metadata(&absolute)
+                .map_err(|e| ToolError::io(&e, "access", &absolute))?,
+        };
+        let read_all = || {
+            files
+                .read(&absolute)
+                .map_err(|e| ToolError::io_no_path(&e, "read"))
+        };
+        // A small file is read once and sniffed from memory; a large one is sniffed from its head first, so an
+        // image is not read twice and a huge text file is read once.
+        let (head, whole) = if metadata.len <= SMALL_FILE {
+            let bytes = read_all()?;
+            (None, Some(bytes))
+        } else {
+            let head = files
+                .read_prefix(&absolute, image::SNIFF_BYTES)
+                .map_err(|e| ToolError::io_no_path(&e, "read"))?;
+            (Some(head), None)
+        };
+        let sniffed = head.as_deref().or(whole.as_deref()).unwrap_or_default();
+        let sniffed = &sniffed[..sniffed.len().min(image::SNIFF_BYTES)];
+        let mime = image::detect(sniffed);
+        let bytes = match whole {
+            Some(bytes) => bytes,
+            None => read_all()?,
+        };
+        let (content, details) = match mime {
+            Some(mime) => (image::content(&bytes, mime), None),
             None => {
-                let bytes = files
-                    .read(&absolute)
-                    .map_err(|e| ToolError::io_no_path(&e, "read"))?;
                 let (text, details) = read_text(&String::from_utf8_lossy(&bytes), path, offset, limit)?;
                 (vec![Content::text(text)], details)
             }
@@ -105,11 +123,16 @@ impl Tool for Read {
 
 /// pi's `resolveReadPathAsync`: the resolved path, or the first existing variant of it (macOS screenshot
 /// names, NFD, curly apostrophes).
-fn resolve_read_path(path: &str, cwd: &str, home: Option<&str>, files: &dyn toolwright_sdk::Files) -> String {
+/// The metadata comes along when a variant was found, so the caller need not look it up again.
+fn resolve_read_path(
+    path: &str,
+    cwd: &str,
+    home: Option<&str>,
+    files: &dyn toolwright_sdk::Files,
+) -> (String, Option<toolwright_sdk::Metadata>) {
     let resolved = paths::resolve_to_cwd(path, cwd, home);
-    let exists = |p: &str| files.metadata(p).is_ok();
-    if exists(&resolved) {
-        return resolved;
+    if let Ok(metadata) = files.metadata(&resolved) {
+        return (resolved, Some(metadata));
     }
     let am_pm = screenshot_variant(&resolved);
     let nfd: String = resolved.nfd().collect();
@@ -117,8 +140,9 @@ fn resolve_read_path(path: &str, cwd: &str, home: Option<&str>, files: &dyn tool
     let nfd_curly = nfd.replace('\'', "\u{2019}");
     [am_pm, nfd, curly, nfd_curly]
         .into_iter()
-        .find(|v| *v != resolved && exists(v))
-        .unwrap_or(resolved)
+        .filter(|v| *v != resolved)
+        .find_map(|v| files.metadata(&v).ok().map(|m| (v, Some(m))))
+        .unwrap_or((resolved, None))
 }
 
 /// ` AM.`/` PM.` (any case) with U+202F before AM/PM, as macOS names screenshots.
