@@ -214,3 +214,19 @@ fn adding_and_removing_a_plugin_file_changes_the_list_and_says_so() {
     wait_for(&mut server, "notifications/tools/list_changed");
     assert!(!tool_names(&mut server, 4).contains(&"word_count".to_owned()));
 }
+
+#[test]
+fn an_oversized_message_is_dropped_and_the_server_goes_on() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "small\n").unwrap();
+    let mut server = Server::start(ws.path());
+    // rmcp's stdio transport drops a line over 16 MiB without buffering it (and logs it); the session stays open.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"read","arguments":{{"path":"{}"}}}}}}"#,
+        "x".repeat(17 << 20)
+    );
+    server.send_line(&huge);
+    server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read", "arguments": {"path": "a.txt"}}}));
+    let answer = server.responses(&[2]).remove(0);
+    assert_eq!(answer["result"]["content"][0]["text"], "small\n", "{answer}");
+}
