@@ -142,8 +142,13 @@ async fn run_tool_result(
             Err(e) => tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {e}"),
         }
     }
-    if !modified {
+    // pi normalises the images after the handlers, whoever added them (auto-resize on).
+    let normalized = toolwright_tool_read::normalize_images(&work.content);
+    if !modified && normalized.is_none() {
         return Ok(None);
+    }
+    if let Some(content) = normalized {
+        work.content = content;
     }
     Ok(Some(AfterToolCallResult {
         content: Some(work.content),

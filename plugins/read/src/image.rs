@@ -115,6 +115,35 @@ pub fn content(bytes: &[u8], mime: &str) -> Vec<Content> {
     }
 }
 
+/// pi's `normalizeToolResultImages` (auto-resize on): every image block goes through `processImage`; one whose
+/// data, type or hints change is replaced by the processed image followed by a text block with the hints (when
+/// there are any); one that cannot be processed is kept as it is. `None` when nothing changed.
+pub fn normalize_images(content: &[Content]) -> Option<Vec<Content>> {
+    let mut changed = false;
+    let mut out = Vec::with_capacity(content.len());
+    for block in content {
+        let Content::Image { data, mime_type } = block else {
+            out.push(block.clone());
+            continue;
+        };
+        let processed = STANDARD
+            .decode(data)
+            .ok()
+            .and_then(|bytes| process(&bytes, mime_type).ok());
+        match processed {
+            Some(p) if p.data != *data || p.mime != mime_type || !p.hints.is_empty() => {
+                changed = true;
+                out.push(Content::image(p.data, p.mime));
+                if !p.hints.is_empty() {
+                    out.push(Content::text(p.hints.join("\n")));
+                }
+            }
+            _ => out.push(block.clone()),
+        }
+    }
+    changed.then_some(out)
+}
+
 struct Processed {
     data: String,
     mime: &'static str,
@@ -292,6 +321,35 @@ mod tests {
         let content = super::content(&big, "image/png");
         let note = content[0].as_text().unwrap();
         assert!(note.contains("[Image: original 3000x1000, displayed at 2000x667. Multiply coordinates by 1.50 to map to original image.]"), "{note}");
+    }
+
+    #[test]
+    fn result_images_are_normalised_as_pi_does_after_the_handlers() {
+        let small = Content::image(STANDARD.encode(png(3, 2)), "image/png");
+        let text = Content::text("caption");
+        assert_eq!(
+            normalize_images(&[text.clone(), small.clone()]),
+            None,
+            "nothing to change"
+        );
+        let broken = Content::image("not base64!", "image/png");
+        assert_eq!(
+            normalize_images(&[broken.clone()]),
+            None,
+            "an image that cannot be processed stays"
+        );
+
+        let big = Content::image(STANDARD.encode(png(3000, 1000)), "image/png");
+        let out = normalize_images(&[text.clone(), big]).unwrap();
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0], text);
+        assert!(matches!(&out[1], Content::Image { mime_type, .. } if mime_type == "image/png"));
+        assert_eq!(
+            out[2].as_text(),
+            Some(
+                "[Image: original 3000x1000, displayed at 2000x667. Multiply coordinates by 1.50 to map to original image.]"
+            )
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@
 
 mod image;
 
+pub use image::normalize_images;
+
 use serde_json::{Value, json};
 use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head};
 use toolwright_sdk::{Content, Ctx, Tool, ToolError, ToolResult, ToolSpec, js, paths};
