@@ -334,7 +334,7 @@ mod tests {
         );
         let broken = Content::image("not base64!", "image/png");
         assert_eq!(
-            normalize_images(&[broken.clone()]),
+            normalize_images(std::slice::from_ref(&broken)),
             None,
             "an image that cannot be processed stays"
         );
