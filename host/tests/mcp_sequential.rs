@@ -108,7 +108,6 @@ async fn sequential_tools_run_alone_and_parallel_ones_together() {
             assert!(elapsed < Duration::from_millis(550), "{elapsed:?}");
         }
     }
-    drop(send);
     drop(client_write);
     running.abort();
 }
