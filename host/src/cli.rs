@@ -155,32 +155,6 @@ impl ToolArgs {
         }
     }
 
-    /// Apply `--expose` to one tool; false when no tool has the name.
-    pub fn apply_exposure(
-        &self,
-        toolset: &mut toolwright::toolset::Toolset,
-        tool: &str,
-        exposure: toolwright::Exposure,
-    ) -> bool {
-        let mut found = false;
-        for definition in toolset
-            .builtins
-            .iter_mut()
-            .chain(toolset.extension_tools.iter_mut())
-        {
-            if definition.name == tool {
-                definition.exposure = exposure;
-                found = true;
-            }
-        }
-        found
-    }
-
-    /// The `--expose` settings.
-    pub fn exposures(&self) -> &[(String, toolwright::Exposure)] {
-        &self.expose
-    }
-
     /// Load the tools for `cwd` and build their registry, reporting failed loadout hooks on stderr.
     pub fn registry(
         &self,
@@ -191,21 +165,10 @@ impl ToolArgs {
     )> {
         let selection = self.selection();
         // A bad selection is reported before any plugin is compiled.
-        toolwright::registry::Registry::new(Default::default(), &selection)?;
+        selection.check()?;
         let mut toolset = self.load(cwd)?;
         for (tool, exposure) in &self.expose {
-            let mut found = false;
-            for definition in toolset
-                .builtins
-                .iter_mut()
-                .chain(toolset.extension_tools.iter_mut())
-            {
-                if &definition.name == tool {
-                    definition.exposure = *exposure;
-                    found = true;
-                }
-            }
-            if !found {
+            if !toolset.set_exposure(tool, *exposure) {
                 anyhow::bail!("--expose: there is no tool named `{tool}`");
             }
         }

@@ -42,6 +42,9 @@ struct Inner {
     pipeline: Pipeline,
     /// Parallel calls share it; a sequential tool takes it alone.
     exclusive: tokio::sync::RwLock<()>,
+    /// The registry's revision and declarations when they were last compared: a call that leaves the revision
+    /// unchanged costs no comparison.
+    announced: Mutex<(u64, Vec<ToolDeclaration>)>,
 }
 
 /// Polled for the plugins' tools: `Some` with all of them when the plugin directories changed, else `None`.
@@ -61,12 +64,35 @@ pub enum McpServeError {
 impl McpServer {
     /// A server for `registry`, running calls through `pipeline`.
     pub fn new(registry: Arc<Mutex<Registry>>, pipeline: Pipeline) -> Self {
+        let announced = {
+            let r = registry.lock().unwrap_or_else(|p| p.into_inner());
+            (r.revision(), r.declarations())
+        };
         McpServer {
             inner: Arc::new(Inner {
                 registry,
                 pipeline,
                 exclusive: tokio::sync::RwLock::new(()),
+                announced: Mutex::new(announced),
             }),
+        }
+    }
+
+    /// Send `notifications/tools/list_changed` when the declared tools differ from the last ones compared.
+    async fn announce_changes(&self, peer: &Peer<RoleServer>) {
+        let changed = {
+            let registry = self.registry();
+            let mut announced = self.inner.announced.lock().unwrap_or_else(|p| p.into_inner());
+            if registry.revision() == announced.0 {
+                return;
+            }
+            let declarations = registry.declarations();
+            let changed = declarations != announced.1;
+            *announced = (registry.revision(), declarations);
+            changed
+        };
+        if changed && let Err(error) = peer.notify_tool_list_changed().await {
+            tracing::warn!("cannot send tools/list_changed: {error}");
         }
     }
 
@@ -115,13 +141,8 @@ impl McpServer {
             let Some(tools) = tools else {
                 continue;
             };
-            let before = self.declarations();
             self.registry().set_plugin_tools(tools);
-            if self.declarations() != before
-                && let Err(error) = peer.notify_tool_list_changed().await
-            {
-                tracing::warn!("cannot send tools/list_changed: {error}");
-            }
+            self.announce_changes(&peer).await;
         }
     }
 
@@ -160,10 +181,6 @@ impl McpServer {
             .collect()
     }
 
-    fn declarations(&self) -> Vec<ToolDeclaration> {
-        self.registry().declarations()
-    }
-
     /// Run one call through the pipeline.
     async fn call(
         &self,
@@ -197,7 +214,6 @@ impl McpServer {
             )],
             ..Default::default()
         };
-        let before = self.declarations();
         let outcome = {
             let _turn = if sequential {
                 (None, Some(self.inner.exclusive.write().await))
@@ -215,11 +231,7 @@ impl McpServer {
             .await
             .map_err(|e| ErrorData::internal_error(format!("the call did not finish: {e}"), None))?
         };
-        if self.declarations() != before
-            && let Err(error) = context.peer.notify_tool_list_changed().await
-        {
-            tracing::warn!("cannot send tools/list_changed: {error}");
-        }
+        self.announce_changes(&context.peer).await;
         let (Some(result), Some(message)) = (outcome.results.first(), outcome.messages.first()) else {
             return Err(ErrorData::internal_error("the pipeline returned no result", None));
         };

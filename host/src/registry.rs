@@ -141,6 +141,17 @@ pub struct Selection {
     pub default_tools: Option<Vec<String>>,
 }
 
+impl Selection {
+    /// Whether the selection can be used: `tools` is plain names and patterns, or only exact `+name`/`-name`
+    /// entries.
+    pub fn check(&self) -> Result<(), SelectionError> {
+        match self.tools.as_deref().and_then(tool_list_error) {
+            Some(error) => Err(SelectionError(error)),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A [`Selection`] that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Invalid tools option: {0}")]
@@ -250,6 +261,7 @@ pub struct Registry {
     pending: Vec<String>,
     restored: HashSet<String>,
     errors: Vec<LoadoutError>,
+    revision: u64,
 }
 
 impl std::fmt::Debug for Registry {
@@ -283,7 +295,7 @@ impl Registry {
         selection: &Selection,
     ) -> Result<Arc<Mutex<Self>>, SelectionError> {
         // Validate first: the cyclic constructor cannot fail.
-        Self::unrefreshed(RegistrySources::default(), selection)?;
+        selection.check()?;
         Ok(Arc::new_cyclic(|weak| {
             sources
                 .extensions
@@ -302,9 +314,7 @@ impl Registry {
         sources: RegistrySources,
         selection: &Selection,
     ) -> Result<(Self, Vec<String>), SelectionError> {
-        if let Some(error) = selection.tools.as_deref().and_then(tool_list_error) {
-            return Err(SelectionError(error));
-        }
+        selection.check()?;
         let default_names: Vec<String> = match (selection.no_tools, &selection.default_tools) {
             (Some(_), _) => Vec::new(),
             (None, Some(names)) => names.clone(),
@@ -349,6 +359,7 @@ impl Registry {
             pending: Vec::new(),
             restored: HashSet::new(),
             errors: Vec::new(),
+            revision: 0,
         };
         Ok((registry, initial))
     }
@@ -677,6 +688,7 @@ impl Registry {
         self.active = active;
         self.hidden = hidden;
         self.errors.extend(errors);
+        self.revision += 1;
     }
 
     fn callable_for(&self, active: &HashSet<&str>) -> Vec<&Entry> {
@@ -688,6 +700,12 @@ impl Registry {
                 Exposure::ModelOnly | Exposure::Hidden => false,
             })
             .collect()
+    }
+
+    /// A number that changes every time the active set and its loadout are applied: when it is unchanged, so
+    /// are the active tools, the declarations and the prompt sections.
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// The registered names, in registry order.

@@ -83,9 +83,6 @@ pub enum ToolsetError {
 
 /// The tools of a session, and what happened while loading them.
 pub struct Toolset {
-    /// Every tool, in registration order (built-ins first, then plugins in load order), a plugin's tool in the
-    /// place of a built-in it replaces.
-    pub definitions: Vec<ToolDefinition>,
     /// The built-in tools, native or wasm, in pi's order.
     pub builtins: Vec<ToolDefinition>,
     /// The plugins' tools, in load order (the first plugin to offer a name wins).
@@ -107,7 +104,8 @@ pub struct Toolset {
 
 impl std::fmt::Debug for Toolset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<_> = self.definitions.iter().map(|d| d.name.as_str()).collect();
+        let definitions = self.definitions();
+        let names: Vec<_> = definitions.iter().map(|d| d.name.as_str()).collect();
         f.debug_struct("Toolset")
             .field("tools", &names)
             .field("errors", &self.errors)
@@ -259,15 +257,7 @@ impl Toolset {
                 extension_tools.push(definition);
             }
         }
-        let mut definitions = builtins.clone();
-        for tool in &extension_tools {
-            match definitions.iter_mut().find(|d| d.name == tool.name) {
-                Some(slot) => *slot = tool.clone(),
-                None => definitions.push(tool.clone()),
-            }
-        }
         Ok(Toolset {
-            definitions,
             builtins,
             extension_tools,
             plugins,
@@ -292,6 +282,32 @@ impl Toolset {
         pipeline
     }
 
+    /// Every tool, in registration order (built-ins first, then plugins in load order), a plugin's tool in the
+    /// place of a built-in it replaces.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        let mut definitions = self.builtins.clone();
+        for tool in &self.extension_tools {
+            match definitions.iter_mut().find(|d| d.name == tool.name) {
+                Some(slot) => *slot = tool.clone(),
+                None => definitions.push(tool.clone()),
+            }
+        }
+        definitions
+    }
+
+    /// Change how the model reaches every tool named `tool` (built-in or plugin), as `--expose` does; false when
+    /// no tool has the name.
+    pub fn set_exposure(&mut self, tool: &str, exposure: toolwright_sdk::Exposure) -> bool {
+        let mut found = false;
+        for definition in self.builtins.iter_mut().chain(self.extension_tools.iter_mut()) {
+            if definition.name == tool {
+                definition.exposure = exposure;
+                found = true;
+            }
+        }
+        found
+    }
+
     /// The registry of these tools with pi's `tool_search`, and `embedder` tools of the application: the sets,
     /// loadouts and declarations for `selection`.
     pub fn registry(
@@ -309,7 +325,7 @@ impl Toolset {
 
     /// Every tool as the pipeline runs it, whatever its exposure (no registry: see [`Toolset::registry`]).
     pub fn agent_tools(&self) -> Vec<AgentTool> {
-        self.definitions
+        self.definitions()
             .iter()
             .map(|d| wrap_tool_definition(d, None))
             .collect()

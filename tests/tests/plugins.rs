@@ -48,7 +48,8 @@ async fn a_third_party_plugin_runs_next_to_the_builtins() {
     .unwrap();
     let toolset = Toolset::load(&options(ws.path(), dir.path())).unwrap();
     assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
-    let names: Vec<&str> = toolset.definitions.iter().map(|d| d.name.as_str()).collect();
+    let definitions = toolset.definitions();
+    let names: Vec<&str> = definitions.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(
         names,
         [
@@ -123,7 +124,7 @@ fn bad_files_are_reported_by_name_and_the_others_load() {
     std::fs::write(dir.path().join("notes.txt"), b"ignored: not a .wasm").unwrap();
     let toolset = Toolset::load(&options(ws.path(), dir.path())).unwrap();
     assert_eq!(toolset.plugins.len(), 1);
-    assert!(toolset.definitions.iter().any(|d| d.name == "word_count"));
+    assert!(toolset.definitions().iter().any(|d| d.name == "word_count"));
     let errors: Vec<String> = toolset.errors.iter().map(ToString::to_string).collect();
     assert_eq!(errors.len(), 4, "{errors:#?}");
     let file = |name: &str| dir.path().join(name).display().to_string();

@@ -40,11 +40,10 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let (toolset, registry) = args.tools.registry(&cwd)?;
     let pipeline = toolset.pipeline(&cwd);
     let options = args.tools.options(&cwd);
-    let exposures = args.tools.exposures().to_vec();
+    let exposures = args.tools.expose.clone();
     let mut seen = fingerprint(&options);
     // The loaded plugins must outlive their tools: the latest toolset is kept here.
     let mut current: Toolset = toolset;
-    let tools = args.tools;
     let reload: toolwright::mcp::Reload = Box::new(move || {
         let now = fingerprint(&options);
         if now == seen {
@@ -61,8 +60,9 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         for error in &toolset.errors {
             tracing::warn!("skipped: {error}");
         }
+        // A tool named by --expose may be gone with its plugin: nothing to do for it then.
         for (tool, exposure) in &exposures {
-            tools.apply_exposure(&mut toolset, tool, *exposure);
+            toolset.set_exposure(tool, *exposure);
         }
         tracing::info!(
             "plugin directories changed: reloaded {} plugin tools",
