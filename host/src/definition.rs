@@ -9,12 +9,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 
-use crate::tool::{AgentTool, BoxFuture, PrepareArguments, ToolError, ToolExecution, ToolExecutor};
-use crate::types::AgentToolResult;
+use crate::nested::NestedCalls;
+use crate::tool::{AgentTool, BoxFuture, PrepareArguments, ToolError, ToolExecution, ToolExecutor, UpdateSink};
+use crate::types::{AgentToolCallOutcome, AgentToolResult};
 
-/// What a tool's `execute` gets besides its arguments (pi's `ExtensionToolContext`).
-///
-/// Nested calls (`execute_tool`) arrive with the nested-call work; this is the seam they plug into.
+/// What a tool's `execute` gets besides its arguments (pi's `ExtensionToolContext`): its call id, the session's
+/// working directory, its cancellation, and the way to other tools ([`ToolContext::execute_tool`]).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ToolContext {
@@ -24,16 +24,52 @@ pub struct ToolContext {
     pub cwd: PathBuf,
     /// The call's cancellation.
     pub cancel: CancellationToken,
+    /// The session's nested-call runner, when one is bound.
+    pub nested: Option<Arc<NestedCalls>>,
 }
 
 impl ToolContext {
-    /// A context for the call `tool_call_id` in `cwd`.
+    /// A context for the call `tool_call_id` in `cwd`, without nested calls.
     pub fn new(tool_call_id: impl Into<String>, cwd: impl Into<PathBuf>, cancel: CancellationToken) -> Self {
         ToolContext {
             tool_call_id: tool_call_id.into(),
             cwd: cwd.into(),
             cancel,
+            nested: None,
         }
+    }
+
+    /// This context with a nested-call runner.
+    pub fn with_nested(mut self, runner: Arc<NestedCalls>) -> Self {
+        self.nested = Some(runner);
+        self
+    }
+
+    /// pi's `ctx.executeTool`: run `name` with `args` as a nested call of this call, through the full pipeline,
+    /// cancelled with this call. Without a runner the outcome is pi's error `Nested tool calls are not available
+    /// in this context` (id `<call id>/0`).
+    pub async fn execute_tool(&self, name: &str, args: Value, updates: UpdateSink) -> AgentToolCallOutcome {
+        match &self.nested {
+            Some(runner) => {
+                runner
+                    .execute(&self.tool_call_id, name, args, &self.cancel, updates)
+                    .await
+            }
+            None => AgentToolCallOutcome {
+                tool_call: crate::types::ToolCall::new(format!("{}/0", self.tool_call_id), name, Value::Object(Default::default())),
+                result: AgentToolResult::error(toolwright_sdk::NESTED_CALLS_UNAVAILABLE),
+                is_error: true,
+                duration_ms: None,
+            },
+        }
+    }
+
+    /// pi's `ctx.tools`: what nested calls can reach now (empty without a runner).
+    pub fn tools(&self) -> Vec<toolwright_sdk::LoadoutTool> {
+        self.nested
+            .as_ref()
+            .map(|r| r.callable_infos())
+            .unwrap_or_default()
     }
 }
 

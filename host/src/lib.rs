@@ -21,6 +21,8 @@
 //!   sections and the provider declarations.
 //! - [`mcp`]: the registry's tools served over the Model Context Protocol (stdio).
 //! - [`pipeline`]: [`Pipeline`], running a batch of calls in parallel or sequentially, with pi's event order.
+//! - [`nested`]: nested tool calls ([`ToolContext::execute_tool`], the `call-tool` import): ids, events with
+//!   parents, the exclusive queue, and the `nestedCalls` record on result messages.
 //!
 //! ## Example
 //!
@@ -53,6 +55,7 @@ pub mod grants;
 pub mod hooks;
 pub mod mcp;
 pub mod native;
+pub mod nested;
 pub mod pipeline;
 pub mod policy;
 pub mod registry;
@@ -70,6 +73,7 @@ pub use hooks::{
     AfterToolCall, AfterToolCallContext, AfterToolCallResult, BeforeToolCall, BeforeToolCallContext,
     BeforeToolCallResult, after_tool_call, before_tool_call,
 };
+pub use nested::NestedCalls;
 pub use pipeline::{BatchOutcome, EventLog, EventSink, NoEvents, Pipeline, event_sink};
 pub use tool::{AgentTool, BoxFuture, ToolError, ToolExecution, ToolExecutor, UpdateSink};
 pub use toolwright_sdk::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolwright_sdk::{Command, Ctx, Files, LogLevel, Process, TempFile, Tool, ToolError, ToolResult, paths};
+use toolwright_sdk::{
+    CallOutcome, Command, Ctx, Files, LogLevel, Process, TempFile, Tool, ToolError, ToolResult, paths,
+};
 
 pub use mutation::FileMutationQueue;
 pub use process::NativeProcess;
@@ -86,6 +88,34 @@ struct NativeCtx {
     cancel: CancellationToken,
     updates: UpdateSink,
     tool: String,
+    /// The session context: nested calls go through it.
+    session: Option<ToolContext>,
+    /// The runtime the call's blocking thread belongs to, for nested calls.
+    runtime: tokio::runtime::Handle,
+}
+
+impl NativeCtx {
+    fn run_nested(&self, calls: &[(String, Value)]) -> Vec<CallOutcome> {
+        let Some(session) = &self.session else {
+            return calls
+                .iter()
+                .map(|_| CallOutcome::error(toolwright_sdk::NESTED_CALLS_UNAVAILABLE))
+                .collect();
+        };
+        // The tool runs on a blocking thread of the runtime: waiting here blocks no async worker.
+        self.runtime.block_on(futures::future::join_all(calls.iter().map(
+            |(name, args)| async move {
+                let outcome = session
+                    .execute_tool(name, args.clone(), UpdateSink::discard())
+                    .await;
+                CallOutcome {
+                    result: outcome.result,
+                    is_error: outcome.is_error,
+                    duration_ms: outcome.duration_ms,
+                }
+            },
+        )))
+    }
 }
 
 impl Ctx for NativeCtx {
@@ -150,6 +180,21 @@ impl Ctx for NativeCtx {
     fn env(&self) -> Vec<(String, String)> {
         self.env.env.as_ref().clone()
     }
+
+    fn call_tool(&self, name: &str, arguments: &Value) -> CallOutcome {
+        let calls = [(name.to_owned(), arguments.clone())];
+        self.run_nested(&calls)
+            .pop()
+            .unwrap_or_else(|| CallOutcome::error(toolwright_sdk::NESTED_CALLS_UNAVAILABLE))
+    }
+
+    fn call_tools(&self, calls: &[(String, Value)]) -> Vec<CallOutcome> {
+        self.run_nested(calls)
+    }
+
+    fn tools(&self) -> Vec<toolwright_sdk::LoadoutTool> {
+        self.session.as_ref().map(ToolContext::tools).unwrap_or_default()
+    }
 }
 
 /// 64 random bits from the standard library's per-process random hash keys.
@@ -170,7 +215,9 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
         let (tool, env, name) = (runner.clone(), env.clone(), name.clone());
         async move {
             // pi's built-ins resolve against the context's cwd when one is given.
-            let cwd = ctx.map_or_else(|| env.cwd.clone(), |c| paths::normalize(&c.cwd.to_string_lossy()));
+            let cwd = ctx
+                .as_ref()
+                .map_or_else(|| env.cwd.clone(), |c| paths::normalize(&c.cwd.to_string_lossy()));
             let target = if mutates {
                 tool.mutated_path(&run.params)
             } else {
@@ -190,6 +237,8 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
                 cwd,
                 cancel: run.cancel,
                 updates: run.updates,
+                session: ctx,
+                runtime: tokio::runtime::Handle::current(),
             };
             let call_id = run.call_id;
             let params = run.params;

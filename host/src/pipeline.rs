@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use toolwright_sdk::ExecutionMode;
 
 use crate::hooks::{AfterToolCall, BeforeToolCall};
+use crate::nested::NestedCalls;
 use crate::tool::{AgentTool, BoxFuture, UpdateSink};
 use crate::types::{
     AgentEvent, AgentToolCallOutcome, AgentToolResult, AssistantMessage, ToolCall, ToolResultMessage,
@@ -138,6 +139,8 @@ pub struct Pipeline {
     pub before_tool_call: Option<BeforeToolCall>,
     /// Runs after execution, before the result message.
     pub after_tool_call: Option<AfterToolCall>,
+    /// The session's nested-call runner: result messages get the records of the calls their tools made.
+    pub nested: Option<Arc<NestedCalls>>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -146,6 +149,7 @@ impl std::fmt::Debug for Pipeline {
             .field("tool_execution", &self.tool_execution)
             .field("before_tool_call", &self.before_tool_call.is_some())
             .field("after_tool_call", &self.after_tool_call.is_some())
+            .field("nested", &self.nested.is_some())
             .finish()
     }
 }
@@ -174,6 +178,13 @@ impl Pipeline {
         self
     }
 
+    /// This pipeline with a nested-call runner whose records it attaches to result messages (see
+    /// [`NestedCalls::install`], which also gives the tools their contexts).
+    pub fn with_nested_calls(mut self, runner: Arc<NestedCalls>) -> Self {
+        self.nested = Some(runner);
+        self
+    }
+
     /// Run the tool calls of `assistant` against `tools` (pi's `executeToolCalls`), emitting events to `sink`.
     ///
     /// `cancel` aborts the batch: calls not yet executed get `Operation aborted`; running tools see their token
@@ -188,14 +199,45 @@ impl Pipeline {
         batch::run(self, tools, Arc::new(assistant.clone()), sink, cancel).await
     }
 
-    /// Run one call without events (pi's `runToolCall`), as nested calls do. Never fails: every failure is an
-    /// error outcome.
+    /// Run one call without events (pi's `runToolCall`). Never fails: every failure is an error outcome.
     pub async fn run_tool_call(
         &self,
         tools: &[AgentTool],
         call: &ToolCall,
         cancel: &CancellationToken,
         updates: UpdateSink,
+    ) -> AgentToolCallOutcome {
+        self.run_one(tools, call, None, cancel, execute::Forward::Updates(updates))
+            .await
+    }
+
+    /// Run the nested call `call` made by `parent`: hooks see the parent; partial results go to `updates` and,
+    /// as `tool_execution_update` events with the parent, to `sink`.
+    pub(crate) async fn run_nested_call(
+        &self,
+        tools: &[AgentTool],
+        call: &ToolCall,
+        parent: &str,
+        cancel: &CancellationToken,
+        updates: UpdateSink,
+        sink: &dyn EventSink,
+    ) -> AgentToolCallOutcome {
+        let forward = execute::Forward::Nested {
+            sink,
+            parent,
+            updates,
+        };
+        self.run_one(tools, call, Some(parent.to_owned()), cancel, forward)
+            .await
+    }
+
+    async fn run_one(
+        &self,
+        tools: &[AgentTool],
+        call: &ToolCall,
+        parent: Option<String>,
+        cancel: &CancellationToken,
+        forward: execute::Forward<'_>,
     ) -> AgentToolCallOutcome {
         let assistant = Arc::new(AssistantMessage {
             tool_calls: vec![call.clone()],
@@ -206,12 +248,12 @@ impl Pipeline {
             tools,
             assistant,
             cancel,
-            parent: None,
+            parent,
         };
         let (result, is_error, duration_ms) = match prepare::prepare(&ctx, call).await {
             prepare::Prepared::Immediate(result) => (result, true, None),
             prepare::Prepared::Ready(ready) => {
-                let executed = execute::execute_forwarding(&ready, call, cancel, updates).await;
+                let executed = execute::execute(&ready, call, cancel, forward).await;
                 let (result, is_error) =
                     execute::finalize(&ctx, call, &ready, executed.result, executed.is_error).await;
                 (result, is_error, Some(executed.duration_ms))

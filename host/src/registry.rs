@@ -765,6 +765,14 @@ impl Registry {
             .collect()
     }
 
+    /// What nested callers see of the callable tools (pi's `ctx.tools`): name, description, exposure,
+    /// namespace, guidelines, parameters and output schema, in registry order.
+    pub fn callable_infos(&self) -> Vec<LoadoutTool> {
+        let active: HashSet<String> = self.active_names().into_iter().collect();
+        let active: HashSet<&str> = active.iter().map(String::as_str).collect();
+        self.callable_for(&active).iter().map(|e| loadout_info(e)).collect()
+    }
+
     /// Names activated but not registered yet (restored from a transcript).
     pub fn pending_names(&self) -> &[String] {
         &self.pending
@@ -876,6 +884,8 @@ fn loadout_info(entry: &Entry) -> LoadoutTool {
         exposure: d.exposure,
         namespace: d.namespace.clone(),
         prompt_guidelines: entry.guidelines.clone(),
+        parameters: Some(d.parameters.clone()),
+        output_schema: d.output_schema.clone(),
     }
 }
 

@@ -452,6 +452,7 @@ impl PluginInner {
         grants: &WasmGrants,
         cancel: CancellationToken,
         updates: UpdateSink,
+        session: Option<crate::definition::ToolContext>,
     ) -> wasmtime::Result<Store<PluginState>> {
         let mut wasi = WasiCtxBuilder::new();
         // Calls already run on a blocking thread: file operations run right there instead of taking a round trip
@@ -481,6 +482,7 @@ impl PluginInner {
             programs: grants.programs.clone(),
             env: grants.env.clone(),
             deadline: grants.timeout.map(|t| (Instant::now() + t, t)),
+            session,
         };
         let limits = StoreLimitsBuilder::new()
             .memory_size(grants.memory.min(MAX_MEMORY))
@@ -517,7 +519,7 @@ impl PluginInner {
     fn describe(&self) -> Result<(PluginMetadata, Vec<ToolSpec>), String> {
         let grants = WasmGrants::none(Path::new("/"));
         let mut store = self
-            .store(&grants, CancellationToken::new(), UpdateSink::discard())
+            .store(&grants, CancellationToken::new(), UpdateSink::discard(), None)
             .map_err(|e| format!("{e:#}"))?;
         let instance = self
             .pre

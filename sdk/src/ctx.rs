@@ -7,7 +7,40 @@
 use std::io;
 use std::time::Duration;
 
-use crate::ToolResult;
+use crate::{LoadoutTool, ToolResult};
+
+/// The text of a nested call made where no nested-call runner is bound (pi's text).
+pub const NESTED_CALLS_UNAVAILABLE: &str = "Nested tool calls are not available in this context";
+
+/// The outcome of a nested tool call (pi's `AgentToolCallOutcome`, without the call).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallOutcome {
+    /// The final result, after the hooks.
+    pub result: ToolResult,
+    /// The final error flag.
+    pub is_error: bool,
+    /// Wall time of the call's execution; absent when it never executed (not found, invalid, blocked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+impl CallOutcome {
+    /// An error outcome with one text block, as pi makes for failures it catches.
+    pub fn error(text: impl Into<String>) -> Self {
+        CallOutcome {
+            result: ToolResult::error(text),
+            is_error: true,
+            duration_ms: None,
+        }
+    }
+
+    /// The text blocks of the result, joined with `\n`.
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self.result.content.iter().filter_map(crate::Content::as_text).collect();
+        texts.join("\n")
+    }
+}
 
 /// How much a log line matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -163,4 +196,24 @@ pub trait Ctx {
     fn temp_file(&self, prefix: &str, suffix: &str) -> io::Result<TempFile>;
     /// The environment variables the tool may see (none unless granted).
     fn env(&self) -> Vec<(String, String)>;
+
+    /// Run another tool as a nested call (pi's `ctx.executeTool`): the full pipeline (lookup among the callable
+    /// tools, argument shim, validation, hooks, execution), an id `<this call's id>/<n>`, events with this call as
+    /// parent, and a record on this call's result message. Never fails: every failure is an error outcome.
+    fn call_tool(&self, name: &str, arguments: &serde_json::Value) -> CallOutcome {
+        let _ = (name, arguments);
+        CallOutcome::error(NESTED_CALLS_UNAVAILABLE)
+    }
+
+    /// Run several nested calls concurrently (ids in list order) and wait for all of them; the outcomes are in
+    /// call order. Calls to sequential tools still wait for each other.
+    fn call_tools(&self, calls: &[(String, serde_json::Value)]) -> Vec<CallOutcome> {
+        calls.iter().map(|(name, args)| self.call_tool(name, args)).collect()
+    }
+
+    /// The tools nested calls can reach right now (pi's `ctx.tools`): the active `direct` tools and every
+    /// registered `codemode` or `deferred` tool, with their parameters and output schemas.
+    fn tools(&self) -> Vec<LoadoutTool> {
+        Vec::new()
+    }
 }

@@ -8,6 +8,7 @@ use std::io::{self, Read, Write};
 use std::time::Duration;
 
 use crate::{
+    CallOutcome,
     Access, Capability, CapabilityRequest, Command, Content, Ctx, ExitStatus, FileKind, Files, LogLevel,
     Metadata, PluginMetadata, Process, ProcessEvent, TempFile, Tool, ToolResult, ToolSpec, Usage,
 };
@@ -400,6 +401,40 @@ impl Ctx for GuestCtx {
 
     fn env(&self) -> Vec<(String, String)> {
         std::env::vars().collect()
+    }
+
+    fn call_tool(&self, name: &str, arguments: &serde_json::Value) -> CallOutcome {
+        outcome_from_wit(host::call_tool(name, &arguments.to_string()))
+    }
+
+    fn call_tools(&self, calls: &[(String, serde_json::Value)]) -> Vec<CallOutcome> {
+        let calls: Vec<(String, String)> = calls.iter().map(|(n, a)| (n.clone(), a.to_string())).collect();
+        host::call_tools(&calls).into_iter().map(outcome_from_wit).collect()
+    }
+
+    fn tools(&self) -> Vec<crate::LoadoutTool> {
+        serde_json::from_str(&host::callable_tools()).unwrap_or_default()
+    }
+}
+
+fn result_from_wit(r: wit::ToolResult) -> ToolResult {
+    // The host wrote these from JSON values; a string that does not parse stays a string.
+    let json = |text: String| serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+    ToolResult {
+        content: r.content.into_iter().map(content_from_wit).collect(),
+        details: r.details.map(json),
+        structured_content: r.structured_content.map(json),
+        usage: r.usage.map(usage_from_wit),
+        is_error: r.is_error,
+        terminate: r.terminate,
+    }
+}
+
+fn outcome_from_wit(o: wit::CallOutcome) -> CallOutcome {
+    CallOutcome {
+        result: result_from_wit(o.result),
+        is_error: o.is_error,
+        duration_ms: o.duration_ms,
     }
 }
 

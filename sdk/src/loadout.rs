@@ -25,6 +25,12 @@ pub struct LoadoutTool {
     /// Its prompt guidelines, normalised (trimmed, no empty entries, no duplicates).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prompt_guidelines: Vec<String>,
+    /// Its parameters' JSON Schema, when known (loadouts and `Ctx::tools` give it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<serde_json::Value>,
+    /// Its output schema, when it declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// The input of a loadout hook (pi's `ToolLoadout`).

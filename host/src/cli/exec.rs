@@ -4,12 +4,15 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
-use toolwright::{AgentEvent, AssistantMessage, BoxFuture, EventSink, ExecutionMode, StopReason, ToolCall};
+use toolwright::{
+    AgentEvent, AssistantMessage, BoxFuture, EventSink, ExecutionMode, NestedCalls, StopReason, ToolCall,
+};
 
 /// Arguments of `toolwright exec`.
 #[derive(Debug, Args)]
@@ -60,14 +63,20 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         stop_reason: file.stop_reason.unwrap_or_default(),
     };
     let (toolset, registry) = args.tools.registry(&cwd)?;
+    let human = !args.json && std::io::stdout().is_terminal();
+    let sink = Arc::new(StdoutSink { human });
+    // Tools reach the callable tools through nested calls, whose events go to the same stream.
+    let pipeline = NestedCalls::install(
+        &registry,
+        toolset.pipeline(&cwd).with_tool_execution(mode),
+        &cwd,
+        sink.clone(),
+    );
     // The active tools, as pi's agent loop sees them: a call to any other tool is `Tool NAME not found`.
     let tools = registry
         .lock()
         .map_err(|_| anyhow::anyhow!("the registry is poisoned"))?
         .active_tools();
-    let pipeline = toolset.pipeline(&cwd).with_tool_execution(mode);
-    let human = !args.json && std::io::stdout().is_terminal();
-    let sink = StdoutSink { human };
 
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
@@ -80,7 +89,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         });
         let started = std::time::Instant::now();
         pipeline
-            .execute_tool_calls(&tools, &message, &sink, &cancel)
+            .execute_tool_calls(&tools, &message, &*sink, &cancel)
             .await;
         if args.timing {
             #[allow(clippy::print_stderr)]
@@ -120,8 +129,10 @@ impl EventSink for StdoutSink {
     }
 }
 
-/// One event for people: the call, its progress, and the result text.
+/// One event for people: the call, its progress, and the result text; nested calls indented by depth, and
+/// the nested-call record under the result it belongs to.
 fn render(event: &AgentEvent) -> Option<String> {
+    let indent = |id: &str| "  ".repeat(id.matches('/').count());
     match event {
         AgentEvent::ToolExecutionStart {
             tool_call_id,
@@ -129,7 +140,8 @@ fn render(event: &AgentEvent) -> Option<String> {
             args,
             ..
         } => Some(format!(
-            "\x1b[1m▶ {tool_name}\x1b[0m \x1b[2m{tool_call_id}\x1b[0m {args}"
+            "{}\x1b[1m▶ {tool_name}\x1b[0m \x1b[2m{tool_call_id}\x1b[0m {args}",
+            indent(tool_call_id)
         )),
         AgentEvent::ToolExecutionUpdate { .. } | AgentEvent::MessageStart { .. } => None,
         AgentEvent::ToolExecutionEnd {
@@ -143,11 +155,25 @@ fn render(event: &AgentEvent) -> Option<String> {
             let (mark, colour) = if *is_error { ("✗", "31") } else { ("✓", "32") };
             let time = duration_ms.map(|ms| format!(" in {ms} ms")).unwrap_or_default();
             let text = result.text_content();
-            let body: String = text.lines().map(|l| format!("\n  {l}")).collect();
+            let pad = indent(tool_call_id);
+            let body: String = text.lines().map(|l| format!("\n{pad}  {l}")).collect();
             Some(format!(
-                "\x1b[{colour}m{mark} {tool_name}\x1b[0m \x1b[2m{tool_call_id}{time}\x1b[0m{body}"
+                "{pad}\x1b[{colour}m{mark} {tool_name}\x1b[0m \x1b[2m{tool_call_id}{time}\x1b[0m{body}"
             ))
         }
-        AgentEvent::MessageEnd { .. } => None,
+        AgentEvent::MessageEnd { message } => message.nested_calls.as_ref().map(|record| {
+            let calls: Vec<String> = record
+                .calls
+                .iter()
+                .map(|c| format!("{} {} ({})", c.id, c.name, c.status))
+                .collect();
+            let note = if record.complete { "" } else { ", record incomplete" };
+            format!(
+                "\x1b[2m  {} made {} nested call(s){note}: {}\x1b[0m",
+                message.tool_call_id,
+                record.calls.len(),
+                calls.join(", ")
+            )
+        }),
     }
 }

@@ -38,7 +38,14 @@ fn fingerprint(options: &ToolsetOptions) -> Vec<(PathBuf, u64, Option<SystemTime
 pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let cwd = super::workspace(args.cwd)?;
     let (toolset, registry) = args.tools.registry(&cwd)?;
-    let pipeline = toolset.pipeline(&cwd);
+    // Nested calls (from plugin tools and codemode) run through the same pipeline; their events are not part of
+    // the MCP conversation.
+    let pipeline = toolwright::NestedCalls::install(
+        &registry,
+        toolset.pipeline(&cwd),
+        &cwd,
+        std::sync::Arc::new(toolwright::NoEvents),
+    );
     let options = args.tools.options(&cwd);
     let exposures = args.tools.expose.clone();
     let mut seen = fingerprint(&options);

@@ -38,7 +38,7 @@ pub(super) async fn run(
         };
     }
     if assistant.stop_reason == StopReason::Length {
-        return length_guard(calls, sink, pipeline.tool_execution).await;
+        return length_guard(pipeline, calls, sink).await;
     }
     let sequential_tool = calls.iter().any(|c| {
         tools
@@ -84,7 +84,8 @@ pub(super) async fn run(
     }
 }
 
-async fn length_guard(calls: &[ToolCall], sink: &dyn EventSink, mode: ExecutionMode) -> BatchOutcome {
+async fn length_guard(pipeline: &Pipeline, calls: &[ToolCall], sink: &dyn EventSink) -> BatchOutcome {
+    let mode = pipeline.tool_execution;
     let mut messages = Vec::new();
     let mut results = Vec::new();
     for call in calls {
@@ -96,7 +97,7 @@ async fn length_guard(calls: &[ToolCall], sink: &dyn EventSink, mode: ExecutionM
             duration_ms: None,
         };
         emit_end(sink, &f).await;
-        let message = result_message(&f);
+        let message = result_message(pipeline, &f);
         emit_message(sink, message.clone()).await;
         messages.push(message);
         results.push(f.result);
@@ -137,7 +138,7 @@ async fn sequential<'a>(
             }
         };
         emit_end(sink, &f).await;
-        let message = result_message(&f);
+        let message = result_message(ctx.pipeline, &f);
         emit_message(sink, message.clone()).await;
         out.push((f, message));
     }
@@ -197,7 +198,7 @@ async fn parallel<'a>(
     finalized
         .into_iter()
         .map(|f| {
-            let message = result_message(&f);
+            let message = result_message(ctx.pipeline, &f);
             (f, message)
         })
         .collect()
@@ -233,9 +234,10 @@ async fn emit_message(sink: &dyn EventSink, message: ToolResultMessage) {
     sink.emit(AgentEvent::MessageEnd { message }).await;
 }
 
-/// pi's `createToolResultMessage`: `structuredContent` and `terminate` are not copied.
-fn result_message(f: &Finalized<'_>) -> ToolResultMessage {
-    ToolResultMessage {
+/// pi's `createToolResultMessage` (`structuredContent` and `terminate` are not copied), with the record of the
+/// nested calls the tool made, as pi's session adds it at `message_start`.
+fn result_message(pipeline: &Pipeline, f: &Finalized<'_>) -> ToolResultMessage {
+    let mut message = ToolResultMessage {
         role: "toolResult".into(),
         tool_call_id: f.call.id.clone(),
         tool_name: f.call.name.clone(),
@@ -246,7 +248,11 @@ fn result_message(f: &Finalized<'_>) -> ToolResultMessage {
         is_error: f.is_error,
         duration_ms: f.duration_ms,
         timestamp: now_ms(),
+    };
+    if let Some(record) = pipeline.nested.as_ref().and_then(|n| n.take_record(&f.call.id)) {
+        record.attach(&mut message);
     }
+    message
 }
 
 fn now_ms() -> u64 {

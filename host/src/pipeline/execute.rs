@@ -29,19 +29,9 @@ pub(super) async fn execute_with_events(
     execute(ready, call, cancel, Forward::Events { sink, parent }).await
 }
 
-/// Execute `ready` for `run_tool_call`: partial results go to `updates` while the call runs.
-pub(super) async fn execute_forwarding(
-    ready: &Ready,
-    call: &ToolCall,
-    cancel: &CancellationToken,
-    updates: UpdateSink,
-) -> Executed {
-    execute(ready, call, cancel, Forward::Updates(updates)).await
-}
-
 /// Where partial results go. (An enum rather than an async closure: futures holding async closures are not
 /// provably `Send` for every lifetime, which a server spawning calls on tasks needs.)
-enum Forward<'a> {
+pub(super) enum Forward<'a> {
     /// As `tool_execution_update` events.
     Events {
         sink: &'a dyn EventSink,
@@ -49,6 +39,12 @@ enum Forward<'a> {
     },
     /// To the caller's update sink.
     Updates(UpdateSink),
+    /// A nested call's: to the calling tool's sink, and as events with the parent.
+    Nested {
+        sink: &'a dyn EventSink,
+        parent: &'a str,
+        updates: UpdateSink,
+    },
 }
 
 impl Forward<'_> {
@@ -65,13 +61,28 @@ impl Forward<'_> {
                 sink.emit(event).await;
             }
             Forward::Updates(updates) => updates.update(partial_result),
+            Forward::Nested {
+                sink,
+                parent,
+                updates,
+            } => {
+                updates.update(partial_result.clone());
+                let event = AgentEvent::ToolExecutionUpdate {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    args: call.arguments.clone(),
+                    partial_result,
+                    parent_tool_call_id: Some((*parent).to_owned()),
+                };
+                sink.emit(event).await;
+            }
         }
     }
 }
 
 /// Run `execute`, handing each partial result to `forward` while the call runs, in the order they were sent.
 /// Every update sent before `execute` settled is forwarded before this returns; later ones are dropped.
-async fn execute(
+pub(super) async fn execute(
     ready: &Ready,
     call: &ToolCall,
     cancel: &CancellationToken,

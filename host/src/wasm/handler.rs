@@ -206,7 +206,7 @@ impl PluginInner {
             ToolError::new(format!("The handler plugin {} failed: {what}: {e:#}", self.name))
         };
         let mut store = self
-            .store(grants, cancel, UpdateSink::discard())
+            .store(grants, cancel, UpdateSink::discard(), None)
             .map_err(|e| fail("cannot set up the sandbox", e))?;
         let instance = self
             .pre

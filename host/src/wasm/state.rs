@@ -11,8 +11,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{host, types};
 use super::convert;
+use crate::definition::ToolContext;
 use crate::native::ProgramGrant;
 use crate::tool::UpdateSink;
+use crate::types::AgentToolCallOutcome;
 
 /// What a call's plugin may reach, and where its results go.
 #[derive(Clone)]
@@ -35,6 +37,8 @@ pub struct CallEnv {
     pub env: Arc<Vec<(String, String)>>,
     /// When the call must end, and its limit.
     pub deadline: Option<(std::time::Instant, std::time::Duration)>,
+    /// The session context of a tool call: nested calls go through it (none for handlers and loadout hooks).
+    pub session: Option<ToolContext>,
 }
 
 impl CallEnv {
@@ -121,14 +125,80 @@ impl host::Host for PluginState {
         Ok(self.call.temp_dir.clone())
     }
 
-    fn call_tool(&mut self, _name: String, _arguments: String) -> wasmtime::Result<types::CallOutcome> {
-        // pi's answer when no nested-call executor is bound; nested calls arrive with their own issue.
-        Ok(types::CallOutcome {
-            result: convert::result_to_wit(&crate::types::AgentToolResult::error(
-                "Nested tool calls are not available in this context",
-            )),
-            is_error: true,
-            duration_ms: None,
+    fn call_tool(&mut self, name: String, arguments: String) -> wasmtime::Result<types::CallOutcome> {
+        let mut outcomes = self.run_nested(vec![(name, arguments)]);
+        Ok(outcomes.pop().unwrap_or_else(|| unavailable()))
+    }
+
+    fn call_tools(&mut self, calls: Vec<(String, String)>) -> wasmtime::Result<Vec<types::CallOutcome>> {
+        Ok(self.run_nested(calls))
+    }
+
+    fn callable_tools(&mut self) -> wasmtime::Result<String> {
+        let tools = self.call.session.as_ref().map(ToolContext::tools).unwrap_or_default();
+        Ok(serde_json::to_string(&tools).unwrap_or_else(|_| "[]".into()))
+    }
+}
+
+/// pi's answer when no nested-call runner is bound.
+fn unavailable() -> types::CallOutcome {
+    outcome_to_wit(AgentToolCallOutcome {
+        tool_call: crate::types::ToolCall::new("", "", serde_json::Value::Null),
+        result: crate::types::AgentToolResult::error(toolwright_sdk::NESTED_CALLS_UNAVAILABLE),
+        is_error: true,
+        duration_ms: None,
+    })
+}
+
+fn outcome_to_wit(outcome: AgentToolCallOutcome) -> types::CallOutcome {
+    types::CallOutcome {
+        result: convert::result_to_wit(&outcome.result),
+        is_error: outcome.is_error,
+        duration_ms: outcome.duration_ms,
+    }
+}
+
+impl PluginState {
+    /// Run nested calls for the plugin, blocking its (blocking-pool) thread until all settle. Arguments that are
+    /// not JSON become error outcomes naming the tool. When the calling plugin's deadline passes, its nested
+    /// calls are cancelled, so a plugin waiting on them is stopped like one that loops.
+    fn run_nested(&self, calls: Vec<(String, String)>) -> Vec<types::CallOutcome> {
+        let (Some(session), Ok(runtime)) = (&self.call.session, tokio::runtime::Handle::try_current()) else {
+            return calls.iter().map(|_| unavailable()).collect();
+        };
+        let cancel = session.cancel.child_token();
+        let mut scoped = session.clone();
+        scoped.cancel = cancel.clone();
+        let deadline = self.call.deadline.map(|(at, _)| tokio::time::Instant::from_std(at));
+        let plugin = self.call.plugin.clone();
+        runtime.block_on(async move {
+            let runs = futures::future::join_all(calls.into_iter().map(|(name, arguments)| {
+                let (scoped, plugin) = (&scoped, &plugin);
+                async move {
+                    match serde_json::from_str::<serde_json::Value>(&arguments) {
+                        Ok(args) => outcome_to_wit(scoped.execute_tool(&name, args, UpdateSink::discard()).await),
+                        Err(e) => outcome_to_wit(AgentToolCallOutcome {
+                            tool_call: crate::types::ToolCall::new("", &name, serde_json::Value::Null),
+                            result: crate::types::AgentToolResult::error(format!(
+                                "The plugin {plugin} passed arguments for {name} that are not JSON: {e}"
+                            )),
+                            is_error: true,
+                            duration_ms: None,
+                        }),
+                    }
+                }
+            }));
+            tokio::pin!(runs);
+            match deadline {
+                Some(at) => tokio::select! {
+                    outcomes = &mut runs => outcomes,
+                    () = tokio::time::sleep_until(at) => {
+                        cancel.cancel();
+                        runs.await
+                    }
+                },
+                None => runs.await,
+            }
         })
     }
 }

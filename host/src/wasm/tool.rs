@@ -22,7 +22,7 @@ pub fn definition(
 ) -> ToolDefinition {
     let (plugin, tool_name, grants_for_calls) = (inner.clone(), spec.name.clone(), Arc::new(grants.clone()));
     let mutates = spec.mutates_files;
-    let execute = move |run: ToolExecution, _ctx: Option<ToolContext>| {
+    let execute = move |run: ToolExecution, ctx: Option<ToolContext>| {
         let (plugin, tool_name, grants) = (plugin.clone(), tool_name.clone(), grants_for_calls.clone());
         async move {
             let arguments = run.params.to_string();
@@ -41,16 +41,18 @@ pub fn definition(
                 ),
                 None => None,
             };
-            let _slot = plugin
-                .slots
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|_| ToolError::new("the plugin runtime is shutting down"))?;
+            // Waiting for an instance slot ends with the call: a nested call queued behind its own ancestors is
+            // released by their deadline or cancellation.
+            let _slot = tokio::select! {
+                slot = plugin.slots.clone().acquire_owned() => {
+                    slot.map_err(|_| ToolError::new("the plugin runtime is shutting down"))?
+                }
+                () = run.cancel.cancelled() => return Err(ToolError::new("Operation aborted")),
+            };
             let call_id = run.call_id;
             let (cancel, updates) = (run.cancel, run.updates);
             let joined = tokio::task::spawn_blocking(move || {
-                plugin.execute(&grants, &tool_name, &call_id, &arguments, cancel, updates)
+                plugin.execute(&grants, &tool_name, &call_id, &arguments, cancel, updates, ctx)
             })
             .await;
             joined.unwrap_or_else(|e| Err(ToolError::new(format!("the plugin call did not finish: {e}"))))
@@ -84,13 +86,14 @@ impl PluginInner {
         grants: &WasmGrants,
         cancel: CancellationToken,
         updates: UpdateSink,
+        session: Option<ToolContext>,
     ) -> Result<(wasmtime::Store<super::PluginState>, bindings::tool::Guest), ToolError> {
         let indices = self
             .tool
             .as_ref()
             .ok_or_else(|| ToolError::new(format!("the plugin {} provides no tools", self.name)))?;
         let mut store = self
-            .store(grants, cancel, updates)
+            .store(grants, cancel, updates, session)
             .map_err(|e| self.fault("cannot set up the sandbox", &e))?;
         let instance = self
             .pre
@@ -114,9 +117,10 @@ impl PluginInner {
         arguments: &str,
         cancel: CancellationToken,
         updates: UpdateSink,
+        session: Option<ToolContext>,
     ) -> Result<AgentToolResult, ToolError> {
         let cancelled = cancel.clone();
-        let (mut store, guest) = self.tool_guest(grants, cancel, updates)?;
+        let (mut store, guest) = self.tool_guest(grants, cancel, updates, session)?;
         let outcome = guest.call_execute(&mut store, tool, call_id, arguments);
         store.data().flush_output();
         match outcome {
@@ -179,7 +183,7 @@ impl PluginInner {
     }
 
     fn prepare_arguments(&self, grants: &WasmGrants, tool: &str, args: &Value) -> Result<Value, ToolError> {
-        let (mut store, guest) = self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard())?;
+        let (mut store, guest) = self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard(), None)?;
         let outcome = guest.call_prepare_arguments(&mut store, tool, &args.to_string());
         store.data().flush_output();
         match outcome {
@@ -203,7 +207,7 @@ impl PluginInner {
     ) -> Result<Option<toolwright_sdk::LoadoutChanges>, ToolError> {
         let input = serde_json::to_string(&loadout.to_sdk())
             .map_err(|e| ToolError::new(format!("cannot encode the loadout: {e}")))?;
-        let (mut store, guest) = self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard())?;
+        let (mut store, guest) = self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard(), None)?;
         let outcome = guest.call_prepare_loadout(&mut store, tool, &input);
         store.data().flush_output();
         match outcome {
@@ -221,7 +225,7 @@ impl PluginInner {
 
     fn mutated_path(&self, grants: &WasmGrants, tool: &str, arguments: &str) -> Option<String> {
         let (mut store, guest) = self
-            .tool_guest(grants, CancellationToken::new(), UpdateSink::discard())
+            .tool_guest(grants, CancellationToken::new(), UpdateSink::discard(), None)
             .ok()?;
         guest
             .call_mutated_path(&mut store, tool, arguments)
