@@ -6,7 +6,11 @@ use std::path::PathBuf;
 #[path = "../host/build/wasm.rs"]
 mod wasm;
 
-const PROGRAMS: [&str; 3] = ["toolwright-test-probe", "toolwright-test-loadout", "toolwright-test-nested"];
+const PROGRAMS: [&str; 3] = [
+    "toolwright-test-probe",
+    "toolwright-test-loadout",
+    "toolwright-test-nested",
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));

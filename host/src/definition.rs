@@ -10,7 +10,9 @@ use tokio_util::sync::CancellationToken;
 use toolwright_sdk::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 
 use crate::nested::NestedCalls;
-use crate::tool::{AgentTool, BoxFuture, PrepareArguments, ToolError, ToolExecution, ToolExecutor, UpdateSink};
+use crate::tool::{
+    AgentTool, BoxFuture, PrepareArguments, ToolError, ToolExecution, ToolExecutor, UpdateSink,
+};
 use crate::types::{AgentToolCallOutcome, AgentToolResult};
 
 /// What a tool's `execute` gets besides its arguments (pi's `ExtensionToolContext`): its call id, the session's
@@ -56,7 +58,11 @@ impl ToolContext {
                     .await
             }
             None => AgentToolCallOutcome {
-                tool_call: crate::types::ToolCall::new(format!("{}/0", self.tool_call_id), name, Value::Object(Default::default())),
+                tool_call: crate::types::ToolCall::new(
+                    format!("{}/0", self.tool_call_id),
+                    name,
+                    Value::Object(Default::default()),
+                ),
                 result: AgentToolResult::error(toolwright_sdk::NESTED_CALLS_UNAVAILABLE),
                 is_error: true,
                 duration_ms: None,

@@ -25,7 +25,8 @@ use crate::pipeline::{EventSink, Pipeline};
 use crate::registry::Registry;
 use crate::tool::{AgentTool, UpdateSink};
 use crate::types::{
-    AgentEvent, AgentToolCallOutcome, NestedToolCallRecord, NestedToolCalls, ToolCall, ToolResultMessage, Usage,
+    AgentEvent, AgentToolCallOutcome, NestedToolCallRecord, NestedToolCalls, ToolCall, ToolResultMessage,
+    Usage,
 };
 
 /// pi's `NESTED_CALL_LIMITS`: what the record of one model-issued call keeps.
@@ -294,7 +295,12 @@ impl NestedCalls {
         drop(turn);
         {
             let mut recorder = lock(&recorder);
-            let text: Vec<&str> = outcome.result.content.iter().filter_map(|c| c.as_text()).collect();
+            let text: Vec<&str> = outcome
+                .result
+                .content
+                .iter()
+                .filter_map(|c| c.as_text())
+                .collect();
             recorder.finish(index, outcome.is_error, &text.join("\n"));
             if let Some(usage) = &outcome.result.usage {
                 recorder.add_usage(usage);

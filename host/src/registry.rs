@@ -770,7 +770,10 @@ impl Registry {
     pub fn callable_infos(&self) -> Vec<LoadoutTool> {
         let active: HashSet<String> = self.active_names().into_iter().collect();
         let active: HashSet<&str> = active.iter().map(String::as_str).collect();
-        self.callable_for(&active).iter().map(|e| loadout_info(e)).collect()
+        self.callable_for(&active)
+            .iter()
+            .map(|e| loadout_info(e))
+            .collect()
     }
 
     /// Names activated but not registered yet (restored from a transcript).

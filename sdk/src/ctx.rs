@@ -37,7 +37,12 @@ impl CallOutcome {
 
     /// The text blocks of the result, joined with `\n`.
     pub fn text(&self) -> String {
-        let texts: Vec<&str> = self.result.content.iter().filter_map(crate::Content::as_text).collect();
+        let texts: Vec<&str> = self
+            .result
+            .content
+            .iter()
+            .filter_map(crate::Content::as_text)
+            .collect();
         texts.join("\n")
     }
 }
@@ -208,7 +213,10 @@ pub trait Ctx {
     /// Run several nested calls concurrently (ids in list order) and wait for all of them; the outcomes are in
     /// call order. Calls to sequential tools still wait for each other.
     fn call_tools(&self, calls: &[(String, serde_json::Value)]) -> Vec<CallOutcome> {
-        calls.iter().map(|(name, args)| self.call_tool(name, args)).collect()
+        calls
+            .iter()
+            .map(|(name, args)| self.call_tool(name, args))
+            .collect()
     }
 
     /// The tools nested calls can reach right now (pi's `ctx.tools`): the active `direct` tools and every

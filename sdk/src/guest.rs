@@ -8,9 +8,8 @@ use std::io::{self, Read, Write};
 use std::time::Duration;
 
 use crate::{
-    CallOutcome,
-    Access, Capability, CapabilityRequest, Command, Content, Ctx, ExitStatus, FileKind, Files, LogLevel,
-    Metadata, PluginMetadata, Process, ProcessEvent, TempFile, Tool, ToolResult, ToolSpec, Usage,
+    Access, CallOutcome, Capability, CapabilityRequest, Command, Content, Ctx, ExitStatus, FileKind, Files,
+    LogLevel, Metadata, PluginMetadata, Process, ProcessEvent, TempFile, Tool, ToolResult, ToolSpec, Usage,
 };
 
 #[doc(hidden)]
@@ -409,7 +408,10 @@ impl Ctx for GuestCtx {
 
     fn call_tools(&self, calls: &[(String, serde_json::Value)]) -> Vec<CallOutcome> {
         let calls: Vec<(String, String)> = calls.iter().map(|(n, a)| (n.clone(), a.to_string())).collect();
-        host::call_tools(&calls).into_iter().map(outcome_from_wit).collect()
+        host::call_tools(&calls)
+            .into_iter()
+            .map(outcome_from_wit)
+            .collect()
     }
 
     fn tools(&self) -> Vec<crate::LoadoutTool> {

@@ -49,8 +49,8 @@ mod usage;
 
 pub use content::Content;
 pub use ctx::{
-    Access, CallOutcome, Command, Ctx, ExitStatus, FileKind, Files, LogLevel, Metadata, NESTED_CALLS_UNAVAILABLE, Process,
-    ProcessEvent, TempFile,
+    Access, CallOutcome, Command, Ctx, ExitStatus, FileKind, Files, LogLevel, Metadata,
+    NESTED_CALLS_UNAVAILABLE, Process, ProcessEvent, TempFile,
 };
 pub use error::{ToolError, node_code};
 pub use handler::{Handler, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent};

@@ -63,7 +63,11 @@ impl Session {
             sdk,
         };
         let selection = Selection {
-            default_tools: Some(["read", "bash", "edit", "write", "grep", "find", "ls"].map(String::from).to_vec()),
+            default_tools: Some(
+                ["read", "bash", "edit", "write", "grep", "find", "ls"]
+                    .map(String::from)
+                    .to_vec(),
+            ),
             ..Default::default()
         };
         let registry = Arc::new(Mutex::new(Registry::new(sources, &selection).unwrap()));
@@ -84,7 +88,11 @@ impl Session {
         self.run_cancellable(calls, &CancellationToken::new()).await
     }
 
-    async fn run_cancellable(&self, calls: Vec<ToolCall>, cancel: &CancellationToken) -> Vec<ToolResultMessage> {
+    async fn run_cancellable(
+        &self,
+        calls: Vec<ToolCall>,
+        cancel: &CancellationToken,
+    ) -> Vec<ToolResultMessage> {
         let tools = self.registry.lock().unwrap().active_tools();
         let message = AssistantMessage {
             tool_calls: calls,
@@ -130,7 +138,10 @@ fn text(message: &ToolResultMessage) -> String {
 fn record(message: &ToolResultMessage) -> Value {
     let mut record = serde_json::to_value(message.nested_calls.as_ref().unwrap()).unwrap();
     for call in record["calls"].as_array_mut().unwrap() {
-        assert!(call["durationMs"].is_u64(), "every finished call has a duration: {call}");
+        assert!(
+            call["durationMs"].is_u64(),
+            "every finished call has a duration: {call}"
+        );
         call.as_object_mut().unwrap().remove("durationMs");
     }
     record
@@ -305,11 +316,16 @@ async fn sequential_targets_wait_in_one_queue_and_parallel_ones_overlap() {
         spans.sort();
         assert_eq!(spans.len(), 6);
         for pair in spans.windows(2) {
-            assert!(pair[0].1 <= pair[1].0, "{variant:?}: sequential calls overlapped: {spans:?}");
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "{variant:?}: sequential calls overlapped: {spans:?}"
+            );
         }
         // Start events come before queueing: all six starts precede the last end.
         let started = Instant::now();
-        let messages = session.run(vec![ToolCall::new("p1", "nest", three("leaf"))]).await;
+        let messages = session
+            .run(vec![ToolCall::new("p1", "nest", three("leaf"))])
+            .await;
         assert_eq!(text(&messages[0]).lines().count(), 3);
         assert!(
             started.elapsed() < Duration::from_millis(430),
@@ -338,7 +354,10 @@ async fn a_sequential_host_does_not_deadlock_a_parent_holding_the_queue() {
         let record = messages[0].nested_calls.as_ref().unwrap();
         let ids: Vec<&str> = record.calls.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, ["c1/1", "c1/1/1", "c1/1/2", "c1/1/2/1"], "{variant:?}");
-        assert!(record.calls.iter().all(|c| c.status == "ok"), "{variant:?}: {record:?}");
+        assert!(
+            record.calls.iter().all(|c| c.status == "ok"),
+            "{variant:?}: {record:?}"
+        );
     }
 }
 
@@ -352,7 +371,11 @@ async fn a_flood_of_nested_calls_hits_the_record_limits_and_the_host_goes_on() {
             .map(|i| json!({"name": "leaf", "arguments": {"text": if i < 10 { big.clone() } else { "s".into() }, "usage": 1}}))
             .collect();
         let messages = session
-            .run(vec![ToolCall::new("c1", "nest", json!({"calls": calls, "concurrent": true}))])
+            .run(vec![ToolCall::new(
+                "c1",
+                "nest",
+                json!({"calls": calls, "concurrent": true}),
+            )])
             .await;
         let record = messages[0].nested_calls.as_ref().unwrap();
         assert_eq!(record.calls.len(), 256, "{variant:?}");
@@ -384,7 +407,9 @@ async fn hooks_see_the_parent_and_can_block_a_nested_call() {
                     .unwrap()
                     .push(format!("{} {:?}", ctx.tool_call.id, ctx.parent_tool_call_id));
                 if ctx.args["text"] == json!("forbidden") {
-                    return Ok(Some(toolwright::hooks::BeforeToolCallResult::block("not that one")));
+                    return Ok(Some(toolwright::hooks::BeforeToolCallResult::block(
+                        "not that one",
+                    )));
                 }
                 Ok(None)
             }
@@ -406,7 +431,9 @@ async fn hooks_see_the_parent_and_can_block_a_nested_call() {
             ["c1 None", "c1/1 Some(\"c1\")", "c1/2 Some(\"c1\")"]
         );
         assert_eq!(
-            messages[0].nested_calls.as_ref().unwrap().calls[1].error.as_deref(),
+            messages[0].nested_calls.as_ref().unwrap().calls[1]
+                .error
+                .as_deref(),
             Some("not that one")
         );
     }
@@ -436,7 +463,11 @@ async fn cancelling_the_parent_reaches_its_children() {
         );
         // The sleeping child saw the cancellation; the next child never ran.
         let record = messages[0].nested_calls.as_ref().unwrap();
-        assert_eq!(record.calls[1].error.as_deref(), Some("Operation aborted"), "{variant:?}");
+        assert_eq!(
+            record.calls[1].error.as_deref(),
+            Some("Operation aborted"),
+            "{variant:?}"
+        );
     }
 }
 
@@ -482,7 +513,10 @@ fn builtins(mode: BuiltinMode, cwd: &Path) -> Vec<ToolDefinition> {
 async fn wasm_tools_call_native_tools_and_native_tools_call_wasm_tools() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
-    for (caller, builtin) in [(Variant::Wasm, BuiltinMode::Native), (Variant::Native, BuiltinMode::Wasm)] {
+    for (caller, builtin) in [
+        (Variant::Wasm, BuiltinMode::Native),
+        (Variant::Native, BuiltinMode::Wasm),
+    ] {
         let session = Session::new(
             builtins(builtin, dir.path()),
             program_tools(caller, dir.path()),

@@ -167,7 +167,11 @@ fn render(event: &AgentEvent) -> Option<String> {
                 .iter()
                 .map(|c| format!("{} {} ({})", c.id, c.name, c.status))
                 .collect();
-            let note = if record.complete { "" } else { ", record incomplete" };
+            let note = if record.complete {
+                ""
+            } else {
+                ", record incomplete"
+            };
             format!(
                 "\x1b[2m  {} made {} nested call(s){note}: {}\x1b[0m",
                 message.tool_call_id,

@@ -127,7 +127,7 @@ impl host::Host for PluginState {
 
     fn call_tool(&mut self, name: String, arguments: String) -> wasmtime::Result<types::CallOutcome> {
         let mut outcomes = self.run_nested(vec![(name, arguments)]);
-        Ok(outcomes.pop().unwrap_or_else(|| unavailable()))
+        Ok(outcomes.pop().unwrap_or_else(unavailable))
     }
 
     fn call_tools(&mut self, calls: Vec<(String, String)>) -> wasmtime::Result<Vec<types::CallOutcome>> {
@@ -135,7 +135,12 @@ impl host::Host for PluginState {
     }
 
     fn callable_tools(&mut self) -> wasmtime::Result<String> {
-        let tools = self.call.session.as_ref().map(ToolContext::tools).unwrap_or_default();
+        let tools = self
+            .call
+            .session
+            .as_ref()
+            .map(ToolContext::tools)
+            .unwrap_or_default();
         Ok(serde_json::to_string(&tools).unwrap_or_else(|_| "[]".into()))
     }
 }
@@ -169,14 +174,19 @@ impl PluginState {
         let cancel = session.cancel.child_token();
         let mut scoped = session.clone();
         scoped.cancel = cancel.clone();
-        let deadline = self.call.deadline.map(|(at, _)| tokio::time::Instant::from_std(at));
+        let deadline = self
+            .call
+            .deadline
+            .map(|(at, _)| tokio::time::Instant::from_std(at));
         let plugin = self.call.plugin.clone();
         runtime.block_on(async move {
             let runs = futures::future::join_all(calls.into_iter().map(|(name, arguments)| {
                 let (scoped, plugin) = (&scoped, &plugin);
                 async move {
                     match serde_json::from_str::<serde_json::Value>(&arguments) {
-                        Ok(args) => outcome_to_wit(scoped.execute_tool(&name, args, UpdateSink::discard()).await),
+                        Ok(args) => {
+                            outcome_to_wit(scoped.execute_tool(&name, args, UpdateSink::discard()).await)
+                        }
                         Err(e) => outcome_to_wit(AgentToolCallOutcome {
                             tool_call: crate::types::ToolCall::new("", &name, serde_json::Value::Null),
                             result: crate::types::AgentToolResult::error(format!(

@@ -49,10 +49,8 @@ pub fn definition(
                 }
                 () = run.cancel.cancelled() => return Err(ToolError::new("Operation aborted")),
             };
-            let call_id = run.call_id;
-            let (cancel, updates) = (run.cancel, run.updates);
             let joined = tokio::task::spawn_blocking(move || {
-                plugin.execute(&grants, &tool_name, &call_id, &arguments, cancel, updates, ctx)
+                plugin.execute(&grants, &tool_name, run, &arguments, ctx)
             })
             .await;
             joined.unwrap_or_else(|e| Err(ToolError::new(format!("the plugin call did not finish: {e}"))))
@@ -113,15 +111,13 @@ impl PluginInner {
         &self,
         grants: &WasmGrants,
         tool: &str,
-        call_id: &str,
+        run: ToolExecution,
         arguments: &str,
-        cancel: CancellationToken,
-        updates: UpdateSink,
         session: Option<ToolContext>,
     ) -> Result<AgentToolResult, ToolError> {
-        let cancelled = cancel.clone();
-        let (mut store, guest) = self.tool_guest(grants, cancel, updates, session)?;
-        let outcome = guest.call_execute(&mut store, tool, call_id, arguments);
+        let cancelled = run.cancel.clone();
+        let (mut store, guest) = self.tool_guest(grants, run.cancel, run.updates, session)?;
+        let outcome = guest.call_execute(&mut store, tool, &run.call_id, arguments);
         store.data().flush_output();
         match outcome {
             Ok(Ok(result)) => convert::result_from_wit(result).map_err(|e| {
@@ -183,7 +179,8 @@ impl PluginInner {
     }
 
     fn prepare_arguments(&self, grants: &WasmGrants, tool: &str, args: &Value) -> Result<Value, ToolError> {
-        let (mut store, guest) = self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard(), None)?;
+        let (mut store, guest) =
+            self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard(), None)?;
         let outcome = guest.call_prepare_arguments(&mut store, tool, &args.to_string());
         store.data().flush_output();
         match outcome {
@@ -207,7 +204,8 @@ impl PluginInner {
     ) -> Result<Option<toolwright_sdk::LoadoutChanges>, ToolError> {
         let input = serde_json::to_string(&loadout.to_sdk())
             .map_err(|e| ToolError::new(format!("cannot encode the loadout: {e}")))?;
-        let (mut store, guest) = self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard(), None)?;
+        let (mut store, guest) =
+            self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard(), None)?;
         let outcome = guest.call_prepare_loadout(&mut store, tool, &input);
         store.data().flush_output();
         match outcome {

@@ -20,7 +20,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use toolwright_sdk::{CallOutcome, Ctx, ExecutionMode, Exposure, Tool, ToolError, ToolResult, ToolSpec, Usage};
+use toolwright_sdk::{
+    CallOutcome, Ctx, ExecutionMode, Exposure, Tool, ToolError, ToolResult, ToolSpec, Usage,
+};
 
 /// One tool of the program.
 #[derive(Debug, Clone, Copy)]
@@ -30,10 +32,19 @@ pub struct NestedTool {
 
 /// The program's tools, in registration order.
 pub fn tools() -> Vec<NestedTool> {
-    ["nest", "leaf", "seq_leaf", "helper", "later_helper", "solo", "ghost", "list_tools"]
-        .into_iter()
-        .map(|name| NestedTool { name })
-        .collect()
+    [
+        "nest",
+        "leaf",
+        "seq_leaf",
+        "helper",
+        "later_helper",
+        "solo",
+        "ghost",
+        "list_tools",
+    ]
+    .into_iter()
+    .map(|name| NestedTool { name })
+    .collect()
 }
 
 fn leaf_schema() -> Value {
@@ -57,7 +68,9 @@ fn usage(input: f64) -> Usage {
 }
 
 fn now_ms() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
 }
 
 /// One line per outcome: `NAME ok|error [Nms]: TEXT`.
@@ -183,9 +196,7 @@ toolwright_sdk::export_tool!(
     NestedTool { name: "leaf" },
     NestedTool { name: "seq_leaf" },
     NestedTool { name: "helper" },
-    NestedTool {
-        name: "later_helper"
-    },
+    NestedTool { name: "later_helper" },
     NestedTool { name: "solo" },
     NestedTool { name: "ghost" },
     NestedTool { name: "list_tools" }
