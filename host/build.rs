@@ -30,7 +30,8 @@ fn main() {
     if std::env::var_os("TOOLWRIGHT_SKIP_WASM_BUILD").is_some() {
         println!("cargo:warning=TOOLWRIGHT_SKIP_WASM_BUILD is set: the wasm built-ins are not built");
         let code = "/// Not built (TOOLWRIGHT_SKIP_WASM_BUILD).\npub const BUILTINS: Option<&[(&str, &[u8])]> = None;\n\
-                    /// Not built.\npub const EXAMPLES: Option<&[(&str, &[u8])]> = None;\n";
+                    /// Not built.\npub const EXAMPLES: Option<&[(&str, &[u8])]> = None;\n\
+                    /// Not built.\npub const CODEMODE: Option<&[u8]> = None;\n";
         std::fs::write(&generated, code).expect("write the generated file");
         return;
     }
@@ -55,5 +56,10 @@ fn main() {
         ));
     }
     code.push_str("]);\n");
+    let codemode = wasm::build(&root, &target_dir, "toolwright-tool-codemode");
+    code.push_str(&format!(
+        "/// The codemode tool (the Boa engine inside) as a wasm component.\npub const CODEMODE: Option<&[u8]> = Some(include_bytes!({:?}));\n",
+        codemode.display().to_string()
+    ));
     std::fs::write(&generated, code).expect("write the generated file");
 }

@@ -16,6 +16,7 @@
 //! - [`policy`]: policy files: what each plugin is granted (requests ∩ grants, deny wins).
 //! - [`wasm`]: WebAssembly plugins: loading, the compiled-component cache, fresh instances per call.
 //! - [`builtins`]: the seven built-in tools.
+//! - [`codemode`]: pi's `codemode` tool: JavaScript that calls other tools, run by Boa inside a wasm component.
 //! - [`toolset`]: a session's tools: the built-ins (native or wasm) and the plugin directories.
 //! - [`registry`]: registered, active and callable tools, allow/deny, loadouts, tool search, the prompt's tool
 //!   sections and the provider declarations.
@@ -50,6 +51,7 @@
 //! ```
 
 pub mod builtins;
+pub mod codemode;
 pub mod definition;
 pub mod grants;
 pub mod hooks;

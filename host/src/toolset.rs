@@ -100,6 +100,8 @@ pub struct Toolset {
     /// What each third-party plugin was granted and refused, by plugin name.
     pub grants: Vec<(String, Effective)>,
     handler_grants: Vec<WasmGrants>,
+    /// pi's `codemode` (registered as an extension tool, inactive until named).
+    pub codemode: ToolDefinition,
 }
 
 impl std::fmt::Debug for Toolset {
@@ -267,6 +269,11 @@ impl Toolset {
             policy,
             grants: decided,
             handler_grants,
+            codemode: crate::codemode::definition(crate::codemode::CodemodeOptions {
+                cwd: options.cwd.clone(),
+                cache_dir: options.cache_dir.clone(),
+                timeout: Some(crate::wasm::DEFAULT_TIMEOUT),
+            }),
         })
     }
 
@@ -315,9 +322,11 @@ impl Toolset {
         selection: &crate::registry::Selection,
         embedder: Vec<ToolDefinition>,
     ) -> Result<Arc<std::sync::Mutex<crate::registry::Registry>>, crate::registry::SelectionError> {
+        let mut extensions = vec![self.codemode.clone()];
+        extensions.extend(self.extension_tools.iter().cloned());
         let sources = crate::registry::RegistrySources {
             builtins: self.builtins.clone(),
-            extensions: self.extension_tools.clone(),
+            extensions,
             sdk: embedder,
         };
         crate::registry::Registry::with_tool_search(sources, selection)

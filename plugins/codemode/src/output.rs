@@ -1,0 +1,373 @@
+//! The result of a script (pi's `executeCodemode` result format, spec §11.5): the output items laid out, the
+//! error and call summary on failure, the token budget, and the header block.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use toolwright_sdk::{Content, ToolResult};
+
+/// Characters per token for the output budget.
+pub const CHARS_PER_TOKEN: usize = 4;
+/// The output budget when the options line sets none.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 10_000;
+/// Characters of a nested call's arguments shown in `details.calls`.
+const ARGS_PREVIEW_CHARS: usize = 200;
+/// Characters of a nested call's error shown in `details.calls`.
+const ERROR_PREVIEW_CHARS: usize = 500;
+
+/// One item the script produced, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum OutputItem {
+    /// `text(value)` or the returned value.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A `console.*` line.
+    Console {
+        /// The line.
+        text: String,
+    },
+}
+
+/// A nested call as `details.calls` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallRecord {
+    /// `CALLID/N` once the call ran, `CALLID/?` before.
+    pub id: String,
+    /// The tool's raw name.
+    pub name: String,
+    /// The arguments as compact JSON, cut to 200 characters.
+    pub args: String,
+    /// `running`, `ok`, `error` or `cancelled`.
+    pub status: String,
+    /// Elapsed milliseconds, not rounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// The error text, cut to 500 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl CallRecord {
+    /// A record of a call that is starting.
+    pub fn running(caller: &str, name: &str, args: &serde_json::Value) -> Self {
+        CallRecord {
+            id: format!("{caller}/?"),
+            name: name.to_owned(),
+            args: preview(&args.to_string(), ARGS_PREVIEW_CHARS),
+            status: "running".into(),
+            duration_ms: None,
+            error: None,
+        }
+    }
+
+    /// Settle the record with the nested call's outcome.
+    pub fn finish(&mut self, id: Option<String>, duration_ms: f64, error: Option<String>) {
+        if let Some(id) = id {
+            self.id = id;
+        }
+        self.duration_ms = Some(duration_ms);
+        match error {
+            Some(text) => {
+                self.status = "error".into();
+                self.error = Some(preview(&text, ERROR_PREVIEW_CHARS));
+            }
+            None => self.status = "ok".into(),
+        }
+    }
+}
+
+/// The first `max` characters, or the first `max - 3` and `...` when longer (UTF-16 units, as JavaScript counts).
+fn preview(text: &str, max: usize) -> String {
+    if utf16_len(text) <= max {
+        return text.to_owned();
+    }
+    format!("{}...", head(text, max - 3))
+}
+
+fn utf16_len(text: &str) -> usize {
+    text.chars().map(char::len_utf16).sum()
+}
+
+/// The longest prefix of at most `units` UTF-16 units that does not split a character.
+fn head(text: &str, units: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in text.char_indices() {
+        if used + c.len_utf16() > units {
+            return &text[..i];
+        }
+        used += c.len_utf16();
+    }
+    text
+}
+
+/// The longest suffix of at most `units` UTF-16 units that does not split a character.
+fn tail(text: &str, units: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in text.char_indices().rev() {
+        if used + c.len_utf16() > units {
+            return &text[i + c.len_utf8()..];
+        }
+        used += c.len_utf16();
+    }
+    text
+}
+
+/// How a script ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// It finished (or called `exit()`), with the text of its returned value, if any.
+    Completed(Option<String>),
+    /// It failed: the error head (`Name: message`, `Script timed out: …`, …).
+    Failed(String),
+}
+
+/// pi's `formatCallSummary`.
+fn call_summary(calls: &[CallRecord]) -> String {
+    if calls.is_empty() {
+        return "No tool calls were made.".into();
+    }
+    let list: Vec<String> = calls
+        .iter()
+        .map(|c| format!("{} ({})", c.name, c.status))
+        .collect();
+    format!(
+        "Tool calls made before the failure (they are not undone): {}",
+        list.join(", ")
+    )
+}
+
+/// pi's `formatOutput`: numbered text items when there are several, console lines in one trailing block.
+fn layout(output: Vec<OutputItem>) -> Vec<String> {
+    let total = output
+        .iter()
+        .filter(|i| matches!(i, OutputItem::Text { .. }))
+        .count();
+    let mut items = Vec::new();
+    let mut console = Vec::new();
+    let mut index = 0;
+    for item in output {
+        match item {
+            OutputItem::Console { text } => console.push(text),
+            OutputItem::Text { text } => {
+                index += 1;
+                items.push(if total > 1 {
+                    format!("==> text {index}/{total} <==\n{text}")
+                } else {
+                    text
+                });
+            }
+        }
+    }
+    if !console.is_empty() {
+        items.push(format!(
+            "<console_output>\n{}\n</console_output>",
+            console.join("\n")
+        ));
+    }
+    items
+}
+
+/// pi's `joinAdjacentText` for text-only output: one text, each part on its own line.
+fn join(items: &[String]) -> Option<String> {
+    if items.is_empty() {
+        return None;
+    }
+    let mut joined = String::new();
+    let mut last = "";
+    for item in items {
+        if !last.is_empty() && !last.ends_with('\n') {
+            joined.push('\n');
+            last = "\n";
+        }
+        joined.push_str(item);
+        if !item.is_empty() {
+            last = item;
+        }
+    }
+    Some(joined)
+}
+
+/// Build the tool result. `spill` saves the full text when the budget cuts it (a path, or why it could not).
+pub fn result(
+    output: Vec<OutputItem>,
+    ending: Ending,
+    calls: Vec<CallRecord>,
+    wall_seconds: f64,
+    max_output_tokens: Option<u64>,
+    spill: impl FnOnce(&str) -> Result<String, String>,
+) -> ToolResult {
+    let mut output = output;
+    let failed = match &ending {
+        Ending::Completed(Some(value)) => {
+            output.push(OutputItem::Text { text: value.clone() });
+            None
+        }
+        Ending::Completed(None) => None,
+        Ending::Failed(head) => Some(head.clone()),
+    };
+    let mut items = layout(output);
+    if let Some(head) = &failed {
+        items.push(format!("Script error:\n{head}\n\n{}", call_summary(&calls)));
+    }
+    let mut text = join(&items);
+    let mut full_output_path = None;
+    if let Some(combined) = &text {
+        let budget = max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS) as usize * CHARS_PER_TOKEN;
+        let length = utf16_len(combined);
+        if length > budget {
+            let head_units = budget / 2;
+            let tail_units = budget - head_units;
+            let removed = length - head_units - tail_units;
+            let mut cut = format!(
+                "Warning: truncated output (original token count: {})\nTotal output lines: {}\n\n{}…{} tokens truncated…{}",
+                length.div_ceil(CHARS_PER_TOKEN),
+                combined.split('\n').count(),
+                head(combined, head_units),
+                removed.div_ceil(CHARS_PER_TOKEN),
+                tail(combined, tail_units),
+            );
+            match spill(combined) {
+                Ok(path) => {
+                    cut.push_str(&format!("\n\n[Full output: {path} (read with offset/limit)]"));
+                    full_output_path = Some(path);
+                }
+                Err(error) => cut.push_str(&format!("\n\n[Could not save the full output: {error}]")),
+            }
+            text = Some(cut);
+        }
+    }
+    let header = format!(
+        "{}\nWall time {wall_seconds:.1} seconds\nOutput:\n",
+        if failed.is_some() {
+            "Script failed"
+        } else {
+            "Script completed"
+        }
+    );
+    let mut content = vec![Content::text(header)];
+    content.extend(text.map(Content::text));
+    let mut details = json!({ "calls": calls });
+    if let Some(path) = full_output_path {
+        details["fullOutputPath"] = json!(path);
+    }
+    ToolResult {
+        content,
+        details: Some(details),
+        is_error: failed.is_some().then_some(true),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(result: &ToolResult) -> Vec<String> {
+        result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(str::to_owned))
+            .collect()
+    }
+
+    #[test]
+    fn several_texts_are_numbered_and_console_lines_follow() {
+        let output = vec![
+            OutputItem::Console { text: "log 1".into() },
+            OutputItem::Text { text: "a".into() },
+            OutputItem::Text { text: "b\n".into() },
+        ];
+        let r = result(
+            output,
+            Ending::Completed(Some("42".into())),
+            Vec::new(),
+            0.04,
+            None,
+            |_| Ok("x".into()),
+        );
+        assert_eq!(
+            texts(&r),
+            [
+                "Script completed\nWall time 0.0 seconds\nOutput:\n",
+                "==> text 1/3 <==\na\n==> text 2/3 <==\nb\n==> text 3/3 <==\n42\n<console_output>\nlog 1\n</console_output>"
+            ]
+        );
+        assert_eq!(r.is_error, None);
+        assert_eq!(r.details, Some(json!({"calls": []})));
+    }
+
+    #[test]
+    fn a_failure_lists_the_calls_made() {
+        let mut call = CallRecord::running("c1", "read", &json!({"path": "a"}));
+        call.finish(Some("c1/1".into()), 1.5, None);
+        let r = result(
+            vec![OutputItem::Text {
+                text: "partial".into(),
+            }],
+            Ending::Failed("Error: bad".into()),
+            vec![call],
+            1.26,
+            None,
+            |_| Ok("x".into()),
+        );
+        assert_eq!(
+            texts(&r),
+            [
+                "Script failed\nWall time 1.3 seconds\nOutput:\n",
+                "partial\nScript error:\nError: bad\n\nTool calls made before the failure (they are not undone): read (ok)"
+            ]
+        );
+        assert_eq!(r.is_error, Some(true));
+        let empty = result(
+            Vec::new(),
+            Ending::Failed("Error: x".into()),
+            Vec::new(),
+            0.0,
+            None,
+            |_| Ok("x".into()),
+        );
+        assert_eq!(
+            texts(&empty)[1],
+            "Script error:\nError: x\n\nNo tool calls were made."
+        );
+    }
+
+    #[test]
+    fn the_budget_keeps_the_head_and_tail_and_saves_the_rest() {
+        let long = "x".repeat(100);
+        let r = result(
+            vec![OutputItem::Text { text: long.clone() }],
+            Ending::Completed(None),
+            Vec::new(),
+            0.0,
+            Some(10),
+            |full| {
+                assert_eq!(full, long);
+                Ok("/tmp/out.txt".into())
+            },
+        );
+        assert_eq!(
+            texts(&r)[1],
+            format!(
+                "Warning: truncated output (original token count: 25)\nTotal output lines: 1\n\n{}…15 tokens truncated…{}\n\n[Full output: /tmp/out.txt (read with offset/limit)]",
+                "x".repeat(20),
+                "x".repeat(20)
+            )
+        );
+        assert_eq!(r.details.as_ref().unwrap()["fullOutputPath"], "/tmp/out.txt");
+    }
+
+    #[test]
+    fn previews_cut_long_arguments_and_errors() {
+        let mut call = CallRecord::running("c1", "bash", &json!({"command": "y".repeat(300)}));
+        assert_eq!(call.args.chars().count(), 200);
+        assert!(call.args.ends_with("..."));
+        call.finish(None, 2.0, Some("e".repeat(600)));
+        assert_eq!(call.id, "c1/?");
+        assert_eq!(call.status, "error");
+        assert_eq!(call.error.as_ref().unwrap().len(), 500);
+    }
+}

@@ -1,0 +1,286 @@
+//! Codemode (spec §11) end to end: scripts run by the Boa engine inside the codemode wasm component, reaching the
+//! built-in tools only through nested calls of the session.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolwright::codemode::CodemodeOptions;
+use toolwright::registry::{Registry, Selection};
+use toolwright::toolset::{Toolset, ToolsetOptions};
+use toolwright::{AssistantMessage, EventLog, NestedCalls, Pipeline, ToolCall, ToolResultMessage};
+
+struct Session {
+    pipeline: Pipeline,
+    registry: Arc<Mutex<Registry>>,
+    _toolset: Toolset,
+}
+
+fn cache_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("codemode-cache")
+}
+
+fn session(cwd: &Path, tools: &[&str], timeout: Duration) -> Session {
+    let mut options = ToolsetOptions::new(cwd);
+    options.plugin_dirs = Vec::new();
+    options.policy_files = Vec::new();
+    options.cache_dir = Some(cache_dir());
+    let mut toolset = Toolset::load(&options).unwrap();
+    toolset.codemode = toolwright::codemode::definition(CodemodeOptions {
+        cwd: cwd.to_owned(),
+        cache_dir: Some(cache_dir()),
+        timeout: Some(timeout),
+    });
+    let selection = Selection {
+        tools: Some(tools.iter().map(|t| t.to_string()).collect()),
+        ..Default::default()
+    };
+    let registry = toolset.registry(&selection, Vec::new()).unwrap();
+    let pipeline = NestedCalls::install(&registry, toolset.pipeline(cwd), cwd, Arc::new(EventLog::new()));
+    Session {
+        pipeline,
+        registry,
+        _toolset: toolset,
+    }
+}
+
+impl Session {
+    async fn run(&self, calls: Vec<ToolCall>) -> Vec<ToolResultMessage> {
+        let tools = self.registry.lock().unwrap().active_tools();
+        let message = AssistantMessage {
+            tool_calls: calls,
+            ..Default::default()
+        };
+        self.pipeline
+            .execute_tool_calls(&tools, &message, &EventLog::new(), &CancellationToken::new())
+            .await
+            .messages
+    }
+
+    async fn script(&self, code: &str) -> ToolResultMessage {
+        self.run(vec![ToolCall::new("cm", "codemode", json!({ "code": code }))])
+            .await
+            .remove(0)
+    }
+}
+
+fn texts(message: &ToolResultMessage) -> Vec<String> {
+    message
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(str::to_owned))
+        .collect()
+}
+
+/// The output after the header block, which carries the wall time.
+fn output(message: &ToolResultMessage) -> String {
+    let texts = texts(message);
+    let header = &texts[0];
+    let status = if message.is_error {
+        "Script failed"
+    } else {
+        "Script completed"
+    };
+    assert!(header.starts_with(&format!("{status}\nWall time ")), "{header}");
+    assert!(header.ends_with(" seconds\nOutput:\n"), "{header}");
+    texts[1..].join("")
+}
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("one.txt"), "apple\nbanana\n").unwrap();
+    std::fs::write(dir.path().join("two.txt"), "cherry\nbanana split\n").unwrap();
+    std::fs::write(dir.path().join("three.txt"), "date\n").unwrap();
+    dir
+}
+
+const ALL: [&str; 8] = ["read", "bash", "edit", "write", "grep", "find", "ls", "codemode"];
+
+#[tokio::test]
+async fn a_script_reads_greps_and_summarises_in_one_call_with_the_same_results_as_separate_calls() {
+    let dir = workspace();
+    let s = session(dir.path(), &ALL, Duration::from_secs(60));
+    let script = r#"
+const files = ["one.txt", "two.txt", "three.txt"];
+const contents = await Promise.all(files.map((path) => tools.read({ path })));
+const hits = await tools.grep({ pattern: "banana" });
+text(contents.join("---\n"));
+text(hits);
+console.log("files", files.length);
+return { files: files.length, matches: hits.split("\n").length };
+"#;
+    let message = s.script(script).await;
+    assert!(!message.is_error, "{:?}", texts(&message));
+    let record = message.nested_calls.as_ref().unwrap();
+    let calls: Vec<(&str, &str, &str)> = record
+        .calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.status.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("cm/1", "read", "ok"),
+            ("cm/2", "read", "ok"),
+            ("cm/3", "read", "ok"),
+            ("cm/4", "grep", "ok")
+        ]
+    );
+    assert!(record.complete);
+    assert_eq!(record.calls[0].arguments, Some(json!({"path": "one.txt"})));
+
+    // The same calls issued by the model, one message each.
+    let separate = s
+        .run(vec![
+            ToolCall::new("r1", "read", json!({"path": "one.txt"})),
+            ToolCall::new("r2", "read", json!({"path": "two.txt"})),
+            ToolCall::new("r3", "read", json!({"path": "three.txt"})),
+            ToolCall::new("g1", "grep", json!({"pattern": "banana"})),
+        ])
+        .await;
+    let results: Vec<String> = separate.iter().map(|m| texts(m).join("\n")).collect();
+    assert_eq!(
+        output(&message),
+        format!(
+            "==> text 1/3 <==\n{}---\n{}---\n{}==> text 2/3 <==\n{}\n==> text 3/3 <==\n{{\"files\":3,\"matches\":2}}\n\
+             <console_output>\nfiles 3\n</console_output>",
+            results[0], results[1], results[2], results[3]
+        )
+    );
+    assert_eq!(results[3], "one.txt:2: banana\ntwo.txt:2: banana split");
+}
+
+#[tokio::test]
+async fn a_script_cannot_reach_what_the_session_does_not_make_callable() {
+    let dir = workspace();
+    // grep is not active: not callable, not in `tools`.
+    let s = session(dir.path(), &["read", "codemode"], Duration::from_secs(60));
+    let message = s.script("return await tools.grep({ pattern: 'x' })").await;
+    assert!(message.is_error);
+    assert_eq!(
+        output(&message),
+        "Script error:\nTypeError: tools.grep does not exist. Available: read. ALL_TOOLS lists every tool. \
+         Check for a member with \"grep\" in tools.\n\nNo tool calls were made."
+    );
+    // codemode is model-only: a script cannot start a script.
+    let message = s.script("return typeof tools.codemode").await;
+    assert!(output(&message).starts_with("Script error:\nTypeError: tools.codemode does not exist."));
+    // The host answers a raw call to a tool that is not callable with pi's error; the script sees it thrown.
+    let message = s
+        .script("try { await tools.read({ path: '/definitely/not/here' }) } catch (e) { return 'caught: ' + e.message }")
+        .await;
+    assert!(!message.is_error);
+    assert!(
+        output(&message).starts_with("caught: ENOENT"),
+        "{}",
+        output(&message)
+    );
+    assert_eq!(message.nested_calls.as_ref().unwrap().calls[0].status, "error");
+}
+
+#[tokio::test]
+async fn scripts_fail_with_pis_texts() {
+    let dir = workspace();
+    let s = session(dir.path(), &ALL, Duration::from_secs(60));
+    let cases = [
+        (
+            "throw new TypeError('bad')",
+            "Script error:\nTypeError: bad\n\nNo tool calls were made.",
+        ),
+        (
+            "await tools.read({ path: 'one.txt' }); throw 'plain'",
+            "Script error:\nError: plain\n\nTool calls made before the failure (they are not undone): read (ok)",
+        ),
+        (
+            "await new Promise(() => {})",
+            "Script error:\nError: The script is waiting on a promise that can never settle: no tool call is \
+             pending, and timers do not exist here.\n\nNo tool calls were made.",
+        ),
+    ];
+    for (code, expected) in cases {
+        let message = s.script(code).await;
+        assert!(message.is_error, "{code}");
+        assert_eq!(output(&message), expected, "{code}");
+    }
+    // Source errors are thrown: an ordinary error result without the script header.
+    let message = s.script("x\n// @options: {}").await;
+    assert_eq!(
+        texts(&message),
+        ["The // @options: line must be the first line of the input; found one on line 2"]
+    );
+    // exit() ends the script successfully, output so far kept.
+    let message = s.script("text('kept'); exit(); text('never')").await;
+    assert!(!message.is_error);
+    assert_eq!(output(&message), "kept");
+}
+
+#[tokio::test]
+async fn the_output_budget_cuts_the_middle_and_saves_the_whole() {
+    let dir = workspace();
+    let s = session(dir.path(), &ALL, Duration::from_secs(60));
+    let message = s
+        .script("// @options: {\"max_output_tokens\": 10}\ntext('a'.repeat(30) + 'b'.repeat(30))")
+        .await;
+    let out = output(&message);
+    assert!(
+        out.starts_with(&format!(
+            "Warning: truncated output (original token count: 15)\nTotal output lines: 1\n\n{}…5 tokens truncated…{}\n\n[Full output: ",
+            "a".repeat(20),
+            "b".repeat(20)
+        )),
+        "{out}"
+    );
+    let path = message.details.as_ref().unwrap()["fullOutputPath"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        format!("{}{}", "a".repeat(30), "b".repeat(30))
+    );
+    std::fs::remove_file(path).unwrap();
+}
+
+#[tokio::test]
+async fn a_script_that_loops_forever_is_stopped_at_its_deadline_and_the_host_goes_on() {
+    let dir = workspace();
+    let s = session(dir.path(), &ALL, Duration::from_secs(2));
+    let started = Instant::now();
+    let message = s.script("while (true) {}").await;
+    let elapsed = started.elapsed();
+    assert!(message.is_error);
+    assert!(
+        texts(&message)[0].contains("ran past its time limit of 2000 ms"),
+        "{:?}",
+        texts(&message)
+    );
+    // The first call also compiles the component when the cache is cold.
+    assert!(elapsed < Duration::from_secs(30), "{elapsed:?}");
+    let message = s.script("return 1 + 1").await;
+    assert_eq!(output(&message), "2");
+}
+
+#[tokio::test]
+async fn a_flood_of_calls_from_a_script_hits_the_record_limits_and_the_host_stays_responsive() {
+    let dir = workspace();
+    let s = session(dir.path(), &ALL, Duration::from_secs(120));
+    let message = s
+        .script(
+            "const all = await Promise.allSettled(Array.from({ length: 300 }, () => tools.ls({}))); \
+             return all.filter((r) => r.status === 'fulfilled').length",
+        )
+        .await;
+    assert!(!message.is_error, "{:?}", texts(&message));
+    assert_eq!(output(&message), "300");
+    let record = message.nested_calls.as_ref().unwrap();
+    assert_eq!(record.calls.len(), 256);
+    assert!(!record.complete);
+    let details: &Value = message.details.as_ref().unwrap();
+    assert_eq!(details["calls"].as_array().unwrap().len(), 300);
+    assert_eq!(details["calls"][299]["id"], "cm/300");
+    let next = s.run(vec![ToolCall::new("n", "ls", json!({}))]).await;
+    assert!(!next[0].is_error);
+}
