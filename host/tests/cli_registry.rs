@@ -153,6 +153,7 @@ fn tools_prompt_and_declarations_show_builtins_and_plugins_alike_natively_and_as
                 "find",
                 "ls",
                 "tool_search",
+                "codemode",
                 "todos",
                 "word_count"
             ]
