@@ -14,9 +14,35 @@
 
 pub mod golden;
 
-/// Paths of the test programs (wasm components built by `build.rs`).
+/// Paths of the test programs (wasm components built by `build.rs`), and their tools as definitions.
 pub mod programs {
     include!(concat!(env!("OUT_DIR"), "/programs.rs"));
+
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use toolwright::definition::{ToolDefinition, ToolSource};
+    use toolwright::native::NativeEnv;
+    use toolwright::wasm::{PluginHost, WasmGrants};
+
+    /// A test program's tools linked natively, as embedder (SDK) tools working in `cwd`.
+    pub fn native<T: toolwright_sdk::Tool + 'static>(tools: Vec<T>, cwd: &Path) -> Vec<ToolDefinition> {
+        let env = NativeEnv::builtin(cwd).expect("a native environment for the workspace");
+        tools
+            .into_iter()
+            .map(|t| toolwright::native::tool_definition(Arc::new(t), env.clone(), ToolSource::Sdk))
+            .collect()
+    }
+
+    /// A test program's tools loaded from its component at `path`, with no grants. The plugin stays loaded
+    /// for the rest of the test process.
+    pub fn wasm(path: &str, cwd: &Path) -> Vec<ToolDefinition> {
+        let host = PluginHost::new(None).expect("a plugin runtime");
+        let plugin = host.load_file(Path::new(path)).expect("the test program loads");
+        let tools = plugin.tool_definitions(&WasmGrants::none(cwd));
+        std::mem::forget(plugin);
+        tools
+    }
 }
 pub mod normalize;
 pub mod scenario;

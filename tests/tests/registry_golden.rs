@@ -10,11 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolwright::definition::ToolSource;
 use toolwright::native::NativeEnv;
 use toolwright::registry::transcript::{ToolChanges, ToolDeclaration, ToolReference};
 use toolwright::registry::{NoTools, Registry, RegistrySources, Selection};
-use toolwright::wasm::{PluginHost, WasmGrants};
 use toolwright::{ToolDefinition, ToolExecution, UpdateSink};
 
 #[derive(Clone, Copy, Debug)]
@@ -25,20 +23,8 @@ enum Variant {
 
 fn program_tools(variant: Variant, cwd: &Path) -> Vec<ToolDefinition> {
     match variant {
-        Variant::Native => {
-            let env = NativeEnv::builtin(cwd).unwrap();
-            toolwright_test_loadout::tools()
-                .into_iter()
-                .map(|t| toolwright::native::tool_definition(Arc::new(t), env.clone(), ToolSource::Sdk))
-                .collect()
-        }
-        Variant::Wasm => {
-            let host = PluginHost::new(None).unwrap();
-            let plugin = host
-                .load_file(Path::new(toolwright_tests::programs::LOADOUT))
-                .unwrap();
-            plugin.tool_definitions(&WasmGrants::none(cwd))
-        }
+        Variant::Native => toolwright_tests::programs::native(toolwright_test_loadout::tools(), cwd),
+        Variant::Wasm => toolwright_tests::programs::wasm(toolwright_tests::programs::LOADOUT, cwd),
     }
 }
 
