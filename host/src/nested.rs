@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolwright_sdk::{ExecutionMode, LoadoutTool};
+use toolwright_sdk::{ExecutionMode, LoadoutTool, js};
 
 use crate::definition::{ContextFactory, ToolContext};
 use crate::pipeline::{EventSink, Pipeline};
@@ -100,7 +100,7 @@ impl NestedCallRecorder {
         record.status = if is_error { "error" } else { "ok" }.into();
         record.duration_ms = Some((started.elapsed().as_secs_f64() * 1000.0).round() as u64);
         if is_error && !text.is_empty() {
-            record.error = Some(js_slice(text, limits::MAX_ERROR_CHARS));
+            record.error = Some(js::utf16_prefix(text, limits::MAX_ERROR_CHARS).to_owned());
         }
     }
 
@@ -128,20 +128,6 @@ impl NestedCallRecorder {
             complete: self.complete && self.calls.iter().all(|c| c.status != "unfinished"),
         })
     }
-}
-
-/// JavaScript's `text.slice(0, n)`: the first `n` UTF-16 code units (a split surrogate pair is dropped).
-fn js_slice(text: &str, n: usize) -> String {
-    let mut units = 0;
-    let mut end = 0;
-    for (i, c) in text.char_indices() {
-        units += c.len_utf16();
-        if units > n {
-            break;
-        }
-        end = i + c.len_utf8();
-    }
-    text[..end].to_owned()
 }
 
 /// The calls a model-issued call made, taken for its result message.
@@ -295,13 +281,7 @@ impl NestedCalls {
         drop(turn);
         {
             let mut recorder = lock(&recorder);
-            let text: Vec<&str> = outcome
-                .result
-                .content
-                .iter()
-                .filter_map(|c| c.as_text())
-                .collect();
-            recorder.finish(index, outcome.is_error, &text.join("\n"));
+            recorder.finish(index, outcome.is_error, &outcome.result.text_lines());
             if let Some(usage) = &outcome.result.usage {
                 recorder.add_usage(usage);
             }
@@ -446,9 +426,9 @@ mod tests {
 
     #[test]
     fn error_text_is_cut_in_utf16_units_as_javascript_does() {
-        assert_eq!(js_slice("abc", 2), "ab");
-        assert_eq!(js_slice("a😀b", 2), "a");
-        assert_eq!(js_slice("a😀b", 3), "a😀");
-        assert_eq!(js_slice("éé", 500), "éé");
+        let mut r = NestedCallRecorder::new();
+        let index = r.start(&call("c/1", json!({})));
+        r.finish(index, true, &format!("{}😀b", "a".repeat(499)));
+        assert_eq!(r.snapshot().unwrap().calls[0].error, Some("a".repeat(499)));
     }
 }

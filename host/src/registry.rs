@@ -757,23 +757,19 @@ impl Registry {
 
     /// The tools other tools can call (pi's `_getCallableTools`), in registry order.
     pub fn callable_tools(&self) -> Vec<AgentTool> {
-        let active: HashSet<String> = self.active_names().into_iter().collect();
-        let active: HashSet<&str> = active.iter().map(String::as_str).collect();
-        self.callable_for(&active)
-            .iter()
-            .map(|e| e.tool.clone())
-            .collect()
+        self.callable_now().map(|e| e.tool.clone()).collect()
+    }
+
+    /// The callable entries for the current active set.
+    fn callable_now(&self) -> impl Iterator<Item = &Entry> {
+        let active: HashSet<&str> = self.active.iter().map(AgentTool::name).collect();
+        self.callable_for(&active).into_iter()
     }
 
     /// What nested callers see of the callable tools (pi's `ctx.tools`): name, description, exposure,
     /// namespace, guidelines, parameters and output schema, in registry order.
     pub fn callable_infos(&self) -> Vec<LoadoutTool> {
-        let active: HashSet<String> = self.active_names().into_iter().collect();
-        let active: HashSet<&str> = active.iter().map(String::as_str).collect();
-        self.callable_for(&active)
-            .iter()
-            .map(|e| loadout_info(e))
-            .collect()
+        self.callable_now().map(loadout_info).collect()
     }
 
     /// Names activated but not registered yet (restored from a transcript).

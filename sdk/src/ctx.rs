@@ -37,13 +37,7 @@ impl CallOutcome {
 
     /// The text blocks of the result, joined with `\n`.
     pub fn text(&self) -> String {
-        let texts: Vec<&str> = self
-            .result
-            .content
-            .iter()
-            .filter_map(crate::Content::as_text)
-            .collect();
-        texts.join("\n")
+        self.result.text_lines()
     }
 }
 

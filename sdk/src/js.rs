@@ -3,6 +3,36 @@
 
 use serde_json::{Number, Value};
 
+/// JavaScript's `string.length`: UTF-16 code units.
+pub fn utf16_len(text: &str) -> usize {
+    text.chars().map(char::len_utf16).sum()
+}
+
+/// JavaScript's `text.slice(0, units)` without splitting a character: the longest prefix of at most `units`
+/// UTF-16 code units (a surrogate pair that would be split is left out whole).
+pub fn utf16_prefix(text: &str, units: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in text.char_indices() {
+        if used + c.len_utf16() > units {
+            return &text[..i];
+        }
+        used += c.len_utf16();
+    }
+    text
+}
+
+/// The longest suffix of at most `units` UTF-16 code units that does not split a character.
+pub fn utf16_suffix(text: &str, units: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in text.char_indices().rev() {
+        if used + c.len_utf16() > units {
+            return &text[i + c.len_utf8()..];
+        }
+        used += c.len_utf16();
+    }
+    text
+}
+
 /// JavaScript's `typeof`-like name of a JSON value, as pi-schema's explainer names it.
 pub fn type_name(v: &Value) -> &'static str {
     match v {
@@ -225,6 +255,18 @@ fn write_string(out: &mut String, s: &str) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn utf16_slices_never_split_a_character() {
+        assert_eq!(utf16_len("a😀é"), 4);
+        assert_eq!(utf16_prefix("abc", 2), "ab");
+        assert_eq!(utf16_prefix("a😀b", 2), "a");
+        assert_eq!(utf16_prefix("a😀b", 3), "a😀");
+        assert_eq!(utf16_prefix("éé", 500), "éé");
+        assert_eq!(utf16_suffix("a😀b", 2), "b");
+        assert_eq!(utf16_suffix("a😀b", 3), "😀b");
+        assert_eq!(utf16_suffix("ab", 9), "ab");
+    }
 
     #[test]
     fn numbers_print_as_javascript_does() {

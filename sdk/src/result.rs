@@ -81,4 +81,10 @@ impl ToolResult {
     pub fn text_content(&self) -> String {
         self.content.iter().filter_map(Content::as_text).collect()
     }
+
+    /// pi's `textOf`: the text blocks joined with `\n` (what nested-call records and codemode see).
+    pub fn text_lines(&self) -> String {
+        let texts: Vec<&str> = self.content.iter().filter_map(Content::as_text).collect();
+        texts.join("\n")
+    }
 }

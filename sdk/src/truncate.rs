@@ -179,16 +179,13 @@ fn tail_bytes(s: &str, max: usize) -> &str {
 /// pi's `truncateLine`: lines longer than `max_chars` UTF-16 code units are cut and marked.
 /// Returns the text and whether it was cut.
 pub fn truncate_line(line: &str, max_chars: usize) -> (String, bool) {
-    let mut units = 0;
-    for (i, c) in line.char_indices() {
-        let width = c.len_utf16();
-        if units + width > max_chars {
-            // A surrogate pair that would be split is left out whole, as pi does.
-            return (format!("{}... [truncated]", &line[..i]), true);
-        }
-        units += width;
+    // A surrogate pair that would be split is left out whole, as pi does.
+    let kept = crate::js::utf16_prefix(line, max_chars);
+    if kept.len() == line.len() {
+        (line.to_owned(), false)
+    } else {
+        (format!("{kept}... [truncated]"), true)
     }
-    (line.to_owned(), false)
 }
 
 #[cfg(test)]

@@ -145,14 +145,18 @@ impl host::Host for PluginState {
     }
 }
 
-/// pi's answer when no nested-call runner is bound.
-fn unavailable() -> types::CallOutcome {
-    outcome_to_wit(AgentToolCallOutcome {
-        tool_call: crate::types::ToolCall::new("", "", serde_json::Value::Null),
-        result: crate::types::AgentToolResult::error(toolwright_sdk::NESTED_CALLS_UNAVAILABLE),
+/// An error outcome of a nested call that never reached the pipeline.
+fn error_outcome(text: &str) -> types::CallOutcome {
+    types::CallOutcome {
+        result: convert::result_to_wit(&crate::types::AgentToolResult::error(text)),
         is_error: true,
         duration_ms: None,
-    })
+    }
+}
+
+/// pi's answer when no nested-call runner is bound.
+fn unavailable() -> types::CallOutcome {
+    error_outcome(toolwright_sdk::NESTED_CALLS_UNAVAILABLE)
 }
 
 fn outcome_to_wit(outcome: AgentToolCallOutcome) -> types::CallOutcome {
@@ -187,14 +191,9 @@ impl PluginState {
                         Ok(args) => {
                             outcome_to_wit(scoped.execute_tool(&name, args, UpdateSink::discard()).await)
                         }
-                        Err(e) => outcome_to_wit(AgentToolCallOutcome {
-                            tool_call: crate::types::ToolCall::new("", &name, serde_json::Value::Null),
-                            result: crate::types::AgentToolResult::error(format!(
-                                "The plugin {plugin} passed arguments for {name} that are not JSON: {e}"
-                            )),
-                            is_error: true,
-                            duration_ms: None,
-                        }),
+                        Err(e) => error_outcome(&format!(
+                            "The plugin {plugin} passed arguments for {name} that are not JSON: {e}"
+                        )),
                     }
                 }
             }));

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use toolwright_sdk::js::{utf16_len, utf16_prefix as head, utf16_suffix as tail};
 use toolwright_sdk::{Content, ToolResult};
 
 /// Characters per token for the output budget.
@@ -85,34 +86,6 @@ fn preview(text: &str, max: usize) -> String {
         return text.to_owned();
     }
     format!("{}...", head(text, max - 3))
-}
-
-fn utf16_len(text: &str) -> usize {
-    text.chars().map(char::len_utf16).sum()
-}
-
-/// The longest prefix of at most `units` UTF-16 units that does not split a character.
-fn head(text: &str, units: usize) -> &str {
-    let mut used = 0;
-    for (i, c) in text.char_indices() {
-        if used + c.len_utf16() > units {
-            return &text[..i];
-        }
-        used += c.len_utf16();
-    }
-    text
-}
-
-/// The longest suffix of at most `units` UTF-16 units that does not split a character.
-fn tail(text: &str, units: usize) -> &str {
-    let mut used = 0;
-    for (i, c) in text.char_indices().rev() {
-        if used + c.len_utf16() > units {
-            return &text[i + c.len_utf8()..];
-        }
-        used += c.len_utf16();
-    }
-    text
 }
 
 /// How a script ended.
