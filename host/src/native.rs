@@ -132,7 +132,9 @@ impl Ctx for NativeCtx {
     }
 
     fn update(&self, partial: ToolResult) {
-        self.updates.update(partial);
+        // On the call's blocking thread: a tool sending faster than its updates are consumed waits for room.
+        self.updates
+            .update_blocking(&self.runtime, partial, self.cancel.cancelled());
     }
 
     fn log(&self, level: LogLevel, message: &str) {

@@ -2,12 +2,16 @@
 //! policy grants; a deny always wins; a third-party plugin starts with nothing.
 //!
 //! ```toml
-//! # toolwright.toml (the project's), then ~/.config/toolwright/toolwright.toml (the user's)
+//! # ~/.config/toolwright/toolwright.toml (the user's), files given with --policy, and the project's
+//! # toolwright.toml, which is confined unless the user trusts the project (see below)
+//! trusted-projects = ["~/src/my-app"]   # only read from the user's file
+//!
 //! [plugins.my-indexer]
 //! read = ["."]              # "." is the workspace; "~" the home directory
 //! write = ["./index"]
 //! spawn = ["git"]
 //! env = ["LANG"]
+//! network = ["api.example.com:443", "127.0.0.1:*"]   # outbound connections: HOST:PORT, `*` for any
 //! timeout-ms = 30000        # wall-clock limit per call (default 60 s for third-party plugins)
 //! memory-mib = 128          # memory limit per instance (default and maximum 256)
 //! deny = { read = ["./secrets"] }
@@ -15,6 +19,12 @@
 //! [builtins]                # replaces the built-ins' default grants (read "/", write ".", spawn any, env "*")
 //! write = ["./src"]
 //! ```
+//!
+//! A project's `toolwright.toml` comes with the repository, so it is not trusted by default: it may deny,
+//! lower limits, and grant directories inside the workspace, but its grants of programs, variables, network
+//! and directories outside the workspace are ignored (and listed by `toolwright plugins`) until the user's
+//! config names the project in `trusted-projects`. Otherwise cloning a repository with a plugin and a policy
+//! granting it `spawn = ["sh"]` would hand that plugin the machine.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +36,12 @@ use toolwright_sdk::{Capability, CapabilityRequest, paths};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
+    /// Workspaces whose own `toolwright.toml` is trusted in full (honoured in the user's files only).
+    #[serde(default, rename = "trusted-projects")]
+    pub trusted_projects: Vec<String>,
+    /// What was ignored from an untrusted project's file, one line each (`[plugins.x] spawn = "sh"`).
+    #[serde(skip)]
+    pub ignored: Vec<String>,
     /// Grants by plugin name.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginPolicy>,
@@ -50,7 +66,7 @@ pub struct PluginPolicy {
     /// Environment variables it may see (`*`: all).
     #[serde(default)]
     pub env: Vec<String>,
-    /// Hosts it may connect to.
+    /// Addresses it may connect to: `HOST:PORT`, HOST an IP address, a name or `*`, PORT a number or `*`.
     #[serde(default)]
     pub network: Vec<String>,
     /// What it may not have, whatever else says so.
@@ -95,12 +111,18 @@ pub struct PolicyError {
     pub message: String,
 }
 
-/// The policy files that apply to a workspace: `<cwd>/toolwright.toml`, then the user's
-/// `$XDG_CONFIG_HOME/toolwright/toolwright.toml` (or `~/.config/toolwright/toolwright.toml`).
-pub fn default_files(cwd: &Path) -> Vec<PathBuf> {
-    let mut files = vec![cwd.join("toolwright.toml")];
-    files.extend(config_dir().map(|c| c.join("toolwright.toml")));
-    files
+/// The user's policy file: `$XDG_CONFIG_HOME/toolwright/toolwright.toml` (or
+/// `~/.config/toolwright/toolwright.toml`).
+pub fn default_files() -> Vec<PathBuf> {
+    config_dir()
+        .map(|c| c.join("toolwright.toml"))
+        .into_iter()
+        .collect()
+}
+
+/// The project's policy file: `<cwd>/toolwright.toml` (confined unless the project is trusted).
+pub fn project_file(cwd: &Path) -> PathBuf {
+    cwd.join("toolwright.toml")
 }
 
 /// The user's Toolwright configuration directory: `$XDG_CONFIG_HOME/toolwright`, else `~/.config/toolwright`.
@@ -140,7 +162,53 @@ impl Policy {
         Ok(policy)
     }
 
+    /// The trusted `files` (the user's config, `--policy` files), then the project's file `project` for the
+    /// workspace `cwd`: in full when a trusted file lists the workspace in `trusted-projects`, else confined
+    /// (what it may not grant is dropped and recorded in [`Policy::ignored`]).
+    pub fn load_with_project(
+        files: &[PathBuf],
+        project: Option<&Path>,
+        cwd: &str,
+        home: Option<&str>,
+    ) -> Result<Policy, PolicyError> {
+        let mut policy = Policy::load(files)?;
+        let Some(project) = project.filter(|p| !files.iter().any(|f| f == p)) else {
+            return Ok(policy);
+        };
+        let mut theirs = Policy::load(&[project.to_owned()])?;
+        if !theirs.trusted_projects.is_empty() {
+            policy.ignored.push(format!(
+                "trusted-projects = {:?} (only the user's config can trust a project)",
+                theirs.trusted_projects
+            ));
+            theirs.trusted_projects.clear();
+        }
+        let workspace = canonical(cwd);
+        let trusted = policy
+            .trusted_projects
+            .iter()
+            .any(|t| canonical(&resolve(t, cwd, home)) == workspace);
+        if !trusted {
+            for (name, p) in &mut theirs.plugins {
+                policy
+                    .ignored
+                    .extend(p.confine(&format!("[plugins.{name}]"), &workspace, cwd, home, true));
+            }
+            if let Some(b) = &mut theirs.builtins {
+                // The built-ins' default already reads anywhere and starts any program: only writing outside
+                // the workspace would widen it.
+                policy
+                    .ignored
+                    .extend(b.confine("[builtins]", &workspace, cwd, home, false));
+            }
+        }
+        policy.merge(theirs);
+        Ok(policy)
+    }
+
     fn merge(&mut self, other: Policy) {
+        self.trusted_projects.extend(other.trusted_projects);
+        self.ignored.extend(other.ignored);
         for (name, p) in other.plugins {
             self.plugins.entry(name).or_default().merge(p);
         }
@@ -150,7 +218,50 @@ impl Policy {
     }
 }
 
+/// `path` with symlinks resolved when it exists (a granted `./link` to `/` is `/`), else as written.
+fn canonical(path: &str) -> String {
+    std::fs::canonicalize(path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_owned())
+}
+
 impl PluginPolicy {
+    /// Drop what an untrusted project may not grant: directories outside the workspace (after symlinks), and,
+    /// when `all` is set, every program, variable and network grant. Returns what was dropped, one line each.
+    fn confine(
+        &mut self,
+        section: &str,
+        workspace: &str,
+        cwd: &str,
+        home: Option<&str>,
+        all: bool,
+    ) -> Vec<String> {
+        let mut dropped = Vec::new();
+        let inside = |dir: &String| within(&canonical(&resolve(dir, cwd, home)), workspace);
+        for (key, list) in [("read", &mut self.read), ("write", &mut self.write)] {
+            if !all && key == "read" {
+                continue;
+            }
+            let (kept, outside): (Vec<String>, Vec<String>) = list.drain(..).partition(inside);
+            *list = kept;
+            dropped.extend(
+                outside
+                    .into_iter()
+                    .map(|d| format!("{section} {key} = \"{d}\" (outside the workspace)")),
+            );
+        }
+        if all {
+            for (key, list) in [
+                ("spawn", &mut self.spawn),
+                ("env", &mut self.env),
+                ("network", &mut self.network),
+            ] {
+                dropped.extend(list.drain(..).map(|v| format!("{section} {key} = \"{v}\"")));
+            }
+        }
+        dropped
+    }
+
     fn merge(&mut self, other: PluginPolicy) {
         self.read.extend(other.read);
         self.write.extend(other.write);
@@ -197,6 +308,8 @@ pub struct Effective {
     pub programs: Vec<String>,
     /// Environment variables (`*`: all).
     pub env: Vec<String>,
+    /// Network addresses it may connect to (`HOST:PORT` patterns).
+    pub network: Vec<String>,
     /// Per request: granted or refused, and why.
     pub decisions: Vec<Decision>,
     /// Wall-clock limit per call.
@@ -325,9 +438,46 @@ pub fn decide(
                     });
                 }
             }
-            Capability::Network(host) => {
-                decision.refused = Some(format!("network access ({host}) is not offered to plugins yet"));
-            }
+            Capability::Network(address) => match NetPattern::parse(address) {
+                None => {
+                    decision.refused = Some(format!(
+                        "{address} is not an address pattern (HOST:PORT, HOST an IP address, a name or *, PORT a \
+                         number or *)"
+                    ));
+                }
+                Some(wanted) => {
+                    let patterns = |list: &[String]| {
+                        list.iter()
+                            .filter_map(|p| NetPattern::parse(p))
+                            .collect::<Vec<_>>()
+                    };
+                    if let Some(d) = patterns(&policy.deny.network)
+                        .iter()
+                        .find(|d| wanted.within(d) || d.within(&wanted))
+                    {
+                        decision.refused =
+                            Some(format!("{address} is denied by the policy (deny {d}); deny wins"));
+                    } else {
+                        for g in patterns(&policy.network) {
+                            let narrower = if wanted.within(&g) {
+                                wanted.clone()
+                            } else if g.within(&wanted) {
+                                g
+                            } else {
+                                continue;
+                            };
+                            let text = narrower.to_string();
+                            if !out.network.contains(&text) {
+                                out.network.push(text.clone());
+                            }
+                            decision.granted.push(Capability::Network(text));
+                        }
+                        if decision.granted.is_empty() {
+                            decision.refused = Some(hint("network", address));
+                        }
+                    }
+                }
+            },
         }
         out.decisions.push(decision);
     }
@@ -340,6 +490,57 @@ pub fn decide(
         .collect();
     out.dirs.retain(|(d, w)| *w || !writable.contains(d));
     out
+}
+
+/// A network address pattern: `HOST:PORT`, HOST an IP address (IPv6 in brackets), a name or `*`, PORT a
+/// number or `*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetPattern {
+    /// The host, lower-cased (`*`: any).
+    pub host: String,
+    /// The port (none: any).
+    pub port: Option<u16>,
+}
+
+impl NetPattern {
+    /// Parse `HOST:PORT`; none when it is not one.
+    pub fn parse(text: &str) -> Option<NetPattern> {
+        let (host, port) = text.trim().rsplit_once(':')?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if host.is_empty() || host.contains(['/', ' ']) {
+            return None;
+        }
+        let port = match port {
+            "*" => None,
+            p => Some(p.parse().ok()?),
+        };
+        Some(NetPattern {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// Whether every address this pattern allows is allowed by `outer`.
+    pub fn within(&self, outer: &NetPattern) -> bool {
+        (outer.host == "*" || outer.host == self.host) && (outer.port.is_none() || outer.port == self.port)
+    }
+}
+
+impl std::fmt::Display for NetPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        match self.port {
+            Some(port) => write!(f, "{host}:{port}"),
+            None => write!(f, "{host}:*"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -449,5 +650,54 @@ mod tests {
         assert_eq!(p.plugins["x"].timeout_ms, Some(5));
         let err = Policy::parse(Path::new("t.toml"), "[plugins.x]\nraed = [\".\"]\n").unwrap_err();
         assert!(err.to_string().starts_with("t.toml: "), "{err}");
+    }
+
+    #[test]
+    fn network_patterns_parse_and_nest() {
+        let p = |t: &str| NetPattern::parse(t).unwrap();
+        assert_eq!(
+            p("Example.COM:443"),
+            NetPattern {
+                host: "example.com".into(),
+                port: Some(443)
+            }
+        );
+        assert_eq!(
+            p("[::1]:*"),
+            NetPattern {
+                host: "::1".into(),
+                port: None
+            }
+        );
+        assert_eq!(p("[::1]:*").to_string(), "[::1]:*");
+        for bad in ["example.com", ":80", "host:http", "10.0.0.0/8:80", "a b:1"] {
+            assert_eq!(NetPattern::parse(bad), None, "{bad}");
+        }
+        assert!(p("127.0.0.1:80").within(&p("127.0.0.1:*")));
+        assert!(p("127.0.0.1:80").within(&p("*:*")));
+        assert!(!p("127.0.0.1:*").within(&p("127.0.0.1:80")));
+        assert!(!p("10.0.0.1:80").within(&p("127.0.0.1:*")));
+        let e = decide(
+            "p",
+            &[
+                req(Capability::Network("*:443".into())),
+                req(Capability::Network("db:5432".into())),
+            ],
+            Some(&PluginPolicy {
+                network: vec!["api.example.com:443".into(), "*:5432".into()],
+                deny: Deny {
+                    network: vec!["db:*".into()],
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            "/w",
+            None,
+        );
+        assert_eq!(e.network, ["api.example.com:443"]);
+        assert_eq!(
+            e.decisions[1].refused.as_deref(),
+            Some("db:5432 is denied by the policy (deny db:*); deny wins")
+        );
     }
 }

@@ -1,13 +1,14 @@
 //! The runtime layer: [`AgentTool`], what the pipeline runs (pi's `AgentTool`).
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::ExecutionMode;
 
@@ -19,10 +20,16 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 pub use toolwright_sdk::ToolError;
 
+/// How many partial results may wait for the consumer of one call. A tool that sends faster than they are
+/// consumed is slowed down ([`UpdateSink::update_blocking`]) or has its newest pending update replaced
+/// ([`UpdateSink::update`]): memory stays bounded whatever a plugin sends.
+pub const PENDING_UPDATES: usize = 64;
+
 /// Where a running tool sends partial results (pi's `onUpdate`).
 ///
-/// Updates sent after the call settled are ignored, as pi ignores late `onUpdate` calls. Cloning is cheap; a
-/// sink from [`UpdateSink::discard`] drops everything.
+/// Updates sent after the call settled are ignored, as pi ignores late `onUpdate` calls. At most
+/// [`PENDING_UPDATES`] wait for the consumer at a time. Cloning is cheap; a sink from [`UpdateSink::discard`]
+/// drops everything.
 #[derive(Clone, Default)]
 pub struct UpdateSink {
     inner: Option<Arc<UpdateChannel>>,
@@ -30,7 +37,20 @@ pub struct UpdateSink {
 
 struct UpdateChannel {
     accepting: AtomicBool,
-    tx: mpsc::UnboundedSender<AgentToolResult>,
+    queue: Mutex<VecDeque<AgentToolResult>>,
+    /// Signalled when an update is queued.
+    ready: Notify,
+    /// Signalled when the consumer takes one.
+    room: Notify,
+}
+
+impl UpdateChannel {
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<AgentToolResult>> {
+        // A panic while holding the lock leaves a valid queue behind.
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl UpdateSink {
@@ -39,28 +59,79 @@ impl UpdateSink {
         UpdateSink { inner: None }
     }
 
-    /// Report a partial result. Ignored once the call has settled.
+    /// Report a partial result without waiting. Ignored once the call has settled. When [`PENDING_UPDATES`]
+    /// already wait, it replaces the newest of them: partial results are snapshots, and the latest one wins.
     pub fn update(&self, partial: AgentToolResult) {
-        if let Some(inner) = &self.inner
-            && inner.accepting.load(Ordering::Acquire)
-        {
-            // The receiver is gone only after the call settled, when updates are ignored anyway.
-            let _ = inner.tx.send(partial);
+        let Some(inner) = &self.inner else { return };
+        let mut queue = inner.queue();
+        if !inner.accepting.load(Ordering::Acquire) {
+            return;
         }
+        let full = queue.len() >= PENDING_UPDATES;
+        match queue.back_mut() {
+            Some(newest) if full => *newest = partial,
+            _ => queue.push_back(partial),
+        }
+        drop(queue);
+        inner.ready.notify_one();
+    }
+
+    /// Report a partial result, waiting while [`PENDING_UPDATES`] wait for the consumer (backpressure), or
+    /// until `stop` finishes (then the update is dropped and this returns `false`). Ignored once the call has
+    /// settled.
+    pub async fn update_or_stop(&self, partial: AgentToolResult, stop: impl Future<Output = ()>) -> bool {
+        let Some(inner) = &self.inner else { return true };
+        tokio::pin!(stop);
+        loop {
+            let room = inner.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            {
+                let mut queue = inner.queue();
+                if !inner.accepting.load(Ordering::Acquire) {
+                    return true;
+                }
+                if queue.len() < PENDING_UPDATES {
+                    queue.push_back(partial);
+                    drop(queue);
+                    inner.ready.notify_one();
+                    return true;
+                }
+            }
+            tokio::select! {
+                () = &mut room => {}
+                () = &mut stop => return false,
+            }
+        }
+    }
+
+    /// [`UpdateSink::update_or_stop`] for a tool running on a blocking thread of `runtime` (never call it from
+    /// async code: it blocks the thread).
+    pub fn update_blocking(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        partial: AgentToolResult,
+        stop: impl Future<Output = ()>,
+    ) -> bool {
+        if self.inner.is_none() {
+            return true;
+        }
+        runtime.block_on(self.update_or_stop(partial, stop))
     }
 
     /// A connected sink and the receiving end of its updates.
     pub(crate) fn channel() -> (Self, UpdateReceiver) {
-        let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::new(UpdateChannel {
             accepting: AtomicBool::new(true),
-            tx,
+            queue: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
+            room: Notify::new(),
         });
         (
             UpdateSink {
                 inner: Some(inner.clone()),
             },
-            UpdateReceiver { inner, rx },
+            UpdateReceiver { inner },
         )
     }
 }
@@ -76,14 +147,36 @@ impl fmt::Debug for UpdateSink {
 /// The receiving end of an [`UpdateSink`].
 pub(crate) struct UpdateReceiver {
     inner: Arc<UpdateChannel>,
-    pub(crate) rx: mpsc::UnboundedReceiver<AgentToolResult>,
 }
 
 impl UpdateReceiver {
-    /// Stop accepting updates; the ones already sent can still be drained.
+    /// The next update, waiting for one.
+    pub(crate) async fn recv(&self) -> AgentToolResult {
+        loop {
+            let ready = self.inner.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            if let Some(partial) = self.try_recv() {
+                return partial;
+            }
+            ready.await;
+        }
+    }
+
+    /// The next update, if one waits.
+    pub(crate) fn try_recv(&self) -> Option<AgentToolResult> {
+        let partial = self.inner.queue().pop_front();
+        if partial.is_some() {
+            self.inner.room.notify_waiters();
+        }
+        partial
+    }
+
+    /// Stop accepting updates; the ones already sent can still be drained. Senders waiting for room give up.
     pub(crate) fn close(&mut self) {
+        let _queue = self.inner.queue();
         self.inner.accepting.store(false, Ordering::Release);
-        self.rx.close();
+        self.inner.room.notify_waiters();
     }
 }
 
@@ -279,5 +372,90 @@ impl fmt::Debug for AgentTool {
             .field("label", &self.label)
             .field("execution_mode", &self.execution_mode)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(receiver: &UpdateReceiver) -> Vec<String> {
+        std::iter::from_fn(|| receiver.try_recv())
+            .map(|r| r.text_lines())
+            .collect()
+    }
+
+    #[test]
+    fn a_flood_without_a_consumer_keeps_the_oldest_and_the_newest_within_the_bound() {
+        let (sink, receiver) = UpdateSink::channel();
+        for i in 0..10_000 {
+            sink.update(AgentToolResult::text(format!("{i}")));
+        }
+        let got = texts(&receiver);
+        assert_eq!(got.len(), PENDING_UPDATES);
+        assert_eq!(got[0], "0");
+        assert_eq!(got[PENDING_UPDATES - 2], format!("{}", PENDING_UPDATES - 2));
+        assert_eq!(
+            got[PENDING_UPDATES - 1],
+            "9999",
+            "the newest update wins the last place"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_blocking_producer_waits_for_room_and_loses_nothing() {
+        let (sink, receiver) = UpdateSink::channel();
+        let runtime = tokio::runtime::Handle::current();
+        let producer = tokio::task::spawn_blocking(move || {
+            (0..1000).all(|i| {
+                sink.update_blocking(
+                    &runtime,
+                    AgentToolResult::text(format!("{i}")),
+                    std::future::pending(),
+                )
+            })
+        });
+        let mut got = Vec::new();
+        while got.len() < 1000 {
+            let partial = receiver.recv().await;
+            got.push(partial.text_lines());
+            if got.len() % 100 == 0 {
+                // A slow consumer: the producer must wait, never exceed the bound.
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                assert!(receiver.inner.queue().len() <= PENDING_UPDATES);
+            }
+        }
+        assert!(producer.await.unwrap());
+        let expected: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+        assert_eq!(got, expected);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_producer_gives_up_when_stopped_or_when_the_call_settles() {
+        let (sink, mut receiver) = UpdateSink::channel();
+        for i in 0..PENDING_UPDATES {
+            sink.update(AgentToolResult::text(format!("{i}")));
+        }
+        let stopped = sink
+            .update_or_stop(AgentToolResult::text("late"), std::future::ready(()))
+            .await;
+        assert!(!stopped, "a full queue and a stop: the update is dropped");
+        let waiting = tokio::spawn({
+            let sink = sink.clone();
+            async move {
+                sink.update_or_stop(AgentToolResult::text("after"), std::future::pending())
+                    .await
+            }
+        });
+        tokio::task::yield_now().await;
+        receiver.close();
+        assert!(
+            waiting.await.unwrap(),
+            "released, not stuck, when the call settles"
+        );
+        sink.update(AgentToolResult::text("ignored"));
+        let got = texts(&receiver);
+        assert_eq!(got.len(), PENDING_UPDATES);
+        assert!(!got.contains(&"ignored".to_string()) && !got.contains(&"after".to_string()));
     }
 }

@@ -35,8 +35,11 @@ pub struct ToolsetOptions {
     pub plugin_dirs: Vec<PathBuf>,
     /// Where compiled components are cached (none: compile every time).
     pub cache_dir: Option<PathBuf>,
-    /// Policy files, in order (grants add up, denials win).
+    /// Trusted policy files: the user's config and files given on the command line (grants add up, denials
+    /// win).
     pub policy_files: Vec<PathBuf>,
+    /// The project's policy file, confined unless a trusted file lists the workspace in `trusted-projects`.
+    pub project_policy: Option<PathBuf>,
 }
 
 impl ToolsetOptions {
@@ -45,7 +48,8 @@ impl ToolsetOptions {
         let cwd = cwd.into();
         ToolsetOptions {
             plugin_dirs: default_plugin_dirs(&cwd),
-            policy_files: crate::policy::default_files(&cwd),
+            policy_files: crate::policy::default_files(),
+            project_policy: Some(crate::policy::project_file(&cwd)),
             cwd,
             builtins: BuiltinMode::Native,
             wasm_builtins: Vec::new(),
@@ -119,9 +123,17 @@ impl Toolset {
     /// Load the built-ins and every plugin of the plugin directories. Plugins compile in parallel, or come from
     /// the cache.
     pub fn load(options: &ToolsetOptions) -> Result<Self, ToolsetError> {
-        let policy = Policy::load(&options.policy_files)?;
         let cwd_text = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
         let home = std::env::var("HOME").ok();
+        let policy = Policy::load_with_project(
+            &options.policy_files,
+            options.project_policy.as_deref(),
+            &cwd_text,
+            home.as_deref(),
+        )?;
+        for line in &policy.ignored {
+            tracing::warn!("ignored from the project's untrusted toolwright.toml: {line}");
+        }
         let mutations = Arc::new(FileMutationQueue::default());
         let files: Vec<PathBuf> = PluginHost::discover(&options.plugin_dirs);
         let as_wasm = |name: &str| {

@@ -6,6 +6,7 @@
 //! are the thin host implementations of the imports; `convert` maps between generated and domain types.
 
 mod bindings;
+mod bounded_io;
 mod cache;
 mod convert;
 mod engine;
@@ -130,6 +131,59 @@ pub struct WasmGrants {
     pub timeout: Option<std::time::Duration>,
     /// Memory limit per instance, in bytes (at most [`MAX_MEMORY`]).
     pub memory: usize,
+    /// Where it may connect (none: no network at all).
+    pub network: Arc<Vec<NetRule>>,
+}
+
+/// One address a plugin may connect to, by TCP or UDP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetRule {
+    /// The IP addresses (none: any). A host name is resolved when the grant is made.
+    pub ips: Option<Vec<std::net::IpAddr>>,
+    /// The port (none: any).
+    pub port: Option<u16>,
+}
+
+impl NetRule {
+    /// The rule of a granted pattern, resolving a host name now; a name that does not resolve reaches nothing.
+    pub fn from_pattern(pattern: &crate::policy::NetPattern) -> NetRule {
+        let ips = if pattern.host == "*" {
+            None
+        } else if let Ok(ip) = pattern.host.parse::<std::net::IpAddr>() {
+            Some(vec![ip])
+        } else {
+            use std::net::ToSocketAddrs;
+            let found: Vec<std::net::IpAddr> = (pattern.host.as_str(), pattern.port.unwrap_or(0))
+                .to_socket_addrs()
+                .map(|addrs| addrs.map(|a| a.ip()).collect())
+                .unwrap_or_else(|e| {
+                    tracing::warn!("the granted host {} does not resolve: {e}", pattern.host);
+                    Vec::new()
+                });
+            Some(found)
+        };
+        NetRule {
+            ips,
+            port: pattern.port,
+        }
+    }
+
+    /// Whether a connection to `addr` is allowed.
+    pub fn allows(&self, addr: &std::net::SocketAddr) -> bool {
+        self.port.is_none_or(|p| p == addr.port())
+            && self.ips.as_ref().is_none_or(|ips| {
+                ips.iter()
+                    .any(|ip| *ip == addr.ip() || Some(*ip) == ipv4_of(addr.ip()))
+            })
+    }
+}
+
+/// The IPv4 address behind an IPv4-mapped IPv6 address.
+fn ipv4_of(ip: std::net::IpAddr) -> Option<std::net::IpAddr> {
+    match ip {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map(std::net::IpAddr::V4),
+        std::net::IpAddr::V4(_) => None,
+    }
 }
 
 impl WasmGrants {
@@ -148,6 +202,14 @@ impl WasmGrants {
             })
             .collect();
         grants.programs = ProgramGrant::Only(effective.programs.clone());
+        grants.network = Arc::new(
+            effective
+                .network
+                .iter()
+                .filter_map(|p| crate::policy::NetPattern::parse(p))
+                .map(|p| NetRule::from_pattern(&p))
+                .collect(),
+        );
         let all = effective.env.iter().any(|v| v == "*");
         grants.env = Arc::new(
             std::env::vars()
@@ -182,6 +244,7 @@ impl WasmGrants {
             mutations: Arc::default(),
             timeout: Some(DEFAULT_TIMEOUT),
             memory: MAX_MEMORY,
+            network: Arc::default(),
         }
     }
 
@@ -218,6 +281,8 @@ impl WasmGrants {
             // pi's bash has no default timeout; the built-ins run unbounded unless a policy says otherwise.
             timeout: None,
             memory: MAX_MEMORY,
+            // The built-ins never open sockets (bash's programs are outside the sandbox, as natively).
+            network: Arc::default(),
         }
     }
 }
@@ -278,6 +343,7 @@ impl PluginHost {
         let engine = engine::PluginEngine::new().map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(engine.engine());
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .and_then(|()| bounded_io::add_to_linker(&mut linker))
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         bindings::FullPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
@@ -468,6 +534,27 @@ impl PluginInner {
         }
         for (k, v) in grants.env.iter() {
             wasi.env(k, v);
+        }
+        if !grants.network.is_empty() {
+            let rules = grants.network.clone();
+            wasi.allow_tcp(true)
+                .allow_udp(true)
+                .allow_ip_name_lookup(true)
+                .socket_addr_check(move |addr, used| {
+                    use wasmtime_wasi::sockets::SocketAddrUse;
+                    let allowed = match used {
+                        // Connections and datagrams out, to granted addresses only.
+                        SocketAddrUse::TcpConnect | SocketAddrUse::UdpSend => {
+                            rules.iter().any(|r| r.allows(&addr))
+                        }
+                        // The implicit bind of an outgoing socket (wildcard address, any port); never a listener.
+                        SocketAddrUse::TcpBind | SocketAddrUse::UdpBind => {
+                            addr.ip().is_unspecified() && addr.port() == 0
+                        }
+                        _ => false,
+                    };
+                    Box::pin(std::future::ready(allowed))
+                });
         }
         let stdout = MemoryOutputPipe::new(OUTPUT_CAPTURE);
         let stderr = MemoryOutputPipe::new(OUTPUT_CAPTURE);

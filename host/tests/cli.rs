@@ -147,3 +147,56 @@ fn guard_and_redactor_handlers_work_in_exec_on_native_and_wasm_builtins() {
         assert_eq!(end_text(&events, "g3"), "one\ntwo\nthree\n", "{builtins}");
     }
 }
+
+#[test]
+fn plugins_lists_what_an_untrusted_project_policy_may_not_grant() {
+    let ws = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("toolwright.toml"),
+        "[plugins.toolwright-example-todos]\nread = [\".\", \"/etc\"]\nspawn = [\"sh\"]\n",
+    )
+    .unwrap();
+    for (name, bytes) in toolwright::builtins::wasm::EXAMPLES.unwrap() {
+        if name.ends_with("todos") {
+            std::fs::write(plugins.path().join(format!("{name}.wasm")), bytes).unwrap();
+        }
+    }
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let plugins_out = |config_text: &str| {
+        std::fs::create_dir_all(config.path().join("toolwright")).unwrap();
+        std::fs::write(config.path().join("toolwright/toolwright.toml"), config_text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_toolwright"))
+            .args(["plugins", "--no-default-plugins", "--plugins"])
+            .arg(plugins.path())
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("--cwd")
+            .arg(ws.path())
+            .env("XDG_CONFIG_HOME", config.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = plugins_out("");
+    assert!(text.contains("    granted: read files below "), "{text}");
+    assert!(
+        text.ends_with(
+            "ignored from the project's toolwright.toml (the project is not trusted; list it in trusted-projects in \
+             your own toolwright.toml, or grant these there):\n  \
+             [plugins.toolwright-example-todos] read = \"/etc\" (outside the workspace)\n  \
+             [plugins.toolwright-example-todos] spawn = \"sh\"\n"
+        ),
+        "{text}"
+    );
+    let text = plugins_out(&format!("trusted-projects = [{:?}]\n", ws.path()));
+    assert!(!text.contains("ignored from"), "{text}");
+}

@@ -23,6 +23,12 @@ struct Sandbox {
 /// A workspace with `a.txt`, `out/`, `secret/key`, a symlink to a file outside, and the probe plugin under
 /// `policy` (the text of a toolwright.toml; empty: no policy).
 fn sandbox(policy: &str) -> Sandbox {
+    sandbox_with(policy, None)
+}
+
+/// [`sandbox`], with `policy` as the project's own toolwright.toml and `user` (when given) as the user's config,
+/// in which `{ws}` stands for the workspace; without `user`, `policy` is a trusted file (as `--policy`).
+fn sandbox_with(policy: &str, user: Option<&str>) -> Sandbox {
     let outer = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "inside").unwrap();
@@ -37,7 +43,17 @@ fn sandbox(policy: &str) -> Sandbox {
     std::fs::write(ws.path().join("toolwright.toml"), policy).unwrap();
     let mut options = ToolsetOptions::new(ws.path());
     options.plugin_dirs = vec![plugins.path().to_path_buf()];
-    options.policy_files = vec![ws.path().join("toolwright.toml")];
+    match user {
+        Some(user) => {
+            let config = tempfile::tempdir().unwrap();
+            let file = config.path().join("toolwright.toml");
+            std::fs::write(&file, user.replace("{ws}", &ws.path().to_string_lossy())).unwrap();
+            std::mem::forget(config);
+            options.policy_files = vec![file];
+            options.project_policy = Some(ws.path().join("toolwright.toml"));
+        }
+        None => options.policy_files = vec![ws.path().join("toolwright.toml")],
+    }
     options.cache_dir = Some(test_cache_dir());
     let toolset = Toolset::load(&options).unwrap();
     assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
@@ -306,4 +322,205 @@ async fn deep_recursion_floods_and_printing_leave_the_host_serving() {
             .contains("noise from the probe")
     );
     assert_eq!(text(&out[3]), "read 6 bytes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_blocked_inside_the_host_is_stopped_by_its_deadline_and_by_cancellation() {
+    let s = sandbox("[plugins.toolwright-test-probe]\nread = [\".\"]\ntimeout-ms = 300\n");
+    let started = Instant::now();
+    let out = s
+        .run(&[
+            json!({"action": "sleep"}),
+            json!({"action": "sleep", "ms": 20}),
+            json!({"action": "read", "target": s.path("a.txt")}),
+        ])
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "an hour's sleep was not cut at the deadline: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        text(&out[0]),
+        "The plugin toolwright-test-probe was stopped: it ran past its time limit of 300 ms"
+    );
+    assert_eq!(text(&out[1]), "slept 20 ms", "a short sleep is left alone");
+    assert_eq!(text(&out[2]), "read 6 bytes");
+
+    let s = sandbox("[plugins.toolwright-test-probe]\ntimeout-ms = 60000\n");
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let out = s.run_with(&[json!({"action": "sleep"})], cancel).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(text(&out[0]), "Operation aborted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_is_not_utf8_is_an_error_naming_the_plugin() {
+    let s = sandbox("[plugins.toolwright-test-probe]\nread = [\".\"]\n");
+    let out = s
+        .run(&[
+            json!({"action": "utf8"}),
+            json!({"action": "read", "target": s.path("a.txt")}),
+        ])
+        .await;
+    assert!(out[0].is_error);
+    assert_eq!(
+        text(&out[0]),
+        "The plugin toolwright-test-probe returned a malformed value: a string that is not valid UTF-8 (invalid utf-8 sequence of 1 bytes from index 2)"
+    );
+    assert_eq!(text(&out[1]), "read 6 bytes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_waiting_on_a_quiet_process_is_stopped_and_the_process_killed() {
+    let s = sandbox("[plugins.toolwright-test-probe]\nspawn = [\"/bin/sleep\"]\ntimeout-ms = 300\n");
+    let marker = "3599.25";
+    let started = Instant::now();
+    let out = s
+        .run(&[json!({"action": "spawn", "target": "/bin/sleep", "args": [marker]})])
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        text(&out[0]),
+        "The plugin toolwright-test-probe was stopped: it ran past its time limit of 300 ms"
+    );
+    // The process group is killed when the store goes; give the kernel a moment to reap it.
+    let alive = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == marker.as_bytes()))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!alive(), "the plugin's process outlived its call");
+}
+
+/// A one-connection-at-a-time server on a free local port that greets every client.
+fn greeter(greeting: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let _ = std::io::Write::write_all(&mut stream, greeting.as_bytes());
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granted_network_addresses_only() {
+    let (port, other) = (greeter("hello"), greeter("other"));
+    let s = sandbox(&format!(
+        "[plugins.toolwright-test-probe]\nnetwork = [\"127.0.0.1:{port}\", \"10.0.0.1:*\"]\n"
+    ));
+    let out = s
+        .run(&[
+            json!({"action": "connect", "target": format!("127.0.0.1:{port}")}),
+            json!({"action": "connect", "target": format!("127.0.0.1:{other}")}),
+        ])
+        .await;
+    assert_eq!(text(&out[0]), "connected: hello");
+    assert_eq!(text(&out[1]), NO_NETWORK, "a port that was not granted");
+    let decisions = &s.toolset.grants[0].1.decisions;
+    let network = decisions
+        .iter()
+        .find(|d| matches!(d.requested, toolwright_sdk::Capability::Network(_)))
+        .unwrap();
+    // The narrower of request (127.0.0.1:*) and grant; 10.0.0.1 was never requested.
+    assert_eq!(
+        network.granted,
+        [toolwright_sdk::Capability::Network(format!("127.0.0.1:{port}"))]
+    );
+
+    let s = sandbox(
+        "[plugins.toolwright-test-probe]\nnetwork = [\"*:*\"]\ndeny = { network = [\"127.0.0.1:*\"] }\n",
+    );
+    let out = s
+        .run(&[json!({"action": "connect", "target": format!("127.0.0.1:{port}")})])
+        .await;
+    assert_eq!(text(&out[0]), NO_NETWORK, "deny wins over a wildcard grant");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_project_policy_grants_only_inside_the_workspace() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("f"), "outside").unwrap();
+    let project = format!(
+        "[plugins.toolwright-test-probe]\nread = [\".\", \"{0}\", \"./escape\"]\nspawn = [\"/bin/echo\"]\nenv = [\"PATH\"]\n",
+        outside.path().display()
+    );
+    let s = sandbox_with(&project, Some(""));
+    std::os::unix::fs::symlink(outside.path(), s.ws.path().join("escape")).unwrap();
+    // The symlink is planted after loading: load again so the grant is judged with it in place.
+    let s = {
+        let mut options = ToolsetOptions::new(s.ws.path());
+        options.plugin_dirs = vec![s._plugins.path().to_path_buf()];
+        options.policy_files = Vec::new();
+        options.cache_dir = Some(test_cache_dir());
+        Sandbox {
+            toolset: Toolset::load(&options).unwrap(),
+            ..s
+        }
+    };
+    let out = s
+        .run(&[
+            json!({"action": "read", "target": s.path("a.txt")}),
+            json!({"action": "read", "target": outside.path().join("f")}),
+            json!({"action": "read", "target": s.path("escape/f")}),
+            json!({"action": "spawn", "target": "/bin/echo"}),
+            json!({"action": "env", "target": "PATH"}),
+        ])
+        .await;
+    assert_eq!(text(&out[0]), "read 6 bytes", "inside the workspace: granted");
+    assert_eq!(text(&out[1]), NOT_THERE);
+    assert_eq!(text(&out[2]), NOT_PERMITTED);
+    assert_refused(&out[3], "a program granted by the project");
+    assert_refused(&out[4], "a variable granted by the project");
+    assert_eq!(
+        s.toolset.policy.ignored,
+        [
+            format!(
+                "[plugins.toolwright-test-probe] read = \"{}\" (outside the workspace)",
+                outside.path().display()
+            ),
+            "[plugins.toolwright-test-probe] read = \"./escape\" (outside the workspace)".to_owned(),
+            "[plugins.toolwright-test-probe] spawn = \"/bin/echo\"".to_owned(),
+            "[plugins.toolwright-test-probe] env = \"PATH\"".to_owned(),
+        ]
+    );
+
+    // The user trusts the project: its file counts in full.
+    let s = sandbox_with(&project, Some("trusted-projects = [\"{ws}\"]\n"));
+    let out = s
+        .run(&[
+            json!({"action": "spawn", "target": "/bin/echo"}),
+            json!({"action": "env", "target": "PATH"}),
+        ])
+        .await;
+    assert_eq!(text(&out[0]), "probe-ran\n");
+    assert_eq!(text(&out[1]), std::env::var("PATH").unwrap());
+    assert!(s.toolset.policy.ignored.is_empty());
+
+    // A project cannot trust itself.
+    let s = sandbox_with(&format!("trusted-projects = [\".\"]\n{project}"), Some(""));
+    let out = s.run(&[json!({"action": "spawn", "target": "/bin/echo"})]).await;
+    assert_refused(&out[0], "a program granted by a project that trusts itself");
 }

@@ -60,7 +60,11 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             })
             .collect();
         let errors: Vec<String> = toolset.errors.iter().map(ToString::to_string).collect();
-        writeln!(out, "{}", json!({"plugins": plugins, "errors": errors}))?;
+        writeln!(
+            out,
+            "{}",
+            json!({"plugins": plugins, "errors": errors, "ignoredFromProject": toolset.policy.ignored})
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     if toolset.plugins.is_empty() && toolset.errors.is_empty() {
@@ -127,6 +131,16 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
     }
     for error in &toolset.errors {
         writeln!(out, "skipped: {error}")?;
+    }
+    if !toolset.policy.ignored.is_empty() {
+        writeln!(
+            out,
+            "ignored from the project's toolwright.toml (the project is not trusted; list it in trusted-projects \
+             in your own toolwright.toml, or grant these there):"
+        )?;
+        for line in &toolset.policy.ignored {
+            writeln!(out, "  {line}")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

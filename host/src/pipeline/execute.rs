@@ -101,13 +101,13 @@ pub(super) async fn execute(
     let outcome = loop {
         tokio::select! {
             biased;
-            Some(partial) = receiver.rx.recv() => forward.send(call, partial).await,
+            partial = receiver.recv() => forward.send(call, partial).await,
             outcome = &mut execution => break outcome,
         }
     };
     let duration_ms = elapsed_ms(started);
     receiver.close();
-    while let Ok(partial) = receiver.rx.try_recv() {
+    while let Some(partial) = receiver.try_recv() {
         forward.send(call, partial).await;
     }
     settle(&call.name, outcome, duration_ms)

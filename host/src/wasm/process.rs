@@ -10,6 +10,9 @@ use super::bindings::process as wit;
 use super::state::PluginState;
 use crate::native::NativeProcess;
 
+/// The longest a plugin's wait on a process goes without checking its deadline and cancellation.
+const WAIT_SLICE: Duration = Duration::from_millis(20);
+
 /// A process a plugin started.
 pub struct ChildProcess(NativeProcess);
 
@@ -41,8 +44,20 @@ impl wit::HostChild for PluginState {
         child: Resource<ChildProcess>,
         timeout_ms: u32,
     ) -> wasmtime::Result<Result<wit::ProcessEvent, String>> {
-        let child = self.table.get_mut(&child)?;
-        Ok(match child.0.next(Duration::from_millis(u64::from(timeout_ms))) {
+        // Waited in slices, so a plugin waiting on a quiet process still stops at its deadline or cancellation.
+        let until = std::time::Instant::now() + Duration::from_millis(u64::from(timeout_ms));
+        let event = loop {
+            if self.call.should_stop() {
+                return Err(self.call.interrupted());
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let child = self.table.get_mut(&child)?;
+            match child.0.next(left.min(WAIT_SLICE)) {
+                Ok(ProcessEvent::Idle) if left > WAIT_SLICE => continue,
+                other => break other,
+            }
+        };
+        Ok(match event {
             Ok(ProcessEvent::Output(bytes)) => Ok(wit::ProcessEvent::Output(bytes)),
             Ok(ProcessEvent::Exited(s)) => Ok(wit::ProcessEvent::Exited(wit::ExitStatus {
                 code: s.code,

@@ -46,6 +46,28 @@ impl CallEnv {
     pub fn should_stop(&self) -> bool {
         self.cancel.is_cancelled() || self.deadline.is_some_and(|(d, _)| std::time::Instant::now() >= d)
     }
+
+    /// Finishes when the call is cancelled or its deadline passes.
+    pub async fn stopped(&self) {
+        let cancel = self.cancel.clone();
+        match self.deadline {
+            Some((at, _)) => tokio::select! {
+                () = cancel.cancelled() => {}
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
+            },
+            None => cancel.cancelled().await,
+        }
+    }
+
+    /// Why the call was cut short while the host blocked on its behalf: the trap the epoch callback would raise.
+    pub fn interrupted(&self) -> wasmtime::Error {
+        match self.deadline {
+            Some((at, limit)) if std::time::Instant::now() >= at && !self.cancel.is_cancelled() => {
+                wasmtime::Error::new(Stopped::Deadline(limit))
+            }
+            _ => wasmtime::format_err!("the call was cancelled"),
+        }
+    }
 }
 
 /// Why the host stopped a call (the trap's cause).
@@ -91,11 +113,23 @@ impl types::Host for PluginState {}
 
 impl host::Host for PluginState {
     fn update(&mut self, partial: types::ToolResult) -> wasmtime::Result<()> {
-        match convert::result_from_wit(partial) {
-            Ok(result) => self.call.updates.update(result),
-            Err(e) => tracing::warn!(plugin = %self.call.plugin, "dropping a malformed partial result: {e}"),
-        }
-        Ok(())
+        let result = match convert::result_from_wit(partial) {
+            Ok(result) => result,
+            Err(e) => {
+                tracing::warn!(plugin = %self.call.plugin, "dropping a malformed partial result: {e}");
+                return Ok(());
+            }
+        };
+        // A plugin sending faster than its updates are consumed waits for room, within its deadline.
+        let call = &self.call;
+        let sent = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => call.updates.update_blocking(&runtime, result, call.stopped()),
+            Err(_) => {
+                call.updates.update(result);
+                true
+            }
+        };
+        if sent { Ok(()) } else { Err(call.interrupted()) }
     }
 
     fn is_cancelled(&mut self) -> wasmtime::Result<bool> {

@@ -140,6 +140,12 @@ impl PluginInner {
         if trap.downcast_ref::<super::state::Stopped>().is_some() {
             return self.stopped_message(grants, None);
         }
+        if let Some(e) = trap.downcast_ref::<std::str::Utf8Error>() {
+            return ToolError::new(format!(
+                "The plugin {} returned a malformed value: a string that is not valid UTF-8 ({e})",
+                self.name
+            ));
+        }
         let text = format!("{trap:#}");
         if text.contains("forcing a memory growth failure")
             || text.contains("memory") && text.contains("grow")

@@ -25,9 +25,11 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "print"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "print", "sleep", "utf8"]},
                     "target": {"type": "string"},
-                    "mib": {"type": "integer"}
+                    "mib": {"type": "integer"},
+                    "ms": {"type": "integer"},
+                    "args": {"type": "array", "items": {"type": "string"}}
                 },
                 "required": ["action"]
             }),
@@ -49,7 +51,13 @@ impl Tool for Probe {
             "spawn" => {
                 let command = Command {
                     program: target.into(),
-                    args: vec!["probe-ran".into()],
+                    args: match args["args"].as_array() {
+                        Some(list) => list
+                            .iter()
+                            .filter_map(|a| a.as_str().map(str::to_owned))
+                            .collect(),
+                        None => vec!["probe-ran".into()],
+                    },
                     ..Default::default()
                 };
                 let mut child = ctx.spawn(&command).map_err(|e| ToolError::new(e.to_string()))?;
@@ -65,8 +73,24 @@ impl Tool for Probe {
             }
             "env" => std::env::var(target).map_err(|e| ToolError::new(format!("{target}: {e}")))?,
             "connect" => {
-                std::net::TcpStream::connect(target).map_err(err)?;
-                "connected".into()
+                let mut stream = std::net::TcpStream::connect(target).map_err(err)?;
+                let mut reply = String::new();
+                std::io::Read::read_to_string(&mut stream, &mut reply).map_err(err)?;
+                format!("connected: {reply}")
+            }
+            "sleep" => {
+                // Blocks inside the host (a WASI poll), where the epoch cannot interrupt it.
+                let ms = args["ms"].as_u64().unwrap_or(3_600_000);
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                format!("slept {ms} ms")
+            }
+            "utf8" => {
+                // A string whose bytes are not UTF-8, as a guest in any language could hand over.
+                #[allow(unsafe_code)]
+                // SAFETY: deliberately breaks `String`'s invariant; the bytes are only passed to the host, which
+                // must reject them.
+                let broken = unsafe { String::from_utf8_unchecked(vec![b'o', b'k', 0xff, 0xfe]) };
+                broken
             }
             "loop" => {
                 let mut n: u64 = 0;
@@ -113,6 +137,7 @@ toolwright_sdk::export_tool!(Probe; capabilities = [
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Read(".".into()), "reads what the test asks"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Write("./out".into()), "writes where the test asks"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/echo".into()), "starts echo"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/sleep".into()), "waits on a quiet process"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Env("PATH".into()), "reads one variable"),
-    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("127.0.0.1:9".into()), "tries the network"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("127.0.0.1:*".into()), "connects to local servers"),
 ]);
