@@ -14,6 +14,7 @@
 //! network = ["api.example.com:443", "127.0.0.1:*"]   # outbound connections: HOST:PORT, `*` for any
 //! timeout-ms = 30000        # wall-clock limit per call (default 60 s for third-party plugins)
 //! memory-mib = 128          # memory limit per instance (default and maximum 256)
+//! fuel = 5_000_000_000      # optional budget of wasm instructions per call (metered plugins run slower)
 //! deny = { read = ["./secrets"] }
 //!
 //! [builtins]                # replaces the built-ins' default grants (read "/", write ".", spawn any, env "*")
@@ -78,6 +79,9 @@ pub struct PluginPolicy {
     /// Memory limit per instance, in MiB.
     #[serde(default)]
     pub memory_mib: Option<u64>,
+    /// Fuel per call: a budget of wasm instructions, roughly (none: unmetered). Metered plugins run slower.
+    #[serde(default)]
+    pub fuel: Option<u64>,
 }
 
 /// Denials: they win over every grant.
@@ -276,6 +280,7 @@ impl PluginPolicy {
         // The stricter limit wins.
         self.timeout_ms = min_opt(self.timeout_ms, other.timeout_ms);
         self.memory_mib = min_opt(self.memory_mib, other.memory_mib);
+        self.fuel = min_opt(self.fuel, other.fuel);
     }
 }
 
@@ -316,6 +321,8 @@ pub struct Effective {
     pub timeout_ms: Option<u64>,
     /// Memory limit in MiB.
     pub memory_mib: Option<u64>,
+    /// Fuel per call.
+    pub fuel: Option<u64>,
 }
 
 /// Whether absolute path `inner` is `outer` or below it.
@@ -348,6 +355,7 @@ pub fn decide(
     let mut out = Effective {
         timeout_ms: policy.timeout_ms,
         memory_mib: policy.memory_mib,
+        fuel: policy.fuel,
         ..Default::default()
     };
     let hint = |key: &str, value: &str| {

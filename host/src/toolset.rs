@@ -179,7 +179,7 @@ impl Toolset {
             Some(host) => host.load_all(&sources),
             None => Vec::new(),
         };
-        let (plugins, mut errors) = PluginHost::dedupe(loaded);
+        let (mut plugins, mut errors) = PluginHost::dedupe(loaded);
 
         // Every built-in has its slot in pi's order, native or wasm.
         let mut builtins = Vec::new();
@@ -202,7 +202,10 @@ impl Toolset {
         let mut overrides = Vec::new();
         let mut decided = Vec::new();
         let mut handler_grants = Vec::new();
-        for (i, plugin) in plugins.iter().enumerate() {
+        let mut unusable = Vec::new();
+        #[allow(clippy::needless_range_loop)] // A plugin may be replaced by its metered twin inside the loop.
+        for i in 0..plugins.len() {
+            let plugin = &plugins[i];
             let is_builtin = i < builtin_count && plugin.path.to_string_lossy().starts_with("builtin:");
             let mut grants = if is_builtin {
                 let mut grants = WasmGrants::builtin(&options.cwd);
@@ -235,6 +238,20 @@ impl Toolset {
                 decided.push((name.clone(), effective));
                 grants
             };
+            // A fuel budget needs the plugin compiled with metering: load it again on the metered engine.
+            if grants.fuel.is_some()
+                && let Some(host) = &host
+            {
+                match host.metered(plugin) {
+                    Ok(metered) => plugins[i] = metered,
+                    Err(e) => {
+                        errors.push(e);
+                        unusable.push(i);
+                        continue;
+                    }
+                }
+            }
+            let plugin = &plugins[i];
             grants.mutations = mutations.clone();
             if plugin.is_handler {
                 handler_grants.push(grants.clone());
@@ -271,6 +288,10 @@ impl Toolset {
                 extension_tools.push(definition);
             }
         }
+        // A plugin whose budget cannot be enforced offers nothing (its error says why).
+        for i in unusable.into_iter().rev() {
+            plugins.remove(i);
+        }
         Ok(Toolset {
             builtins,
             extension_tools,
@@ -289,14 +310,15 @@ impl Toolset {
         })
     }
 
-    /// The pipeline with the handler plugins' hooks (none when no plugin is a handler), each handler under its
-    /// own grants.
+    /// The session's pipeline: the handler plugins' hooks, each handler under its own grants, and pi's image
+    /// normalisation of every result (after the handlers, as pi's session does).
     pub fn pipeline(&self, cwd: &Path) -> crate::pipeline::Pipeline {
         let _ = cwd;
         let handlers: Vec<&Plugin> = self.plugins.iter().filter(|p| p.is_handler).collect();
-        let mut pipeline = crate::pipeline::Pipeline::new();
-        if let Some((before, after)) = crate::wasm::handler_hooks(&handlers, &self.handler_grants) {
-            pipeline = pipeline.with_before_tool_call(before).with_after_tool_call(after);
+        let (before, after) = crate::wasm::handler_hooks(&handlers, &self.handler_grants);
+        let mut pipeline = crate::pipeline::Pipeline::new().with_after_tool_call(after);
+        if let Some(before) = before {
+            pipeline = pipeline.with_before_tool_call(before);
         }
         pipeline
     }

@@ -131,6 +131,9 @@ pub struct WasmGrants {
     pub timeout: Option<std::time::Duration>,
     /// Memory limit per instance, in bytes (at most [`MAX_MEMORY`]).
     pub memory: usize,
+    /// Fuel per call (wasm instructions, roughly); none: unmetered. Needs a plugin loaded with
+    /// [`PluginHost::metered`].
+    pub fuel: Option<u64>,
     /// Where it may connect (none: no network at all).
     pub network: Arc<Vec<NetRule>>,
 }
@@ -219,6 +222,7 @@ impl WasmGrants {
         if let Some(ms) = effective.timeout_ms {
             grants.timeout = Some(std::time::Duration::from_millis(ms));
         }
+        grants.fuel = effective.fuel;
         if let Some(mib) = effective.memory_mib {
             grants.memory = usize::try_from(mib.saturating_mul(1 << 20))
                 .unwrap_or(MAX_MEMORY)
@@ -244,6 +248,7 @@ impl WasmGrants {
             mutations: Arc::default(),
             timeout: Some(DEFAULT_TIMEOUT),
             memory: MAX_MEMORY,
+            fuel: None,
             network: Arc::default(),
         }
     }
@@ -281,24 +286,53 @@ impl WasmGrants {
             // pi's bash has no default timeout; the built-ins run unbounded unless a policy says otherwise.
             timeout: None,
             memory: MAX_MEMORY,
+            fuel: None,
             // The built-ins never open sockets (bash's programs are outside the sandbox, as natively).
             network: Arc::default(),
         }
     }
 }
 
-/// The plugin runtime: one engine, one linker, one cache, a bound on live instances.
+/// The plugin runtime: an engine, a linker and a cache (a second, metered set made on first need for plugins
+/// with a fuel budget), and a bound on live instances shared by both.
 pub struct PluginHost {
+    plain: Runtime,
+    metered: std::sync::OnceLock<Result<Runtime, String>>,
+    cache_dir: Option<PathBuf>,
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// One engine with its linker and cache.
+struct Runtime {
     engine: engine::PluginEngine,
     linker: Linker<PluginState>,
     cache: ComponentCache,
-    slots: Arc<tokio::sync::Semaphore>,
+    metered: bool,
+}
+
+impl Runtime {
+    fn new(cache_dir: Option<PathBuf>, metered: bool) -> Result<Self, PluginError> {
+        let engine = engine::PluginEngine::new(metered).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(engine.engine());
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .and_then(|()| bounded_io::add_to_linker(&mut linker))
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        bindings::FullPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let cache = ComponentCache::new(cache_dir, engine.fingerprint());
+        Ok(Runtime {
+            engine,
+            linker,
+            cache,
+            metered,
+        })
+    }
 }
 
 impl std::fmt::Debug for PluginHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginHost")
-            .field("cache", &self.cache)
+            .field("cache", &self.plain.cache)
             .finish_non_exhaustive()
     }
 }
@@ -335,34 +369,54 @@ pub(crate) struct PluginInner {
     tool: Option<bindings::tool::GuestIndices>,
     handler: Option<bindings::handler::GuestIndices>,
     slots: Arc<tokio::sync::Semaphore>,
+    /// Compiled with fuel: every store gets the grant's budget (or unlimited fuel).
+    metered: bool,
 }
 
 impl PluginHost {
     /// A runtime caching compiled components in `cache_dir` (none: compile every time).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
-        let engine = engine::PluginEngine::new().map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        let mut linker = Linker::new(engine.engine());
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .and_then(|()| bounded_io::add_to_linker(&mut linker))
-            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        bindings::FullPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        let cache = ComponentCache::new(cache_dir, engine.fingerprint());
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_INSTANCES as usize));
         Ok(PluginHost {
-            engine,
-            linker,
-            cache,
+            plain: Runtime::new(cache_dir.clone(), false)?,
+            metered: std::sync::OnceLock::new(),
+            cache_dir,
             slots,
         })
     }
 
     /// Load the plugin in `bytes` (`path` names it in errors and listings).
     pub fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<Plugin, PluginError> {
+        self.load_on(&self.plain, path, bytes)
+    }
+
+    /// Load `plugin` again, compiled with fuel metering, for a grant with a fuel budget. Metered code runs
+    /// slower, so only plugins with a budget pay for it; the metered engine is made on first need.
+    pub fn metered(&self, plugin: &Plugin) -> Result<Plugin, PluginError> {
+        if plugin.inner.metered {
+            return Err(PluginError::Engine(format!(
+                "{} is already metered",
+                plugin.path.display()
+            )));
+        }
+        let runtime = self
+            .metered
+            .get_or_init(|| Runtime::new(self.cache_dir.clone(), true).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| PluginError::Engine(e.clone()))?;
+        let bytes = std::fs::read(&plugin.path).map_err(|source| PluginError::Read {
+            path: plugin.path.clone(),
+            source,
+        })?;
+        self.load_on(runtime, &plugin.path, &bytes)
+    }
+
+    fn load_on(&self, runtime: &Runtime, path: &Path, bytes: &[u8]) -> Result<Plugin, PluginError> {
         let started = Instant::now();
         let (component, origin) =
-            self.cache
-                .load(self.engine.engine(), bytes)
+            runtime
+                .cache
+                .load(runtime.engine.engine(), bytes)
                 .map_err(|e| PluginError::Invalid {
                     path: path.to_owned(),
                     message: format!("{e:#}"),
@@ -371,7 +425,7 @@ impl PluginHost {
             path: path.to_owned(),
             message,
         };
-        let pre = self
+        let pre = runtime
             .linker
             .instantiate_pre(&component)
             .map_err(|e| incompatible(format!("{e:#}")))?;
@@ -394,6 +448,7 @@ impl PluginHost {
             tool,
             handler,
             slots: self.slots.clone(),
+            metered: runtime.metered,
         };
         let (metadata, tools) = inner.describe().map_err(metadata_error)?;
         validate(&metadata, &tools).map_err(metadata_error)?;
@@ -585,12 +640,26 @@ impl PluginInner {
         };
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limits);
+        match (self.metered, grants.fuel) {
+            (true, fuel) => store.set_fuel(fuel.unwrap_or(u64::MAX))?,
+            (false, Some(_)) => {
+                return Err(wasmtime::format_err!(
+                    "a fuel budget needs the plugin loaded with metering (PluginHost::metered)"
+                ));
+            }
+            (false, None) => {}
+        }
         // Checked at every epoch tick: a cancelled call stops even inside a busy loop.
         store.set_epoch_deadline(1);
+        // A cancelled call gets one more tick to wind down on its own (it sees `is-cancelled`); then it is stopped.
+        let mut cancel_seen = false;
         store.epoch_deadline_callback(move |ctx| {
             let state = ctx.data();
             if cancel.is_cancelled() {
-                return Err(wasmtime::format_err!("the call was cancelled"));
+                if cancel_seen {
+                    return Err(wasmtime::format_err!("the call was cancelled"));
+                }
+                cancel_seen = true;
             }
             if let Some((deadline, limit)) = state.call.deadline
                 && Instant::now() >= deadline

@@ -14,7 +14,28 @@ async fn run_bash(
     args: Value,
     cancel: CancellationToken,
 ) -> (ToolResultMessage, Vec<Value>) {
-    let tools = toolwright::builtins::agent_tools(ws).unwrap();
+    run_bash_as(false, ws, args, cancel).await
+}
+
+/// The built-in bash, natively or as its wasm plugin.
+async fn run_bash_as(
+    wasm: bool,
+    ws: &std::path::Path,
+    args: Value,
+    cancel: CancellationToken,
+) -> (ToolResultMessage, Vec<Value>) {
+    let mut options = toolwright::toolset::ToolsetOptions::new(ws);
+    options.builtins = toolwright::toolset::BuiltinMode::Wasm;
+    options.plugin_dirs = Vec::new();
+    options.policy_files = Vec::new();
+    options.project_policy = None;
+    options.cache_dir = Some(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache"));
+    // The toolset owns the plugin runtime (and its epoch): it lives until the call is done.
+    let toolset = wasm.then(|| toolwright::toolset::Toolset::load(&options).unwrap());
+    let tools = match &toolset {
+        Some(toolset) => toolset.agent_tools(),
+        None => toolwright::builtins::agent_tools(ws).unwrap(),
+    };
     let message = AssistantMessage {
         tool_calls: vec![ToolCall::new("b1", "bash", args)],
         ..Default::default()
@@ -86,21 +107,24 @@ async fn a_timed_out_command_leaves_no_process_of_its_group() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aborted_command_leaves_no_process_of_its_group() {
-    let ws = tempfile::tempdir().unwrap();
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        trigger.cancel();
-    });
-    let (message, _) = run_bash(ws.path(), json!({"command": SPAWN_TREE}), cancel).await;
-    let text = message.content[0].as_text().unwrap();
-    assert!(text.ends_with("\n\nCommand aborted"), "{text}");
-    let pgid = pgid_of(text);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        group_members(pgid),
-        Vec::<u32>::new(),
-        "processes of group {pgid} survived the abort"
-    );
+    // The wasm bash gets control back on cancellation and answers as the native one does.
+    for wasm in [false, true] {
+        let ws = tempfile::tempdir().unwrap();
+        let cancel = CancellationToken::new();
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(if wasm { 1500 } else { 500 })).await;
+            trigger.cancel();
+        });
+        let (message, _) = run_bash_as(wasm, ws.path(), json!({"command": SPAWN_TREE}), cancel).await;
+        let text = message.content[0].as_text().unwrap();
+        assert!(text.ends_with("\n\nCommand aborted"), "wasm: {wasm}: {text}");
+        let pgid = pgid_of(text);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            group_members(pgid),
+            Vec::<u32>::new(),
+            "processes of group {pgid} survived the abort (wasm: {wasm})"
+        );
+    }
 }

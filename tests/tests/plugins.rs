@@ -313,3 +313,76 @@ async fn a_plugin_gets_what_it_requests_only_once_a_policy_grants_it() {
     assert!(!is_error, "{text}");
     assert_eq!(text, "src/main.rs:2: TODO: greet");
 }
+
+/// A 1×1 24-bit BMP: a format models are not sent, so pi's normalisation converts it.
+fn tiny_bmp() -> Vec<u8> {
+    let mut bmp = Vec::new();
+    bmp.extend(b"BM");
+    bmp.extend(58u32.to_le_bytes());
+    bmp.extend(0u32.to_le_bytes());
+    bmp.extend(54u32.to_le_bytes());
+    for field in [40u32, 1, 1] {
+        bmp.extend(field.to_le_bytes());
+    }
+    bmp.extend(1u16.to_le_bytes());
+    bmp.extend(24u16.to_le_bytes());
+    for field in [0u32, 4, 2835, 2835, 0, 0] {
+        bmp.extend(field.to_le_bytes());
+    }
+    bmp.extend([0x20, 0x40, 0x80, 0x00]);
+    bmp
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_a_tool_returns_are_normalised_by_the_session_without_handlers() {
+    use base64::Engine as _;
+    let ws = tempfile::tempdir().unwrap();
+    let no_plugins = tempfile::tempdir().unwrap();
+    let mut options = options(ws.path(), no_plugins.path());
+    options.policy_files = Vec::new();
+    options.project_policy = None;
+    let toolset = Toolset::load(&options).unwrap();
+    assert!(toolset.plugins.iter().all(|p| !p.is_handler));
+    let data = base64::engine::general_purpose::STANDARD.encode(tiny_bmp());
+    let snapshot = toolwright::AgentTool::new(
+        "snapshot",
+        "Returns a BMP.",
+        json!({"type": "object"}),
+        move |_run| {
+            let data = data.clone();
+            async move {
+                Ok(toolwright::AgentToolResult {
+                    content: vec![toolwright_sdk::Content::image(data, "image/bmp")],
+                    details: Some(json!({"kept": true})),
+                    ..Default::default()
+                })
+            }
+        },
+    );
+    let mut tools = toolset.agent_tools();
+    tools.push(snapshot);
+    let message = AssistantMessage {
+        tool_calls: vec![ToolCall::new("s1", "snapshot", json!({}))],
+        ..Default::default()
+    };
+    let out = toolset
+        .pipeline(ws.path())
+        .execute_tool_calls(&tools, &message, &EventLog::new(), &CancellationToken::new())
+        .await
+        .messages;
+    let content = &out[0].content;
+    assert_eq!(content.len(), 2, "{content:?}");
+    assert!(
+        matches!(&content[0], toolwright_sdk::Content::Image { mime_type, .. } if mime_type == "image/png"),
+        "{content:?}"
+    );
+    assert_eq!(
+        content[1].as_text(),
+        Some("[Image converted from image/bmp to image/png.]")
+    );
+    assert_eq!(
+        out[0].details,
+        Some(json!({"kept": true})),
+        "only the content changed: the details pass through, as in pi"
+    );
+}

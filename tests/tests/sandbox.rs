@@ -355,13 +355,26 @@ async fn a_plugin_blocked_inside_the_host_is_stopped_by_its_deadline_and_by_canc
         trigger.cancel();
     });
     let started = Instant::now();
-    let out = s.run_with(&[json!({"action": "sleep"})], cancel).await;
+    let out = s
+        .run_with(
+            &[json!({"action": "sleep"}), json!({"action": "sleep", "ms": 1000})],
+            cancel,
+        )
+        .await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(text(&out[0]), "Operation aborted");
+    // A cancelled call's waits end at once, so a plugin can wind down on its own: this one reports its sleep
+    // as done, unless the epoch's tick of grace ran out first and stopped it. Either way, at once.
+    for (m, ms) in out.iter().zip([3_600_000, 1000]) {
+        let said = text(m);
+        assert!(
+            said == "Operation aborted" || said == format!("slept {ms} ms"),
+            "{said}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -523,4 +536,28 @@ async fn an_untrusted_project_policy_grants_only_inside_the_workspace() {
     let s = sandbox_with(&format!("trusted-projects = [\".\"]\n{project}"), Some(""));
     let out = s.run(&[json!({"action": "spawn", "target": "/bin/echo"})]).await;
     assert_refused(&out[0], "a program granted by a project that trusts itself");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fuel_budget_stops_a_busy_loop_by_instructions_not_time() {
+    let s =
+        sandbox("[plugins.toolwright-test-probe]\nread = [\".\"]\nfuel = 50_000_000\ntimeout-ms = 60000\n");
+    let started = Instant::now();
+    let out = s
+        .run(&[
+            json!({"action": "loop"}),
+            json!({"action": "read", "target": s.path("a.txt")}),
+        ])
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        text(&out[0]),
+        "The plugin toolwright-test-probe was stopped: it used up its fuel of 50000000 units"
+    );
+    assert_eq!(text(&out[1]), "read 6 bytes", "a call within its budget runs");
+    assert!(s.toolset.errors.is_empty());
 }

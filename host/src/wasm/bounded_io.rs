@@ -4,8 +4,10 @@
 //! through `poll` or `pollable.block`, waiting in a `blocking-read` on a stream) would outlive its deadline.
 //! These definitions shadow wasmtime-wasi's synchronous `wasi:io/poll` and `wasi:io/streams`: each blocking
 //! call runs wasmtime-wasi-io's own (async) implementation under a race with the call's cancellation and
-//! deadline, and traps with the same cause as the epoch callback when either wins. Non-blocking calls are
-//! passed straight through.
+//! deadline. Past the deadline it traps with the epoch callback's cause; on cancellation a wait on pollables
+//! returns as if they were ready (so a cooperative plugin sees `is-cancelled` and winds down, and the epoch
+//! callback stops one that does not), and a stream operation traps. Non-blocking calls are passed straight
+//! through.
 
 use std::future::Future;
 
@@ -48,8 +50,17 @@ pub fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// Run `work` on the runtime until it finishes, the call is cancelled, or its deadline passes.
-fn bounded<T>(call: &CallEnv, work: impl Future<Output = T>) -> Result<T, wasmtime::Error> {
+/// How a bounded blocking call ended.
+enum Ended<T> {
+    /// It finished.
+    Done(T),
+    /// The call was cancelled first.
+    Cancelled,
+}
+
+/// Run `work` on the runtime until it finishes or the call is cancelled. Past the call's deadline it traps,
+/// as the epoch callback would.
+fn bounded<T>(call: &CallEnv, work: impl Future<Output = T>) -> Result<Ended<T>, wasmtime::Error> {
     let finished = in_tokio(async {
         tokio::select! {
             biased;
@@ -57,30 +68,55 @@ fn bounded<T>(call: &CallEnv, work: impl Future<Output = T>) -> Result<T, wasmti
             () = call.stopped() => None,
         }
     });
-    finished.ok_or_else(|| call.interrupted())
+    match finished {
+        Some(out) => Ok(Ended::Done(out)),
+        None if call.cancel.is_cancelled() => Ok(Ended::Cancelled),
+        None => Err(call.interrupted()),
+    }
 }
 
-/// [`bounded`] for calls whose errors are stream errors (a trap travels as [`StreamError::Trap`]).
+/// [`bounded`] where a cancelled call traps too (a half-done stream operation cannot be reported as done).
+fn bounded_or_trap<T>(call: &CallEnv, work: impl Future<Output = T>) -> Result<T, wasmtime::Error> {
+    match bounded(call, work)? {
+        Ended::Done(out) => Ok(out),
+        Ended::Cancelled => Err(call.interrupted()),
+    }
+}
+
+/// [`bounded_or_trap`] for calls whose errors are stream errors (a trap travels as [`StreamError::Trap`]).
 fn bounded_stream<T>(
     call: &CallEnv,
     work: impl Future<Output = Result<T, StreamError>>,
 ) -> Result<T, StreamError> {
-    bounded(call, work).map_err(StreamError::Trap)?
+    bounded_or_trap(call, work).map_err(StreamError::Trap)?
 }
 
+// A cancelled call's waits end at once, as if what they wait for were ready: the plugin runs on, sees
+// `is-cancelled`, and can wind down (kill its processes, report what it has) before the epoch callback stops
+// it a tick later. A deadline stops it outright.
 impl poll::Host for Bounded<'_> {
     fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
-        bounded(self.call, async_poll::Host::poll(self.table, pollables))?
+        let all = (0..u32::try_from(pollables.len()).unwrap_or(u32::MAX)).collect();
+        match bounded(self.call, async_poll::Host::poll(self.table, pollables))? {
+            Ended::Done(ready) => ready,
+            Ended::Cancelled => Ok(all),
+        }
     }
 }
 
 impl poll::HostPollable for Bounded<'_> {
     fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
-        bounded(self.call, async_poll::HostPollable::ready(self.table, pollable))?
+        match bounded(self.call, async_poll::HostPollable::ready(self.table, pollable))? {
+            Ended::Done(ready) => ready,
+            Ended::Cancelled => Ok(true),
+        }
     }
 
     fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
-        bounded(self.call, async_poll::HostPollable::block(self.table, pollable))?
+        match bounded(self.call, async_poll::HostPollable::block(self.table, pollable))? {
+            Ended::Done(done) => done,
+            Ended::Cancelled => Ok(()),
+        }
     }
 
     fn drop(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
@@ -103,7 +139,7 @@ impl streams::Host for Bounded<'_> {
 
 impl streams::HostOutputStream for Bounded<'_> {
     fn drop(&mut self, stream: Resource<DynOutputStream>) -> wasmtime::Result<()> {
-        bounded(self.call, AsyncOutput::drop(self.table, stream))?
+        bounded_or_trap(self.call, AsyncOutput::drop(self.table, stream))?
     }
 
     fn check_write(&mut self, stream: Resource<DynOutputStream>) -> Result<u64, StreamError> {
@@ -173,7 +209,7 @@ impl streams::HostOutputStream for Bounded<'_> {
 
 impl streams::HostInputStream for Bounded<'_> {
     fn drop(&mut self, stream: Resource<DynInputStream>) -> wasmtime::Result<()> {
-        bounded(self.call, AsyncInput::drop(self.table, stream))?
+        bounded_or_trap(self.call, AsyncInput::drop(self.table, stream))?
     }
 
     fn read(&mut self, stream: Resource<DynInputStream>, len: u64) -> Result<Vec<u8>, StreamError> {

@@ -22,8 +22,9 @@ pub struct PluginEngine {
 }
 
 impl PluginEngine {
-    /// A new engine with the pooling allocator sized for [`MAX_INSTANCES`].
-    pub fn new() -> wasmtime::Result<Self> {
+    /// A new engine with the pooling allocator sized for [`MAX_INSTANCES`]; `metered` turns on fuel (each
+    /// store then needs fuel to run; compiled code differs, so the fingerprint does too).
+    pub fn new(metered: bool) -> wasmtime::Result<Self> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(MAX_INSTANCES)
             .total_core_instances(MAX_INSTANCES * 8)
@@ -39,6 +40,7 @@ impl PluginEngine {
             .epoch_interruption(true)
             // Plugins are synchronous; component-model async support costs time on every instantiation and call.
             .concurrency_support(false)
+            .consume_fuel(metered)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let stop = Arc::new(AtomicBool::new(false));

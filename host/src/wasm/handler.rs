@@ -19,23 +19,24 @@ use crate::types::AgentToolResult;
 
 type HandlerList = Arc<Vec<(Arc<PluginInner>, WasmGrants)>>;
 
-/// The `before_tool_call` and `after_tool_call` hooks of `plugins`' handlers, in load order, each handler with
-/// its grants (`grants[i]` for the i-th handler); `None` when none of them is a handler.
-pub fn hooks(plugins: &[&Plugin], grants: &[WasmGrants]) -> Option<(BeforeToolCall, AfterToolCall)> {
+/// The session's hooks: `before_tool_call` running `plugins`' `tool_call` handlers in load order (`None` when
+/// none of them is a handler), and `after_tool_call` running their `tool_result` handlers, then normalising the
+/// result's images as pi's session does for every call, handlers or not. Each handler runs under its grants
+/// (`grants[i]` for the i-th handler).
+pub fn hooks(plugins: &[&Plugin], grants: &[WasmGrants]) -> (Option<BeforeToolCall>, AfterToolCall) {
     let handlers: Vec<_> = plugins
         .iter()
         .filter(|p| p.is_handler)
         .zip(grants)
         .map(|(p, g)| (p.inner.clone(), g.clone()))
         .collect();
-    if handlers.is_empty() {
-        return None;
-    }
     let handlers: HandlerList = Arc::new(handlers);
-    let before_handlers = handlers.clone();
-    let before = before_tool_call(move |ctx, cancel| run_tool_call(before_handlers.clone(), ctx, cancel));
+    let before = (!handlers.is_empty()).then(|| {
+        let handlers = handlers.clone();
+        before_tool_call(move |ctx, cancel| run_tool_call(handlers.clone(), ctx, cancel))
+    });
     let after = after_tool_call(move |ctx, cancel| run_tool_result(handlers.clone(), ctx, cancel));
-    Some((before, after))
+    (before, after)
 }
 
 async fn run_tool_call(

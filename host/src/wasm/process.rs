@@ -44,9 +44,13 @@ impl wit::HostChild for PluginState {
         child: Resource<ChildProcess>,
         timeout_ms: u32,
     ) -> wasmtime::Result<Result<wit::ProcessEvent, String>> {
-        // Waited in slices, so a plugin waiting on a quiet process still stops at its deadline or cancellation.
+        // Waited in slices, so a plugin waiting on a quiet process still stops at its deadline, and on
+        // cancellation gets control back at once (to kill its processes and report, as the bash tool does).
         let until = std::time::Instant::now() + Duration::from_millis(u64::from(timeout_ms));
         let event = loop {
+            if self.call.cancel.is_cancelled() {
+                return Ok(Ok(wit::ProcessEvent::Idle));
+            }
             if self.call.should_stop() {
                 return Err(self.call.interrupted());
             }

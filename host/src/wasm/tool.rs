@@ -159,6 +159,11 @@ impl PluginInner {
         // The model gets the trap in one line; the wasm backtrace goes to the log.
         tracing::warn!(plugin = %self.name, "trap: {trap:?}");
         match trap.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::OutOfFuel) => ToolError::new(format!(
+                "The plugin {} was stopped: it used up its fuel of {} units",
+                self.name,
+                grants.fuel.unwrap_or(u64::MAX)
+            )),
             Some(wasmtime::Trap::StackOverflow) => ToolError::new(format!(
                 "The plugin {} failed: it trapped: its call stack overflowed",
                 self.name
