@@ -14,35 +14,42 @@ async fn run_bash(
     args: Value,
     cancel: CancellationToken,
 ) -> (ToolResultMessage, Vec<Value>) {
-    run_bash_as(false, ws, args, cancel).await
+    let (_toolset, tools) = bash_tools(false, ws);
+    run_tools(&tools, args, cancel).await
 }
 
-/// The built-in bash, natively or as its wasm plugin.
-async fn run_bash_as(
+/// The built-ins, natively or as wasm plugins (then with the toolset that owns their runtime and its epoch: keep
+/// it alive while calls run). Loading may compile the plugins: do it before timing anything.
+fn bash_tools(
     wasm: bool,
     ws: &std::path::Path,
-    args: Value,
-    cancel: CancellationToken,
-) -> (ToolResultMessage, Vec<Value>) {
+) -> (Option<toolwright::toolset::Toolset>, Vec<toolwright::AgentTool>) {
+    if !wasm {
+        return (None, toolwright::builtins::agent_tools(ws).unwrap());
+    }
     let mut options = toolwright::toolset::ToolsetOptions::new(ws);
     options.builtins = toolwright::toolset::BuiltinMode::Wasm;
     options.plugin_dirs = Vec::new();
     options.policy_files = Vec::new();
     options.project_policy = None;
     options.cache_dir = Some(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache"));
-    // The toolset owns the plugin runtime (and its epoch): it lives until the call is done.
-    let toolset = wasm.then(|| toolwright::toolset::Toolset::load(&options).unwrap());
-    let tools = match &toolset {
-        Some(toolset) => toolset.agent_tools(),
-        None => toolwright::builtins::agent_tools(ws).unwrap(),
-    };
+    let toolset = toolwright::toolset::Toolset::load(&options).unwrap();
+    let tools = toolset.agent_tools();
+    (Some(toolset), tools)
+}
+
+async fn run_tools(
+    tools: &[toolwright::AgentTool],
+    args: Value,
+    cancel: CancellationToken,
+) -> (ToolResultMessage, Vec<Value>) {
     let message = AssistantMessage {
         tool_calls: vec![ToolCall::new("b1", "bash", args)],
         ..Default::default()
     };
     let log = EventLog::new();
     let outcome = Pipeline::new()
-        .execute_tool_calls(&tools, &message, &log, &cancel)
+        .execute_tool_calls(tools, &message, &log, &cancel)
         .await;
     let events = log
         .events()
@@ -110,13 +117,14 @@ async fn an_aborted_command_leaves_no_process_of_its_group() {
     // The wasm bash gets control back on cancellation and answers as the native one does.
     for wasm in [false, true] {
         let ws = tempfile::tempdir().unwrap();
+        let (_toolset, tools) = bash_tools(wasm, ws.path());
         let cancel = CancellationToken::new();
         let trigger = cancel.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(if wasm { 1500 } else { 500 })).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
             trigger.cancel();
         });
-        let (message, _) = run_bash_as(wasm, ws.path(), json!({"command": SPAWN_TREE}), cancel).await;
+        let (message, _) = run_tools(&tools, json!({"command": SPAWN_TREE}), cancel).await;
         let text = message.content[0].as_text().unwrap();
         assert!(text.ends_with("\n\nCommand aborted"), "wasm: {wasm}: {text}");
         let pgid = pgid_of(text);

@@ -14,7 +14,8 @@ pub enum Capability {
     Spawn(String),
     /// See this environment variable.
     Env(String),
-    /// Open network connections to this host.
+    /// Open outgoing connections to addresses matching this `HOST:PORT` pattern (HOST an IP address, IPv6 in
+    /// brackets, a name or `*`; PORT a number or `*`).
     Network(String),
 }
 

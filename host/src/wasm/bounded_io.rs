@@ -62,6 +62,11 @@ enum Ended<T> {
 /// as the epoch callback would.
 fn bounded<T>(call: &CallEnv, work: impl Future<Output = T>) -> Result<Ended<T>, wasmtime::Error> {
     let finished = in_tokio(async {
+        let mut work = std::pin::pin!(work);
+        // Most calls are ready at once (a file read, a write to a pipe): no timer for them.
+        if let std::task::Poll::Ready(out) = futures::poll!(work.as_mut()) {
+            return Some(out);
+        }
         tokio::select! {
             biased;
             out = work => Some(out),

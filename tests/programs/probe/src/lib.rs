@@ -25,7 +25,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "print", "sleep", "utf8"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "print", "sleep", "utf8", "spin"]},
                     "target": {"type": "string"},
                     "mib": {"type": "integer"},
                     "ms": {"type": "integer"},
@@ -83,6 +83,15 @@ impl Tool for Probe {
                 let ms = args["ms"].as_u64().unwrap_or(3_600_000);
                 std::thread::sleep(std::time::Duration::from_millis(ms));
                 format!("slept {ms} ms")
+            }
+            "spin" => {
+                // Bounded work, for measuring what fuel metering costs.
+                let rounds = args["ms"].as_u64().unwrap_or(1_000_000);
+                let mut x: u64 = 1;
+                for i in 0..rounds {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+                }
+                format!("spun {rounds} rounds: {}", x % 10)
             }
             "utf8" => {
                 // A string whose bytes are not UTF-8, as a guest in any language could hand over.
