@@ -6,10 +6,11 @@ use std::path::PathBuf;
 #[path = "../host/build/wasm.rs"]
 mod wasm;
 
-const PROGRAMS: [&str; 3] = [
+const PROGRAMS: [&str; 4] = [
     "toolwright-test-probe",
     "toolwright-test-loadout",
     "toolwright-test-nested",
+    "toolwright-test-raw",
 ];
 
 fn main() {

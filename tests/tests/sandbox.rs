@@ -561,3 +561,49 @@ async fn a_fuel_budget_stops_a_busy_loop_by_instructions_not_time() {
     assert_eq!(text(&out[1]), "read 6 bytes", "a call within its budget runs");
     assert!(s.toolset.errors.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_json_from_a_plugin_without_the_sdk_is_an_error_naming_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
+    let mut options = ToolsetOptions::new(ws.path());
+    options.plugin_dirs = vec![plugins.path().to_path_buf()];
+    options.policy_files = Vec::new();
+    options.project_policy = None;
+    options.cache_dir = Some(test_cache_dir());
+    let toolset = Toolset::load(&options).unwrap();
+    assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
+    let message = AssistantMessage {
+        tool_calls: ["details", "structured", "partial", "fine"]
+            .iter()
+            .enumerate()
+            .map(|(i, a)| ToolCall::new(format!("r{i}"), "raw", json!(a)))
+            .collect(),
+        ..Default::default()
+    };
+    let log = EventLog::new();
+    let out = toolset
+        .pipeline(ws.path())
+        .execute_tool_calls(&toolset.agent_tools(), &message, &log, &CancellationToken::new())
+        .await
+        .messages;
+    assert!(out[0].is_error);
+    assert_eq!(
+        text(&out[0]),
+        "The plugin toolwright-test-raw returned a malformed result: `details` is not JSON: key must be a string at line 1 column 2"
+    );
+    assert!(out[1].is_error);
+    assert_eq!(
+        text(&out[1]),
+        "The plugin toolwright-test-raw returned a malformed result: `structured-content` is not JSON: expected ident at line 1 column 2"
+    );
+    // A malformed partial result is dropped (and logged); the call goes on.
+    assert_eq!(text(&out[2]), "raw ok");
+    assert!(
+        !log.events()
+            .iter()
+            .any(|e| e.kind() == "tool_execution_update" && e.tool_call_id() == "r2")
+    );
+    assert_eq!(text(&out[3]), "raw ok");
+}

@@ -11,7 +11,7 @@ use super::bindings::types as wit;
 use crate::types::AgentToolResult;
 
 fn json(field: &str, text: &str) -> Result<Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("the plugin returned invalid JSON in `{field}`: {e}"))
+    serde_json::from_str(text).map_err(|e| format!("`{field}` is not JSON: {e}"))
 }
 
 fn json_opt(field: &str, text: Option<String>) -> Result<Option<Value>, String> {
@@ -197,13 +197,10 @@ mod tests {
         let err = result_from_wit(result(Some("{not json"), None)).unwrap_err();
         assert_eq!(
             err,
-            "the plugin returned invalid JSON in `details`: key must be a string at line 1 column 2"
+            "`details` is not JSON: key must be a string at line 1 column 2"
         );
         let err = result_from_wit(result(None, Some("[1,"))).unwrap_err();
-        assert!(
-            err.starts_with("the plugin returned invalid JSON in `structured-content`: "),
-            "{err}"
-        );
+        assert!(err.starts_with("`structured-content` is not JSON: "), "{err}");
         assert!(result_from_wit(result(Some("{\"a\":1}"), Some("\"s\""))).is_ok());
     }
 

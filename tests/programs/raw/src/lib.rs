@@ -1,0 +1,112 @@
+//! # toolwright-test-raw
+//!
+//! A test program written against `wit/plugin.wit` with wit-bindgen alone, as a plugin in any language with WIT
+//! tooling would be: no SDK to keep its values well-formed. Its `raw` tool returns, by the `arguments` text it is
+//! given (not parsed: the test passes a bare JSON string):
+//!
+//! - `"details"`: a result whose `details` is not JSON;
+//! - `"structured"`: a result whose `structured-content` is not JSON;
+//! - `"partial"`: a malformed partial result (not JSON details), then a good result;
+//! - anything else: a good result, `raw ok`.
+//!
+//! It compiles to nothing natively.
+
+#[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code, missing_docs)] // Generated bindings: unsafe by nature, documented in the WIT.
+mod guest {
+    wit_bindgen::generate!({
+        world: "tool-plugin",
+        path: "../../../wit",
+    });
+
+    use exports::toolwright::plugin::tool::Guest;
+    use toolwright::plugin::types::{Content, Exposure, PluginMetadata, ToolResult, ToolSpec};
+
+    struct Raw;
+
+    fn text(text: &str) -> ToolResult {
+        ToolResult {
+            content: vec![Content::Text(text.into())],
+            details: None,
+            structured_content: None,
+            usage: None,
+            is_error: None,
+            terminate: None,
+        }
+    }
+
+    impl Guest for Raw {
+        fn metadata() -> PluginMetadata {
+            PluginMetadata {
+                name: "toolwright-test-raw".into(),
+                version: "0.1.0".into(),
+                description: "Returns malformed values on request.".into(),
+                capabilities: Vec::new(),
+            }
+        }
+
+        fn list_tools() -> Vec<ToolSpec> {
+            vec![ToolSpec {
+                name: "raw".into(),
+                label: "raw".into(),
+                description: "Returns a malformed value on request.".into(),
+                parameters: r#"{"type": "string"}"#.into(),
+                output_schema: None,
+                prompt_snippet: None,
+                prompt_guidelines: Vec::new(),
+                constrained_sampling: None,
+                execution_mode: None,
+                exposure: Exposure::Direct,
+                annotations: None,
+                namespace: None,
+                default_active: None,
+                renders_own_frame: false,
+                prepares_arguments: false,
+                mutates_files: false,
+                prepares_loadout: false,
+            }]
+        }
+
+        fn prepare_arguments(_tool: String, _arguments: String) -> Result<Option<String>, String> {
+            Ok(None)
+        }
+
+        fn mutated_path(_tool: String, _arguments: String) -> Option<String> {
+            None
+        }
+
+        fn execute(_tool: String, _call_id: String, arguments: String) -> Result<ToolResult, String> {
+            let mut result = text("raw ok");
+            match arguments.as_str() {
+                r#""details""# => result.details = Some("{not json".into()),
+                r#""structured""# => result.structured_content = Some("nope".into()),
+                r#""partial""# => {
+                    let mut partial = text("partial");
+                    partial.details = Some("{not json".into());
+                    toolwright::plugin::host::update(&partial);
+                }
+                _ => {}
+            }
+            Ok(result)
+        }
+
+        fn prepare_loadout(_tool: String, _loadout: String) -> Result<Option<String>, String> {
+            Ok(None)
+        }
+
+        fn render_call(_tool: String, _arguments: String) -> Option<String> {
+            None
+        }
+
+        fn render_result(
+            _tool: String,
+            _result: ToolResult,
+            _expanded: bool,
+            _partial: bool,
+        ) -> Option<String> {
+            None
+        }
+    }
+
+    export!(Raw);
+}
