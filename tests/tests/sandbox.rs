@@ -98,6 +98,17 @@ const NOT_PERMITTED: &str = "PermissionDenied: Operation not permitted (os error
 /// For any socket (no address is allowed).
 const NO_NETWORK: &str = "PermissionDenied: Permission denied (os error 2)";
 
+/// A token that is cancelled `after` from now.
+fn cancel_after(after: Duration) -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        trigger.cancel();
+    });
+    cancel
+}
+
 fn text(m: &ToolResultMessage) -> &str {
     m.content[0].as_text().unwrap()
 }
@@ -257,12 +268,7 @@ async fn limits_stop_runaway_plugins_and_the_batch_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_a_busy_loop_promptly() {
     let s = sandbox("[plugins.toolwright-test-probe]\ntimeout-ms = 60000\n");
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
+    let cancel = cancel_after(Duration::from_millis(200));
     let started = Instant::now();
     let out = s.run_with(&[json!({"action": "loop"})], cancel).await;
     assert!(
@@ -348,12 +354,7 @@ async fn a_plugin_blocked_inside_the_host_is_stopped_by_its_deadline_and_by_canc
     assert_eq!(text(&out[2]), "read 6 bytes");
 
     let s = sandbox("[plugins.toolwright-test-probe]\ntimeout-ms = 60000\n");
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
+    let cancel = cancel_after(Duration::from_millis(200));
     let started = Instant::now();
     let out = s
         .run_with(
