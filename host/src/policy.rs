@@ -315,6 +315,8 @@ pub struct Effective {
     pub env: Vec<String>,
     /// Network addresses it may connect to (`HOST:PORT` patterns).
     pub network: Vec<String>,
+    /// Network addresses it may never connect to, whatever name it uses for them (`HOST:PORT` patterns).
+    pub network_deny: Vec<String>,
     /// Per request: granted or refused, and why.
     pub decisions: Vec<Decision>,
     /// Wall-clock limit per call.
@@ -356,6 +358,7 @@ pub fn decide(
         timeout_ms: policy.timeout_ms,
         memory_mib: policy.memory_mib,
         fuel: policy.fuel,
+        network_deny: policy.deny.network.clone(),
         ..Default::default()
     };
     let hint = |key: &str, value: &str| {

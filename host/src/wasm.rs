@@ -136,49 +136,98 @@ pub struct WasmGrants {
     pub fuel: Option<u64>,
     /// Where it may connect (none: no network at all).
     pub network: Arc<Vec<NetRule>>,
+    /// Where it may never connect: checked by address, so a denied host cannot be reached through another name.
+    pub network_deny: Arc<Vec<NetRule>>,
 }
 
 /// One address a plugin may connect to, by TCP or UDP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetRule {
-    /// The IP addresses (none: any). A host name is resolved when the grant is made.
+    /// The IP addresses (none: any). For a host name, what it resolved to when the grant was made.
     pub ips: Option<Vec<std::net::IpAddr>>,
+    /// The host name, when the pattern names one: resolved again when a connection is checked, so a name whose
+    /// addresses change (round-robin DNS, a CDN) still reaches what it names now.
+    pub name: Option<String>,
     /// The port (none: any).
     pub port: Option<u16>,
 }
 
 impl NetRule {
-    /// The rule of a granted pattern, resolving a host name now; a name that does not resolve reaches nothing.
+    /// The rule of a granted pattern, resolving a host name now (a name that does not resolve reaches nothing
+    /// until it does).
     pub fn from_pattern(pattern: &crate::policy::NetPattern) -> NetRule {
-        let ips = if pattern.host == "*" {
-            None
+        let (ips, name) = if pattern.host == "*" {
+            (None, None)
         } else if let Ok(ip) = pattern.host.parse::<std::net::IpAddr>() {
-            Some(vec![ip])
+            (Some(vec![ip]), None)
         } else {
-            use std::net::ToSocketAddrs;
-            let found: Vec<std::net::IpAddr> = (pattern.host.as_str(), pattern.port.unwrap_or(0))
-                .to_socket_addrs()
-                .map(|addrs| addrs.map(|a| a.ip()).collect())
-                .unwrap_or_else(|e| {
-                    tracing::warn!("the granted host {} does not resolve: {e}", pattern.host);
-                    Vec::new()
-                });
-            Some(found)
+            let found = resolve(&pattern.host, pattern.port.unwrap_or(0));
+            (Some(found), Some(pattern.host.clone()))
         };
         NetRule {
             ips,
+            name,
             port: pattern.port,
         }
     }
 
-    /// Whether a connection to `addr` is allowed.
+    /// Whether a connection to `addr` is allowed by the addresses known now.
     pub fn allows(&self, addr: &std::net::SocketAddr) -> bool {
-        self.port.is_none_or(|p| p == addr.port())
-            && self.ips.as_ref().is_none_or(|ips| {
-                ips.iter()
-                    .any(|ip| *ip == addr.ip() || Some(*ip) == ipv4_of(addr.ip()))
-            })
+        self.port_allows(addr) && self.ips.as_ref().is_none_or(|ips| same_ip(ips, addr))
     }
+
+    fn port_allows(&self, addr: &std::net::SocketAddr) -> bool {
+        self.port.is_none_or(|p| p == addr.port())
+    }
+}
+
+/// Whether a connection to `addr` is allowed: no `deny` rule matches it (deny wins, by address), and an
+/// `allow` rule does.
+async fn network_allows(
+    allow: Arc<Vec<NetRule>>,
+    deny: Arc<Vec<NetRule>>,
+    addr: std::net::SocketAddr,
+) -> bool {
+    !matches_any(&deny, addr).await && matches_any(&allow, addr).await
+}
+
+/// Whether one of `rules` matches `addr`: by the addresses known, else by resolving their names again (on a
+/// blocking thread).
+async fn matches_any(rules: &[NetRule], addr: std::net::SocketAddr) -> bool {
+    if rules.iter().any(|r| r.allows(&addr)) {
+        return true;
+    }
+    for rule in rules.iter().filter(|r| r.port_allows(&addr)) {
+        let Some(name) = rule.name.clone() else {
+            continue;
+        };
+        let port = addr.port();
+        let found = tokio::task::spawn_blocking(move || resolve(&name, port))
+            .await
+            .unwrap_or_default();
+        if same_ip(&found, &addr) {
+            return true;
+        }
+    }
+    false
+}
+
+/// The addresses of `name` (none when it does not resolve; logged).
+fn resolve(name: &str, port: u16) -> Vec<std::net::IpAddr> {
+    use std::net::ToSocketAddrs;
+    (name, port)
+        .to_socket_addrs()
+        .map(|addrs| addrs.map(|a| a.ip()).collect())
+        .unwrap_or_else(|e| {
+            tracing::warn!("the granted host {name} does not resolve: {e}");
+            Vec::new()
+        })
+}
+
+/// Whether `addr`'s IP (or the IPv4 address inside an IPv4-mapped one) is among `ips`.
+fn same_ip(ips: &[std::net::IpAddr], addr: &std::net::SocketAddr) -> bool {
+    ips.iter()
+        .any(|ip| *ip == addr.ip() || Some(*ip) == ipv4_of(addr.ip()))
 }
 
 /// The IPv4 address behind an IPv4-mapped IPv6 address.
@@ -205,14 +254,17 @@ impl WasmGrants {
             })
             .collect();
         grants.programs = ProgramGrant::Only(effective.programs.clone());
-        grants.network = Arc::new(
-            effective
-                .network
-                .iter()
-                .filter_map(|p| crate::policy::NetPattern::parse(p))
-                .map(|p| NetRule::from_pattern(&p))
-                .collect(),
-        );
+        let rules = |patterns: &[String]| {
+            Arc::new(
+                patterns
+                    .iter()
+                    .filter_map(|p| crate::policy::NetPattern::parse(p))
+                    .map(|p| NetRule::from_pattern(&p))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        grants.network = rules(&effective.network);
+        grants.network_deny = rules(&effective.network_deny);
         let all = effective.env.iter().any(|v| v == "*");
         grants.env = Arc::new(
             std::env::vars()
@@ -250,6 +302,7 @@ impl WasmGrants {
             memory: MAX_MEMORY,
             fuel: None,
             network: Arc::default(),
+            network_deny: Arc::default(),
         }
     }
 
@@ -289,6 +342,7 @@ impl WasmGrants {
             fuel: None,
             // The built-ins never open sockets (bash's programs are outside the sandbox, as natively).
             network: Arc::default(),
+            network_deny: Arc::default(),
         }
     }
 }
@@ -591,24 +645,23 @@ impl PluginInner {
             wasi.env(k, v);
         }
         if !grants.network.is_empty() {
-            let rules = grants.network.clone();
+            let (allow, deny) = (grants.network.clone(), grants.network_deny.clone());
             wasi.allow_tcp(true)
                 .allow_udp(true)
                 .allow_ip_name_lookup(true)
                 .socket_addr_check(move |addr, used| {
                     use wasmtime_wasi::sockets::SocketAddrUse;
-                    let allowed = match used {
+                    match used {
                         // Connections and datagrams out, to granted addresses only.
                         SocketAddrUse::TcpConnect | SocketAddrUse::UdpSend => {
-                            rules.iter().any(|r| r.allows(&addr))
+                            Box::pin(network_allows(allow.clone(), deny.clone(), addr))
                         }
                         // The implicit bind of an outgoing socket (wildcard address, any port); never a listener.
                         SocketAddrUse::TcpBind | SocketAddrUse::UdpBind => {
-                            addr.ip().is_unspecified() && addr.port() == 0
+                            Box::pin(std::future::ready(addr.ip().is_unspecified() && addr.port() == 0))
                         }
-                        _ => false,
-                    };
-                    Box::pin(std::future::ready(allowed))
+                        _ => Box::pin(std::future::ready(false)),
+                    }
                 });
         }
         let stdout = MemoryOutputPipe::new(OUTPUT_CAPTURE);
@@ -719,5 +772,43 @@ impl Plugin {
             .iter()
             .map(|spec| tool::definition(&self.inner, &self.path, spec, grants))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(text: &str) -> std::net::SocketAddr {
+        text.parse().unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[tokio::test]
+    async fn network_rules_match_addresses_ports_and_names_resolved_again() {
+        let pattern = |t: &str| crate::policy::NetPattern::parse(t).unwrap_or_else(|| panic!("{t}"));
+        let ip = NetRule::from_pattern(&pattern("127.0.0.1:8080"));
+        assert!(ip.allows(&addr("127.0.0.1:8080")));
+        assert!(
+            ip.allows(&addr("[::ffff:127.0.0.1]:8080")),
+            "an IPv4-mapped address is the same host"
+        );
+        assert!(!ip.allows(&addr("127.0.0.1:8081")));
+        assert!(!ip.allows(&addr("127.0.0.2:8080")));
+        let any = NetRule::from_pattern(&pattern("*:443"));
+        assert!(any.allows(&addr("10.1.2.3:443")) && !any.allows(&addr("10.1.2.3:80")));
+        // A name whose addresses were unknown at load (or changed since) is resolved when it is checked.
+        let stale = NetRule {
+            ips: Some(Vec::new()),
+            name: Some("localhost".into()),
+            port: Some(8080),
+        };
+        assert!(!stale.allows(&addr("127.0.0.1:8080")));
+        let (rules, none) = (Arc::new(vec![stale]), Arc::new(Vec::new()));
+        assert!(network_allows(rules.clone(), none.clone(), addr("127.0.0.1:8080")).await);
+        assert!(!network_allows(rules.clone(), none.clone(), addr("127.0.0.1:9090")).await);
+        assert!(!network_allows(rules.clone(), none, addr("10.9.9.9:8080")).await);
+        // Deny wins by address: a name that resolves to a denied address is refused.
+        let deny = Arc::new(vec![NetRule::from_pattern(&pattern("127.0.0.1:*"))]);
+        assert!(!network_allows(rules, deny, addr("127.0.0.1:8080")).await);
     }
 }

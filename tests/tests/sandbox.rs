@@ -464,13 +464,30 @@ async fn granted_network_addresses_only() {
         [toolwright_sdk::Capability::Network(format!("127.0.0.1:{port}"))]
     );
 
+    // A granted name: the plugin may look it up and connect to what it resolves to.
+    let s = sandbox(&format!(
+        "[plugins.toolwright-test-probe]\nnetwork = [\"localhost:{port}\"]\n"
+    ));
+    let out = s
+        .run(&[json!({"action": "connect", "target": format!("localhost:{port}")})])
+        .await;
+    assert_eq!(text(&out[0]), "connected: hello");
+
     let s = sandbox(
         "[plugins.toolwright-test-probe]\nnetwork = [\"*:*\"]\ndeny = { network = [\"127.0.0.1:*\"] }\n",
     );
     let out = s
-        .run(&[json!({"action": "connect", "target": format!("127.0.0.1:{port}")})])
+        .run(&[
+            json!({"action": "connect", "target": format!("127.0.0.1:{port}")}),
+            json!({"action": "connect", "target": format!("localhost:{port}")}),
+        ])
         .await;
     assert_eq!(text(&out[0]), NO_NETWORK, "deny wins over a wildcard grant");
+    assert_eq!(
+        text(&out[1]),
+        NO_NETWORK,
+        "deny wins by address: another name for a denied host is denied too"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

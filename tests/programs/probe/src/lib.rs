@@ -149,4 +149,5 @@ toolwright_sdk::export_tool!(Probe; capabilities = [
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/sleep".into()), "waits on a quiet process"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Env("PATH".into()), "reads one variable"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("127.0.0.1:*".into()), "connects to local servers"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("localhost:*".into()), "connects to local servers by name"),
 ]);
