@@ -140,10 +140,30 @@ pub fn config_dir() -> Option<PathBuf> {
 impl Policy {
     /// Parse one file's text.
     pub fn parse(path: &Path, text: &str) -> Result<Policy, PolicyError> {
-        toml::from_str(text).map_err(|e| PolicyError {
+        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError {
             path: path.to_owned(),
             message: e.to_string(),
-        })
+        })?;
+        // Keys that would do nothing are errors, like unknown keys: a grant must never be silently void.
+        if let Some(b) = &policy.builtins {
+            let void = [
+                (
+                    !b.network.is_empty() || !b.deny.network.is_empty(),
+                    "network: the built-in tools open no sockets",
+                ),
+                (
+                    b.fuel.is_some(),
+                    "fuel: the built-in tools are not metered (use timeout-ms)",
+                ),
+            ];
+            if let Some((_, why)) = void.iter().find(|(set, _)| *set) {
+                return Err(PolicyError {
+                    path: path.to_owned(),
+                    message: format!("[builtins] cannot set {why}"),
+                });
+            }
+        }
+        Ok(policy)
     }
 
     /// The union of the files that exist (grants add up; denials add up and win). A file that exists but
@@ -661,6 +681,19 @@ mod tests {
         assert_eq!(p.plugins["x"].timeout_ms, Some(5));
         let err = Policy::parse(Path::new("t.toml"), "[plugins.x]\nraed = [\".\"]\n").unwrap_err();
         assert!(err.to_string().starts_with("t.toml: "), "{err}");
+        for (text, why) in [
+            (
+                "[builtins]\nnetwork = [\"*:*\"]\n",
+                "network: the built-in tools open no sockets",
+            ),
+            (
+                "[builtins]\nfuel = 5\n",
+                "fuel: the built-in tools are not metered (use timeout-ms)",
+            ),
+        ] {
+            let err = Policy::parse(Path::new("t.toml"), text).unwrap_err();
+            assert_eq!(err.to_string(), format!("t.toml: [builtins] cannot set {why}"));
+        }
     }
 
     #[test]

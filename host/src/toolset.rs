@@ -223,6 +223,8 @@ impl Toolset {
                         .collect();
                     grants.programs = programs;
                     grants.env = Arc::new(vars);
+                    // Limits bind the wasm built-ins (natively they are the host's own code, as in pi).
+                    grants.limit(b.timeout_ms, b.memory_mib);
                 }
                 grants
             } else {

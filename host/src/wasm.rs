@@ -271,16 +271,24 @@ impl WasmGrants {
                 .filter(|(k, _)| all || effective.env.contains(k))
                 .collect(),
         );
-        if let Some(ms) = effective.timeout_ms {
-            grants.timeout = Some(std::time::Duration::from_millis(ms));
-        }
+        grants.limit(effective.timeout_ms, effective.memory_mib);
         grants.fuel = effective.fuel;
-        if let Some(mib) = effective.memory_mib {
-            grants.memory = usize::try_from(mib.saturating_mul(1 << 20))
+        grants
+    }
+}
+
+impl WasmGrants {
+    /// Apply a policy's limits: a wall-clock limit per call (milliseconds) and a memory limit (MiB, at most
+    /// [`MAX_MEMORY`]); a limit the policy does not set is left as it is.
+    pub fn limit(&mut self, timeout_ms: Option<u64>, memory_mib: Option<u64>) {
+        if let Some(ms) = timeout_ms {
+            self.timeout = Some(std::time::Duration::from_millis(ms));
+        }
+        if let Some(mib) = memory_mib {
+            self.memory = usize::try_from(mib.saturating_mul(1 << 20))
                 .unwrap_or(MAX_MEMORY)
                 .min(MAX_MEMORY);
         }
-        grants
     }
 }
 

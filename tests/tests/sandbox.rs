@@ -625,3 +625,48 @@ async fn malformed_json_from_a_plugin_without_the_sdk_is_an_error_naming_it() {
     );
     assert_eq!(text(&out[3]), "raw ok");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builtins_policy_limits_the_wasm_builtins() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("toolwright.toml"),
+        "[builtins]\nread = [\"/\"]\nwrite = [\".\"]\nspawn = [\"*\"]\nenv = [\"*\"]\ntimeout-ms = 300\n",
+    )
+    .unwrap();
+    let mut options = ToolsetOptions::new(ws.path());
+    options.builtins = toolwright::toolset::BuiltinMode::Wasm;
+    options.plugin_dirs = Vec::new();
+    options.policy_files = vec![ws.path().join("toolwright.toml")];
+    options.project_policy = None;
+    options.cache_dir = Some(test_cache_dir());
+    let toolset = Toolset::load(&options).unwrap();
+    let message = AssistantMessage {
+        tool_calls: vec![
+            ToolCall::new("b1", "bash", json!({"command": "sleep 30"})),
+            ToolCall::new("b2", "bash", json!({"command": "echo fine"})),
+        ],
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let out = toolset
+        .pipeline(ws.path())
+        .execute_tool_calls(
+            &toolset.agent_tools(),
+            &message,
+            &EventLog::new(),
+            &CancellationToken::new(),
+        )
+        .await
+        .messages;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        text(&out[0]),
+        "The plugin toolwright-tool-bash was stopped: it ran past its time limit of 300 ms"
+    );
+    assert_eq!(text(&out[1]), "fine\n");
+}
