@@ -189,6 +189,10 @@ fn plugins_lists_what_an_untrusted_project_policy_may_not_grant() {
     let text = plugins_out("");
     assert!(text.contains("    granted: read files below "), "{text}");
     assert!(
+        text.contains("\n  limits: 60000 ms per call, 256 MiB of memory\n"),
+        "{text}"
+    );
+    assert!(
         text.ends_with(
             "ignored from the project's toolwright.toml (the project is not trusted; list it in trusted-projects in \
              your own toolwright.toml, or grant these there):\n  \

@@ -31,6 +31,10 @@ fn describe(capability: &Capability) -> String {
     }
 }
 
+/// A third-party plugin's limits when its policy sets none.
+const DEFAULT_TIMEOUT_MS: u64 = toolwright::wasm::DEFAULT_TIMEOUT.as_secs() * 1000;
+const MAX_MEMORY_MIB: u64 = (toolwright::wasm::MAX_MEMORY >> 20) as u64;
+
 pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
     let cwd = super::workspace(args.cwd)?;
     let toolset = args.tools.load(&cwd)?;
@@ -40,11 +44,19 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             .plugins
             .iter()
             .map(|p| {
-                let grants = toolset
+                let effective = toolset
                     .grants
                     .iter()
                     .find(|(n, _)| *n == p.metadata.name)
-                    .map(|(_, e)| &e.decisions);
+                    .map(|(_, e)| e);
+                let grants = effective.map(|e| &e.decisions);
+                let limits = effective.map(|e| {
+                    json!({
+                        "timeoutMs": e.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+                        "memoryMib": e.memory_mib.unwrap_or(MAX_MEMORY_MIB).min(MAX_MEMORY_MIB),
+                        "fuel": e.fuel,
+                    })
+                });
                 json!({
                     "path": p.path,
                     "name": p.metadata.name,
@@ -54,6 +66,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                     "handler": p.is_handler,
                     "requested": p.metadata.capabilities,
                     "decisions": grants,
+                    "limits": limits,
                     "cached": p.origin == toolwright::wasm::Origin::Cached,
                     "loadMs": p.load_time.as_secs_f64() * 1000.0,
                 })
@@ -101,11 +114,19 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
         if m.capabilities.is_empty() {
             writeln!(out, "  requests: nothing")?;
         }
-        let decisions = toolset
-            .grants
-            .iter()
-            .find(|(n, _)| *n == m.name)
-            .map(|(_, e)| &e.decisions);
+        let effective = toolset.grants.iter().find(|(n, _)| *n == m.name).map(|(_, e)| e);
+        let decisions = effective.map(|e| &e.decisions);
+        if let Some(e) = effective {
+            let mut limits = format!(
+                "  limits: {} ms per call, {} MiB of memory",
+                e.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+                e.memory_mib.unwrap_or(MAX_MEMORY_MIB).min(MAX_MEMORY_MIB)
+            );
+            if let Some(fuel) = e.fuel {
+                limits.push_str(&format!(", {fuel} units of fuel"));
+            }
+            writeln!(out, "{limits}")?;
+        }
         for (i, c) in m.capabilities.iter().enumerate() {
             writeln!(
                 out,
