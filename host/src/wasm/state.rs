@@ -129,7 +129,12 @@ impl host::Host for PluginState {
                 true
             }
         };
-        if sent { Ok(()) } else { Err(call.interrupted()) }
+        match sent {
+            true => Ok(()),
+            // Cancelled while waiting for room: the update is dropped and the plugin may wind down.
+            false if call.cancel.is_cancelled() => Ok(()),
+            false => Err(call.interrupted()),
+        }
     }
 
     fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
