@@ -242,10 +242,18 @@ impl McpServer {
         if let Some(structured) = result.structured_content.as_ref().filter(|v| v.is_object()) {
             body["structuredContent"] = structured.clone();
         }
+        // The record of the nested calls the tool made (pi's `nestedCalls`), where MCP keeps extensions.
+        if let Some(nested) = &message.nested_calls {
+            body["_meta"] = json!({ NESTED_CALLS_META: nested });
+        }
         serde_json::from_value(body)
             .map_err(|e| ErrorData::internal_error(format!("cannot encode the result: {e}"), None))
     }
 }
+
+/// The `_meta` key of a `tools/call` result that carries the record of the nested calls the tool made (pi's
+/// `nestedCalls`: ids, names, arguments, status, errors, durations; `complete` false when the record was cut).
+pub const NESTED_CALLS_META: &str = "toolwright/nestedCalls";
 
 /// MCP requires an output schema to describe an object.
 fn is_object_schema(schema: &Value) -> bool {

@@ -1,5 +1,6 @@
-//! The MCP server's concurrency rule, in process: calls to a tool whose execution mode is sequential never
-//! overlap (as pi runs a batch that contains one), while calls to other tools run at once.
+//! The MCP server in process, over a pipe: calls to a tool whose execution mode is sequential never overlap
+//! (as pi runs a batch that contains one), while calls to other tools run at once; a result carries the record
+//! of the nested calls its tool made.
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
 
@@ -44,40 +45,17 @@ async fn sequential_tools_run_alone_and_parallel_ones_together() {
         ..Default::default()
     };
     let registry = Arc::new(Mutex::new(Registry::new(sources, &Selection::default()).unwrap()));
-    let (client, server) = tokio::io::duplex(1 << 20);
-    let (server_read, server_write) = tokio::io::split(server);
-    let running = tokio::spawn(async move {
-        let service = McpServer::new(registry, Pipeline::new())
-            .serve((server_read, server_write))
-            .await
-            .unwrap();
-        service.waiting().await.unwrap();
-    });
-    let (client_read, mut client_write) = tokio::io::split(client);
-    let mut lines = BufReader::new(client_read).lines();
-    let mut send = async |message: Value| {
-        client_write
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .unwrap();
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
-    )
-    .await;
-    let init: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-    assert_eq!(init["result"]["serverInfo"]["name"], "toolwright");
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let (mut sender, mut lines, running) = connect(registry, Pipeline::new()).await;
 
     for (round, tool) in [(1, "seq"), (2, "par")] {
         let started = Instant::now();
         for i in 0..3 {
-            send(
-                json!({"jsonrpc": "2.0", "id": round * 10 + i, "method": "tools/call",
+            sender
+                .send(
+                    json!({"jsonrpc": "2.0", "id": round * 10 + i, "method": "tools/call",
                 "params": {"name": tool, "arguments": {}}}),
-            )
-            .await;
+                )
+                .await;
         }
         let mut answered = 0;
         while answered < 3 {
@@ -108,6 +86,111 @@ async fn sequential_tools_run_alone_and_parallel_ones_together() {
             assert!(elapsed < Duration::from_millis(550), "{elapsed:?}");
         }
     }
-    drop(client_write);
+    drop(sender);
+    running.abort();
+}
+
+type Lines = tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>;
+
+/// Writes one JSON-RPC message to the server.
+struct Sender(tokio::io::WriteHalf<tokio::io::DuplexStream>);
+
+impl Sender {
+    async fn send(&mut self, message: Value) {
+        self.0.write_all(format!("{message}\n").as_bytes()).await.unwrap();
+    }
+}
+
+/// A server for `registry` and `pipeline` on a pipe, initialized: the client's writer, its lines, the server.
+async fn connect(
+    registry: Arc<Mutex<Registry>>,
+    pipeline: Pipeline,
+) -> (Sender, Lines, tokio::task::JoinHandle<()>) {
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let (server_read, server_write) = tokio::io::split(server);
+    let running = tokio::spawn(async move {
+        let service = McpServer::new(registry, pipeline)
+            .serve((server_read, server_write))
+            .await
+            .unwrap();
+        service.waiting().await.unwrap();
+    });
+    let (client_read, client_write) = tokio::io::split(client);
+    let mut lines = BufReader::new(client_read).lines();
+    let mut sender = Sender(client_write);
+    sender
+        .send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        .await;
+    let init: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(init["result"]["serverInfo"]["name"], "toolwright");
+    sender
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    (sender, lines, running)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_carries_the_record_of_its_nested_calls() {
+    let inner = ToolDefinition::new(
+        "inner",
+        "Answers",
+        json!({"type": "object"}),
+        |_run, _ctx| async { Ok(AgentToolResult::text("inner says hi")) },
+    );
+    let outer = ToolDefinition::new(
+        "outer",
+        "Calls inner",
+        json!({"type": "object"}),
+        |_run, ctx: Option<toolwright::ToolContext>| async move {
+            let ctx = ctx.expect("a session context");
+            let outcome = ctx
+                .execute_tool("inner", json!({}), toolwright::UpdateSink::discard())
+                .await;
+            Ok(AgentToolResult::text(format!(
+                "outer heard: {}",
+                outcome.result.text_lines()
+            )))
+        },
+    );
+    let sources = RegistrySources {
+        sdk: vec![inner, outer],
+        ..Default::default()
+    };
+    let registry = Arc::new(Mutex::new(Registry::new(sources, &Selection::default()).unwrap()));
+    let ws = tempfile::tempdir().unwrap();
+    let pipeline = toolwright::NestedCalls::install(
+        &registry,
+        Pipeline::new(),
+        ws.path(),
+        Arc::new(toolwright::NoEvents),
+    );
+    let (mut sender, mut lines, running) = connect(registry, pipeline).await;
+    sender
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "outer", "arguments": {}}}))
+        .await;
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    let result = &answer["result"];
+    assert_eq!(
+        result["content"][0]["text"], "outer heard: inner says hi",
+        "{answer}"
+    );
+    let record = &result["_meta"][toolwright::mcp::NESTED_CALLS_META];
+    assert_eq!(record["complete"], true, "{answer}");
+    assert_eq!(record["calls"].as_array().unwrap().len(), 1, "{answer}");
+    assert_eq!(record["calls"][0]["name"], "inner");
+    assert_eq!(record["calls"][0]["status"], "ok");
+    assert!(
+        record["calls"][0]["id"].as_str().unwrap().ends_with("/1"),
+        "{answer}"
+    );
+
+    // A tool that made no nested call has no record.
+    sender
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "inner", "arguments": {}}}))
+        .await;
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert!(answer["result"].get("_meta").is_none(), "{answer}");
+    drop(sender);
     running.abort();
 }
