@@ -144,7 +144,25 @@ impl Policy {
             path: path.to_owned(),
             message: e.to_string(),
         })?;
-        // Keys that would do nothing are errors, like unknown keys: a grant must never be silently void.
+        // Keys that would do nothing are errors, like unknown keys: a grant (or a denial) must never be
+        // silently void.
+        let sections = policy
+            .plugins
+            .iter()
+            .map(|(name, p)| (format!("[plugins.{name}]"), p))
+            .chain(policy.builtins.iter().map(|b| ("[builtins]".to_owned(), b)));
+        for (section, p) in sections {
+            let patterns = p.network.iter().chain(&p.deny.network);
+            if let Some(bad) = patterns.into_iter().find(|n| NetPattern::parse(n).is_none()) {
+                return Err(PolicyError {
+                    path: path.to_owned(),
+                    message: format!(
+                        "{section} network: {bad:?} is not HOST:PORT (HOST an IP address, a name or *, PORT a \
+                         number or *)"
+                    ),
+                });
+            }
+        }
         if let Some(b) = &policy.builtins {
             let void = [
                 (
@@ -693,6 +711,22 @@ mod tests {
         ] {
             let err = Policy::parse(Path::new("t.toml"), text).unwrap_err();
             assert_eq!(err.to_string(), format!("t.toml: [builtins] cannot set {why}"));
+        }
+        for (text, bad) in [
+            ("[plugins.x]\nnetwork = [\"example.com\"]\n", "\"example.com\""),
+            (
+                "[plugins.x]\ndeny = { network = [\"10.0.0.0/8:*\"] }\n",
+                "\"10.0.0.0/8:*\"",
+            ),
+        ] {
+            let err = Policy::parse(Path::new("t.toml"), text).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "t.toml: [plugins.x] network: {bad} is not HOST:PORT (HOST an IP address, a name or *, PORT a \
+                     number or *)"
+                )
+            );
         }
     }
 

@@ -94,6 +94,12 @@ pub enum PluginError {
         /// Who has it.
         other: PathBuf,
     },
+    /// The file was replaced after it was loaded, so it cannot be loaded again as the same plugin.
+    #[error("{path}: the file changed after it was loaded; it is loaded again at the next start")]
+    Changed {
+        /// The file.
+        path: PathBuf,
+    },
     /// The engine could not be set up.
     #[error("cannot start the WebAssembly engine: {0}")]
     Engine(String),
@@ -433,6 +439,8 @@ pub(crate) struct PluginInner {
     slots: Arc<tokio::sync::Semaphore>,
     /// Compiled with fuel: every store gets the grant's budget (or unlimited fuel).
     metered: bool,
+    /// The SHA-256 of the component it was loaded from.
+    digest: cache::Digest,
 }
 
 impl PluginHost {
@@ -449,7 +457,7 @@ impl PluginHost {
 
     /// Load the plugin in `bytes` (`path` names it in errors and listings).
     pub fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<Plugin, PluginError> {
-        self.load_on(&self.plain, path, bytes)
+        self.load_on(&self.plain, path, bytes, &cache::digest(bytes))
     }
 
     /// Load `plugin` again, compiled with fuel metering, for a grant with a fuel budget. Metered code runs
@@ -470,19 +478,31 @@ impl PluginHost {
             path: plugin.path.clone(),
             source,
         })?;
-        self.load_on(runtime, &plugin.path, &bytes)
+        // The grant was decided for the component that was loaded: a file replaced since then is not it.
+        let digest = cache::digest(&bytes);
+        if digest != plugin.inner.digest {
+            return Err(PluginError::Changed {
+                path: plugin.path.clone(),
+            });
+        }
+        self.load_on(runtime, &plugin.path, &bytes, &digest)
     }
 
-    fn load_on(&self, runtime: &Runtime, path: &Path, bytes: &[u8]) -> Result<Plugin, PluginError> {
+    fn load_on(
+        &self,
+        runtime: &Runtime,
+        path: &Path,
+        bytes: &[u8],
+        digest: &cache::Digest,
+    ) -> Result<Plugin, PluginError> {
         let started = Instant::now();
-        let (component, origin) =
-            runtime
-                .cache
-                .load(runtime.engine.engine(), bytes)
-                .map_err(|e| PluginError::Invalid {
-                    path: path.to_owned(),
-                    message: format!("{e:#}"),
-                })?;
+        let (component, origin) = runtime
+            .cache
+            .load(runtime.engine.engine(), bytes, digest)
+            .map_err(|e| PluginError::Invalid {
+                path: path.to_owned(),
+                message: format!("{e:#}"),
+            })?;
         let incompatible = |message: String| PluginError::Incompatible {
             path: path.to_owned(),
             message,
@@ -511,6 +531,7 @@ impl PluginHost {
             handler,
             slots: self.slots.clone(),
             metered: runtime.metered,
+            digest: *digest,
         };
         let (metadata, tools) = inner.describe().map_err(metadata_error)?;
         validate(&metadata, &tools).map_err(metadata_error)?;
@@ -718,7 +739,7 @@ impl PluginInner {
             let state = ctx.data();
             if cancel.is_cancelled() {
                 if cancel_seen {
-                    return Err(wasmtime::format_err!("the call was cancelled"));
+                    return Err(state.call.interrupted());
                 }
                 cancel_seen = true;
             }

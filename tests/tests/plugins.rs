@@ -386,3 +386,25 @@ async fn images_a_tool_returns_are_normalised_by_the_session_without_handlers() 
         "only the content changed: the details pass through, as in pi"
     );
 }
+
+#[test]
+fn a_plugin_replaced_on_disk_is_not_loaded_again_for_metering() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probe.wasm");
+    std::fs::copy(toolwright_tests::programs::PROBE, &path).unwrap();
+    let host = PluginHost::new(Some(test_cache_dir())).unwrap();
+    let plugin = host.load_file(&path).unwrap();
+    // The same file: metered twin, same metadata.
+    let metered = host.metered(&plugin).unwrap();
+    assert_eq!(metered.metadata, plugin.metadata);
+    // Replaced after loading: the grant was decided for the old component, so the new one is refused.
+    std::fs::copy(toolwright_tests::programs::RAW, &path).unwrap();
+    let err = host.metered(&plugin).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: the file changed after it was loaded; it is loaded again at the next start",
+            path.display()
+        )
+    );
+}

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -18,6 +18,14 @@ pub fn default_dir() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     base.join("toolwright").join("components")
+}
+
+/// A component's SHA-256: its cache key, and how a plugin file is recognised when it is read again.
+pub type Digest = [u8; 32];
+
+/// The SHA-256 of a component's `bytes`.
+pub fn digest(bytes: &[u8]) -> Digest {
+    Sha256::digest(bytes).into()
 }
 
 /// How a component was obtained.
@@ -42,10 +50,9 @@ impl ComponentCache {
         ComponentCache { dir, fingerprint }
     }
 
-    /// The cache file for `bytes`.
-    fn path_for(&self, bytes: &[u8]) -> Option<PathBuf> {
-        let hash = Sha256::digest(bytes);
-        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    /// The cache file for a component whose SHA-256 is `digest`.
+    fn path_for(&self, digest: &Digest) -> Option<PathBuf> {
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         Some(
             self.dir
                 .as_ref()?
@@ -55,8 +62,14 @@ impl ComponentCache {
 
     /// The component for `bytes`: from the cache when it is there, else compiled and cached. A cache that
     /// cannot be read or written is reported in the log and bypassed.
-    pub fn load(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<(Component, Origin)> {
-        let path = self.path_for(bytes);
+    /// `digest` is the bytes' [`digest`].
+    pub fn load(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &Digest,
+    ) -> wasmtime::Result<(Component, Origin)> {
+        let path = self.path_for(digest);
         if let Some(path) = &path
             && path.is_file()
         {
