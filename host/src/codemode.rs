@@ -45,7 +45,7 @@ impl CodemodeOptions {
 struct Component {
     options: CodemodeOptions,
     /// The runtime (its epoch ticker enforces the deadline), the plugin and its tool.
-    loaded: OnceLock<Result<(PluginHost, Plugin, ToolDefinition), String>>,
+    loaded: OnceLock<Result<(Arc<PluginHost>, Plugin, ToolDefinition), String>>,
 }
 
 impl Component {
@@ -67,7 +67,7 @@ impl Component {
         let loaded = self.loaded.get_or_init(|| {
             let bytes = crate::builtins::wasm::CODEMODE
                 .ok_or("codemode is not available: this build skipped the wasm components")?;
-            let host = PluginHost::new(self.options.cache_dir.clone()).map_err(|e| e.to_string())?;
+            let host = PluginHost::shared(self.options.cache_dir.clone()).map_err(|e| e.to_string())?;
             let plugin = host
                 .load_bytes(Path::new("builtin:codemode"), bytes)
                 .map_err(|e| format!("cannot load the codemode component: {e}"))?;

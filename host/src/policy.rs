@@ -49,6 +49,21 @@ pub struct Policy {
     /// Grants of the built-in tools, replacing their defaults.
     #[serde(default)]
     pub builtins: Option<PluginPolicy>,
+    /// Bounds on the host's memory that hold for every plugin together.
+    #[serde(default)]
+    pub limits: HostLimits,
+}
+
+/// The `[limits]` section: how much of the host's memory plugins may take. Files combine by the stricter value,
+/// so a project's file can lower them but never raise them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HostLimits {
+    /// The linear memory of every live plugin instance together, in MiB (default 192).
+    pub host_memory_mib: Option<u64>,
+    /// The bytes one call may carry into the host (its result, partial updates and nested results), in MiB
+    /// (default 16).
+    pub result_mib: Option<u64>,
 }
 
 /// What one plugin is granted.
@@ -257,6 +272,8 @@ impl Policy {
         if let Some(b) = other.builtins {
             self.builtins.get_or_insert_with(PluginPolicy::default).merge(b);
         }
+        self.limits.host_memory_mib = min_opt(self.limits.host_memory_mib, other.limits.host_memory_mib);
+        self.limits.result_mib = min_opt(self.limits.result_mib, other.limits.result_mib);
     }
 }
 

@@ -151,13 +151,16 @@ impl Toolset {
         }
         let needs_runtime = crate::builtins::NAMES.iter().any(|n| as_wasm(n)) || !files.is_empty();
         let host = if needs_runtime {
-            Some(Arc::new(
-                PluginHost::new(options.cache_dir.clone())
+            Some(
+                PluginHost::shared(options.cache_dir.clone())
                     .map_err(|e| ToolsetError::Runtime(e.to_string()))?,
-            ))
+            )
         } else {
             None
         };
+        if let (Some(host), Some(mib)) = (&host, policy.limits.host_memory_mib) {
+            host.memory_budget().set_cap(mib_bytes(mib));
+        }
         let mut sources: Vec<(PathBuf, Option<&'static [u8]>)> = Vec::new();
         if crate::builtins::NAMES.iter().any(|n| as_wasm(n)) {
             let builtins = crate::builtins::wasm::BUILTINS.ok_or_else(|| {
@@ -255,6 +258,9 @@ impl Toolset {
             }
             let plugin = &plugins[i];
             grants.mutations = mutations.clone();
+            if let Some(mib) = policy.limits.result_mib {
+                grants.result_cap = mib_bytes(mib);
+            }
             if plugin.is_handler {
                 handler_grants.push(grants.clone());
             }
@@ -421,4 +427,9 @@ fn builtin_policy(
         .filter(|(k, _)| (all || p.env.contains(k)) && !p.deny.env.iter().any(|d| d == k || d == "*"))
         .collect();
     (grants, programs, vars)
+}
+
+/// MiB as bytes, saturating.
+fn mib_bytes(mib: u64) -> usize {
+    usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }

@@ -7,9 +7,11 @@
 
 mod bindings;
 mod bounded_io;
+mod budget;
 mod cache;
 mod convert;
 mod engine;
+mod gate;
 mod handler;
 mod process;
 mod state;
@@ -26,8 +28,10 @@ use wasmtime::{Store, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+pub use budget::{DEFAULT_HOST_MEMORY, DEFAULT_RESULT_CAP, MemoryBudget};
 pub use cache::{ComponentCache, Origin, default_dir as default_cache_dir};
 pub use engine::{MAX_INSTANCES, MAX_MEMORY};
+pub use gate::LOAD_TIMEOUT;
 pub use handler::hooks as handler_hooks;
 pub use state::CallEnv;
 
@@ -144,6 +148,8 @@ pub struct WasmGrants {
     pub network: Arc<Vec<NetRule>>,
     /// Where it may never connect: checked by address, so a denied host cannot be reached through another name.
     pub network_deny: Arc<Vec<NetRule>>,
+    /// The bytes a call may carry into the host: its result, partial updates and nested calls' results.
+    pub result_cap: usize,
 }
 
 /// One address a plugin may connect to, by TCP or UDP.
@@ -317,6 +323,7 @@ impl WasmGrants {
             fuel: None,
             network: Arc::default(),
             network_deny: Arc::default(),
+            result_cap: DEFAULT_RESULT_CAP,
         }
     }
 
@@ -357,6 +364,7 @@ impl WasmGrants {
             // The built-ins never open sockets (bash's programs are outside the sandbox, as natively).
             network: Arc::default(),
             network_deny: Arc::default(),
+            result_cap: DEFAULT_RESULT_CAP,
         }
     }
 }
@@ -368,6 +376,8 @@ pub struct PluginHost {
     metered: std::sync::OnceLock<Result<Runtime, String>>,
     cache_dir: Option<PathBuf>,
     slots: Arc<tokio::sync::Semaphore>,
+    load_timeout: std::time::Duration,
+    budget: Arc<MemoryBudget>,
 }
 
 /// One engine with its linker and cache.
@@ -437,6 +447,7 @@ pub(crate) struct PluginInner {
     tool: Option<bindings::tool::GuestIndices>,
     handler: Option<bindings::handler::GuestIndices>,
     slots: Arc<tokio::sync::Semaphore>,
+    budget: Arc<MemoryBudget>,
     /// Compiled with fuel: every store gets the grant's budget (or unlimited fuel).
     metered: bool,
     /// The SHA-256 of the component it was loaded from.
@@ -452,7 +463,42 @@ impl PluginHost {
             metered: std::sync::OnceLock::new(),
             cache_dir,
             slots,
+            load_timeout: LOAD_TIMEOUT,
+            budget: MemoryBudget::new(DEFAULT_HOST_MEMORY),
         })
+    }
+
+    /// The host-wide budget for the linear memory of every live instance (its cap is set from the policy's
+    /// `host-memory-mib`).
+    pub fn memory_budget(&self) -> &Arc<MemoryBudget> {
+        &self.budget
+    }
+
+    /// How long a plugin may take to describe itself at load ([`LOAD_TIMEOUT`] unless set): one that takes
+    /// longer is not loaded (a [`PluginError::Metadata`] naming the limit), so it cannot stall a start.
+    pub fn with_load_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.load_timeout = timeout;
+        self
+    }
+
+    /// The process's plugin host for `cache_dir`, made on first need and shared while anything holds it: one
+    /// engine, one epoch thread and one bound on live instances for every toolset and codemode of the process
+    /// (DESIGN §5), so a reloaded toolset does not start a second runtime beside the first.
+    pub fn shared(cache_dir: Option<PathBuf>) -> Result<Arc<PluginHost>, PluginError> {
+        static HOSTS: std::sync::Mutex<Vec<(Option<PathBuf>, std::sync::Weak<PluginHost>)>> =
+            std::sync::Mutex::new(Vec::new());
+        let mut hosts = HOSTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        hosts.retain(|(_, host)| host.strong_count() > 0);
+        if let Some(host) = hosts
+            .iter()
+            .find(|(dir, _)| *dir == cache_dir)
+            .and_then(|(_, host)| host.upgrade())
+        {
+            return Ok(host);
+        }
+        let host = Arc::new(PluginHost::new(cache_dir.clone())?);
+        hosts.push((cache_dir, Arc::downgrade(&host)));
+        Ok(host)
     }
 
     /// Load the plugin in `bytes` (`path` names it in errors and listings).
@@ -530,10 +576,11 @@ impl PluginHost {
             tool,
             handler,
             slots: self.slots.clone(),
+            budget: self.budget.clone(),
             metered: runtime.metered,
             digest: *digest,
         };
-        let (metadata, tools) = inner.describe().map_err(metadata_error)?;
+        let (metadata, tools) = inner.describe(self.load_timeout).map_err(metadata_error)?;
         validate(&metadata, &tools).map_err(metadata_error)?;
         let inner = Arc::new(PluginInner {
             name: metadata.name.clone(),
@@ -708,14 +755,18 @@ impl PluginInner {
             deadline: grants.timeout.map(|t| (Instant::now() + t, t)),
             session,
         };
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(grants.memory.min(MAX_MEMORY))
-            .trap_on_grow_failure(true)
-            .build();
+        let limits = budget::Limiter::new(
+            StoreLimitsBuilder::new()
+                .memory_size(grants.memory.min(MAX_MEMORY))
+                .trap_on_grow_failure(true)
+                .build(),
+            self.budget.clone(),
+        );
         let state = PluginState {
             wasi: wasi.build(),
             table: Default::default(),
             limits,
+            carried: budget::Carried::new(grants.result_cap),
             call,
             stdout,
             stderr,
@@ -753,44 +804,40 @@ impl PluginInner {
         Ok(store)
     }
 
-    /// Instantiate once, with no grants, to read the metadata and the tool list.
-    fn describe(&self) -> Result<(PluginMetadata, Vec<ToolSpec>), String> {
-        let grants = WasmGrants::none(Path::new("/"));
-        let mut store = self
-            .store(&grants, CancellationToken::new(), UpdateSink::discard(), None)
-            .map_err(|e| format!("{e:#}"))?;
-        let instance = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| format!("cannot instantiate: {e:#}"))?;
-        let result = match (&self.tool, &self.handler) {
-            (Some(tool), _) => {
-                let guest = tool.load(&mut store, &instance).map_err(|e| format!("{e:#}"))?;
-                let metadata = guest
-                    .call_metadata(&mut store)
-                    .map_err(|e| format!("`metadata` failed: {e:#}"))?;
-                let tools = guest
-                    .call_list_tools(&mut store)
-                    .map_err(|e| format!("`list-tools` failed: {e:#}"))?;
-                let tools = tools
-                    .into_iter()
-                    .map(convert::spec_from_wit)
-                    .collect::<Result<Vec<_>, _>>()?;
-                (convert::metadata_from_wit(metadata), tools)
+    /// Instantiate once, with no grants and within `timeout`, to read the metadata and the tool list.
+    fn describe(&self, timeout: std::time::Duration) -> Result<(PluginMetadata, Vec<ToolSpec>), String> {
+        let mut grants = WasmGrants::none(Path::new("/"));
+        grants.timeout = Some(timeout);
+        let described = self.enter(&grants, gate::Entry::bare("metadata"), |store, instance| {
+            let named = |export: &str, e: wasmtime::Error| e.context(format!("`{export}` failed"));
+            match (&self.tool, &self.handler) {
+                (Some(tool), _) => {
+                    let guest = tool.load(&mut *store, instance)?;
+                    let metadata = guest
+                        .call_metadata(&mut *store)
+                        .map_err(|e| named("metadata", e))?;
+                    let tools = guest
+                        .call_list_tools(&mut *store)
+                        .map_err(|e| named("list-tools", e))?;
+                    Ok((metadata, Some(tools)))
+                }
+                (None, Some(handler)) => {
+                    let guest = handler.load(&mut *store, instance)?;
+                    let metadata = guest
+                        .call_metadata(&mut *store)
+                        .map_err(|e| named("metadata", e))?;
+                    Ok((metadata, None))
+                }
+                (None, None) => Err(wasmtime::format_err!("no interface to describe")),
             }
-            (None, Some(handler)) => {
-                let guest = handler
-                    .load(&mut store, &instance)
-                    .map_err(|e| format!("{e:#}"))?;
-                let metadata = guest
-                    .call_metadata(&mut store)
-                    .map_err(|e| format!("`metadata` failed: {e:#}"))?;
-                (convert::metadata_from_wit(metadata), Vec::new())
-            }
-            (None, None) => return Err("no interface to describe".into()),
-        };
-        store.data().flush_output();
-        Ok(result)
+        });
+        let (metadata, tools) = described.map_err(|e| e.message().to_owned())?;
+        let tools = tools
+            .unwrap_or_default()
+            .into_iter()
+            .map(convert::spec_from_wit)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((convert::metadata_from_wit(metadata), tools))
     }
 }
 

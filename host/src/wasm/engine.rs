@@ -2,8 +2,6 @@
 //! that keys the compiled-component cache.
 
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -16,9 +14,12 @@ pub const MAX_MEMORY: usize = 256 << 20;
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// An engine and the thread that advances its epoch.
+///
+/// The thread runs for as long as the engine exists, not as long as this handle: compiled components and
+/// instance templates hold the engine too, and a deadline must keep biting for every call they serve, whoever
+/// dropped the handle (a reloaded toolset, a finished load).
 pub struct PluginEngine {
     engine: Engine,
-    stop: Arc<AtomicBool>,
 }
 
 impl PluginEngine {
@@ -43,13 +44,11 @@ impl PluginEngine {
             .consume_fuel(metered)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
-        let stop = Arc::new(AtomicBool::new(false));
         let ticker = engine.weak();
-        let stopped = stop.clone();
         std::thread::Builder::new()
             .name("toolwright-epoch".into())
             .spawn(move || {
-                while !stopped.load(Ordering::Relaxed) {
+                loop {
                     std::thread::sleep(EPOCH_TICK);
                     match ticker.upgrade() {
                         Some(engine) => engine.increment_epoch(),
@@ -58,7 +57,7 @@ impl PluginEngine {
                 }
             })
             .map_err(|e| wasmtime::format_err!("cannot start the epoch thread: {e}"))?;
-        Ok(PluginEngine { engine, stop })
+        Ok(PluginEngine { engine })
     }
 
     /// The engine.
@@ -71,11 +70,5 @@ impl PluginEngine {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         self.engine.precompile_compatibility_hash().hash(&mut hasher);
         format!("{:016x}", hasher.finish())
-    }
-}
-
-impl Drop for PluginEngine {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }

@@ -9,15 +9,15 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::ToolError;
 
+use super::gate::Entry;
 use super::{Plugin, PluginInner, WasmGrants, bindings, convert};
 use crate::hooks::{
     AfterToolCall, AfterToolCallContext, AfterToolCallResult, BeforeToolCall, BeforeToolCallContext,
     BeforeToolCallResult, after_tool_call, before_tool_call,
 };
-use crate::tool::UpdateSink;
 use crate::types::AgentToolResult;
 
-type HandlerList = Arc<Vec<(Arc<PluginInner>, WasmGrants)>>;
+type HandlerList = Arc<Vec<(Arc<PluginInner>, Arc<WasmGrants>)>>;
 
 /// The session's hooks: `before_tool_call` running `plugins`' `tool_call` handlers in load order (`None` when
 /// none of them is a handler), and `after_tool_call` running their `tool_result` handlers, then normalising the
@@ -28,7 +28,7 @@ pub fn hooks(plugins: &[&Plugin], grants: &[WasmGrants]) -> (Option<BeforeToolCa
         .iter()
         .filter(|p| p.is_handler)
         .zip(grants)
-        .map(|(p, g)| (p.inner.clone(), g.clone()))
+        .map(|(p, g)| (p.inner.clone(), Arc::new(g.clone())))
         .collect();
     let handlers: HandlerList = Arc::new(handlers);
     let before = (!handlers.is_empty()).then(|| {
@@ -52,12 +52,7 @@ async fn run_tool_call(
             parent_tool_call_id: ctx.parent_tool_call_id.clone(),
             input: args.to_string(),
         };
-        let (plugin_for_call, grants, cancel) = (plugin.clone(), grants.clone(), cancel.clone());
-        let decision = tokio::task::spawn_blocking(move || plugin_for_call.tool_call(&grants, event, cancel))
-            .await
-            .map_err(|e| {
-                ToolError::new(format!("The handler plugin {} did not finish: {e}", plugin.name))
-            })??;
+        let decision = plugin.tool_call(grants.clone(), event, cancel.clone()).await?;
         match decision {
             bindings::handler::ToolCallDecision::Allow => {}
             bindings::handler::ToolCallDecision::Block(block) => {
@@ -123,17 +118,10 @@ async fn run_tool_result(
             is_error: work.is_error,
             usage: wit.usage,
         };
-        let (plugin_for_call, grants, cancel) = (plugin.clone(), grants.clone(), cancel.clone());
-        let outcome =
-            tokio::task::spawn_blocking(move || plugin_for_call.tool_result(&grants, event, cancel)).await;
-        let changes = match outcome {
-            Ok(Ok(changes)) => changes,
-            Ok(Err(error)) => {
+        let changes = match plugin.tool_result(grants.clone(), event, cancel.clone()).await {
+            Ok(changes) => changes,
+            Err(error) => {
                 tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {e}");
                 continue;
             }
         };
@@ -194,53 +182,57 @@ fn apply(work: &mut Working, changes: bindings::handler::ToolResultChanges) -> R
 }
 
 impl PluginInner {
-    fn handler_guest(
+    /// The handler exports of a fresh instance.
+    fn handler_exports(
         &self,
-        grants: &WasmGrants,
-        cancel: CancellationToken,
-    ) -> Result<(wasmtime::Store<super::PluginState>, bindings::handler::Guest), ToolError> {
+        store: &mut wasmtime::Store<super::PluginState>,
+        instance: &wasmtime::component::Instance,
+    ) -> wasmtime::Result<bindings::handler::Guest> {
         let indices = self
             .handler
             .as_ref()
-            .ok_or_else(|| ToolError::new(format!("{} is not a handler plugin", self.name)))?;
-        let fail = |what: &str, e: wasmtime::Error| {
-            ToolError::new(format!("The handler plugin {} failed: {what}: {e:#}", self.name))
-        };
-        let mut store = self
-            .store(grants, cancel, UpdateSink::discard(), None)
-            .map_err(|e| fail("cannot set up the sandbox", e))?;
-        let instance = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| fail("cannot instantiate", e))?;
-        let guest = indices
-            .load(&mut store, &instance)
-            .map_err(|e| fail("cannot load its exports", e))?;
-        Ok((store, guest))
+            .ok_or_else(|| wasmtime::format_err!("{} is not a handler plugin", self.name))?;
+        indices.load(store, instance)
     }
 
-    fn tool_call(
-        &self,
-        grants: &WasmGrants,
+    async fn tool_call(
+        self: &Arc<Self>,
+        grants: Arc<WasmGrants>,
         event: bindings::handler::ToolCallEvent,
         cancel: CancellationToken,
     ) -> Result<bindings::handler::ToolCallDecision, ToolError> {
-        let (mut store, guest) = self.handler_guest(grants, cancel)?;
-        let outcome = guest.call_tool_call(&mut store, &event);
-        store.data().flush_output();
-        outcome.map_err(|e| handler_error(self.describe_trap(&e, grants)))
+        let entry = Entry {
+            cancel,
+            ..Entry::bare("tool_call")
+        };
+        let plugin = self.clone();
+        self.enter_async(grants, entry, move |store, instance| {
+            plugin
+                .handler_exports(store, instance)?
+                .call_tool_call(store, &event)
+        })
+        .await
+        .map_err(handler_error)
     }
 
-    fn tool_result(
-        &self,
-        grants: &WasmGrants,
+    async fn tool_result(
+        self: &Arc<Self>,
+        grants: Arc<WasmGrants>,
         event: bindings::handler::ToolResultEvent,
         cancel: CancellationToken,
     ) -> Result<Option<bindings::handler::ToolResultChanges>, ToolError> {
-        let (mut store, guest) = self.handler_guest(grants, cancel)?;
-        let outcome = guest.call_tool_result(&mut store, &event);
-        store.data().flush_output();
-        outcome.map_err(|e| handler_error(self.describe_trap(&e, grants)))
+        let entry = Entry {
+            cancel,
+            ..Entry::bare("tool_result")
+        };
+        let plugin = self.clone();
+        self.enter_async(grants, entry, move |store, instance| {
+            plugin
+                .handler_exports(store, instance)?
+                .call_tool_result(store, &event)
+        })
+        .await
+        .map_err(handler_error)
     }
 }
 

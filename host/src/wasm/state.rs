@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use wasmtime::StoreLimits;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -82,7 +81,9 @@ pub enum Stopped {
 pub struct PluginState {
     pub(super) wasi: WasiCtx,
     pub(super) table: ResourceTable,
-    pub(super) limits: StoreLimits,
+    pub(super) limits: super::budget::Limiter,
+    /// What the call has carried into the host so far, against its cap.
+    pub(super) carried: super::budget::Carried,
     pub(super) call: CallEnv,
     pub(super) stdout: MemoryOutputPipe,
     pub(super) stderr: MemoryOutputPipe,
@@ -113,6 +114,9 @@ impl types::Host for PluginState {}
 
 impl host::Host for PluginState {
     fn update(&mut self, partial: types::ToolResult) -> wasmtime::Result<()> {
+        self.carried
+            .add(super::budget::result_bytes(&partial))
+            .map_err(wasmtime::Error::new)?;
         let result = match convert::result_from_wit(partial) {
             Ok(result) => result,
             Err(e) => {
@@ -166,11 +170,14 @@ impl host::Host for PluginState {
 
     fn call_tool(&mut self, name: String, arguments: String) -> wasmtime::Result<types::CallOutcome> {
         let mut outcomes = self.run_nested(vec![(name, arguments)]);
+        self.count_nested(&mut outcomes);
         Ok(outcomes.pop().unwrap_or_else(unavailable))
     }
 
     fn call_tools(&mut self, calls: Vec<(String, String)>) -> wasmtime::Result<Vec<types::CallOutcome>> {
-        Ok(self.run_nested(calls))
+        let mut outcomes = self.run_nested(calls);
+        self.count_nested(&mut outcomes);
+        Ok(outcomes)
     }
 
     fn callable_tools(&mut self) -> wasmtime::Result<String> {
@@ -207,6 +214,16 @@ fn outcome_to_wit(outcome: AgentToolCallOutcome) -> types::CallOutcome {
 }
 
 impl PluginState {
+    /// Count nested results against the call's cap; one past it reaches the plugin as an error outcome naming the
+    /// cap instead (the plugin may still answer with what it has).
+    fn count_nested(&mut self, outcomes: &mut [types::CallOutcome]) {
+        for outcome in outcomes {
+            if let Err(over) = self.carried.add(super::budget::result_bytes(&outcome.result)) {
+                *outcome = error_outcome(&format!("The nested call's result was dropped: {over}"));
+            }
+        }
+    }
+
     /// Run nested calls for the plugin, blocking its (blocking-pool) thread until all settle. Arguments that are
     /// not JSON become error outcomes naming the tool. When the calling plugin's deadline passes, its nested
     /// calls are cancelled, so a plugin waiting on them is stopped like one that loops.

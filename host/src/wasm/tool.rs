@@ -5,12 +5,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 use toolwright_sdk::{ToolError, ToolSpec, paths};
 
+use super::gate::Entry;
 use super::{PluginInner, WasmGrants, bindings, convert};
 use crate::definition::{ToolContext, ToolDefinition, ToolSource};
-use crate::tool::{ToolExecution, UpdateSink};
+use crate::tool::ToolExecution;
 use crate::types::AgentToolResult;
 
 /// The definition of `spec`, a tool of the plugin `inner`.
@@ -28,7 +28,7 @@ pub fn definition(
             let arguments = run.params.to_string();
             // Registered before the first await, so same-file calls queue in call order.
             let target = if mutates {
-                plugin.mutated_path(&grants, &tool_name, &arguments)
+                super::gate::run_blocking(|| plugin.mutated_path(&grants, &tool_name, &arguments))
             } else {
                 None
             };
@@ -41,19 +41,7 @@ pub fn definition(
                 ),
                 None => None,
             };
-            // Waiting for an instance slot ends with the call: a nested call queued behind its own ancestors is
-            // released by their deadline or cancellation.
-            let _slot = tokio::select! {
-                slot = plugin.slots.clone().acquire_owned() => {
-                    slot.map_err(|_| ToolError::new("the plugin runtime is shutting down"))?
-                }
-                () = run.cancel.cancelled() => return Err(ToolError::new("Operation aborted")),
-            };
-            let joined = tokio::task::spawn_blocking(move || {
-                plugin.execute(&grants, &tool_name, run, &arguments, ctx)
-            })
-            .await;
-            joined.unwrap_or_else(|e| Err(ToolError::new(format!("the plugin call did not finish: {e}"))))
+            plugin.execute(grants, tool_name, run, arguments, ctx).await
         }
     };
     let mut definition = ToolDefinition::from_spec(
@@ -66,72 +54,81 @@ pub fn definition(
     if spec.prepares_loadout {
         let (plugin, tool_name, grants) = (inner.clone(), spec.name.clone(), grants.clone());
         definition.prepare_loadout = Some(Arc::new(move |loadout: &crate::definition::ToolLoadout| {
-            plugin.prepare_loadout(&grants, &tool_name, loadout)
+            super::gate::run_blocking(|| plugin.prepare_loadout(&grants, &tool_name, loadout))
         }));
     }
     if spec.prepares_arguments {
         let (plugin, tool_name, grants) = (inner.clone(), spec.name.clone(), grants.clone());
         definition.prepare_arguments = Some(Arc::new(move |args: &Value| {
-            plugin.prepare_arguments(&grants, &tool_name, args)
+            super::gate::run_blocking(|| plugin.prepare_arguments(&grants, &tool_name, args))
         }));
     }
     definition
 }
 
 impl PluginInner {
-    fn tool_guest(
+    /// The tool exports of a fresh instance.
+    fn tool_exports(
         &self,
-        grants: &WasmGrants,
-        cancel: CancellationToken,
-        updates: UpdateSink,
-        session: Option<ToolContext>,
-    ) -> Result<(wasmtime::Store<super::PluginState>, bindings::tool::Guest), ToolError> {
+        store: &mut wasmtime::Store<super::PluginState>,
+        instance: &wasmtime::component::Instance,
+    ) -> wasmtime::Result<bindings::tool::Guest> {
         let indices = self
             .tool
             .as_ref()
-            .ok_or_else(|| ToolError::new(format!("the plugin {} provides no tools", self.name)))?;
-        let mut store = self
-            .store(grants, cancel, updates, session)
-            .map_err(|e| self.fault("cannot set up the sandbox", &e))?;
-        let instance = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| self.fault("cannot instantiate", &e))?;
-        let guest = indices
-            .load(&mut store, &instance)
-            .map_err(|e| self.fault("cannot load its exports", &e))?;
-        Ok((store, guest))
+            .ok_or_else(|| wasmtime::format_err!("the plugin {} provides no tools", self.name))?;
+        indices.load(store, instance)
     }
 
-    fn fault(&self, what: &str, error: &wasmtime::Error) -> ToolError {
+    pub(super) fn fault(&self, what: &str, error: &wasmtime::Error) -> ToolError {
         ToolError::new(format!("The plugin {} failed: {what}: {error:#}", self.name))
     }
 
-    fn execute(
-        &self,
-        grants: &WasmGrants,
-        tool: &str,
+    async fn execute(
+        self: Arc<Self>,
+        grants: Arc<WasmGrants>,
+        tool: String,
         run: ToolExecution,
-        arguments: &str,
+        arguments: String,
         session: Option<ToolContext>,
     ) -> Result<AgentToolResult, ToolError> {
-        let cancelled = run.cancel.clone();
-        let (mut store, guest) = self.tool_guest(grants, run.cancel, run.updates, session)?;
-        let outcome = guest.call_execute(&mut store, tool, &run.call_id, arguments);
-        store.data().flush_output();
+        let entry = Entry {
+            export: "execute",
+            cancel: run.cancel,
+            updates: run.updates,
+            session,
+        };
+        let (plugin, call_grants) = (self.clone(), grants.clone());
+        let call_id = run.call_id;
+        let outcome = self
+            .enter_async(grants, entry, move |store, instance| {
+                let guest = plugin.tool_exports(store, instance)?;
+                let said = guest.call_execute(&mut *store, &tool, &call_id, &arguments)?;
+                if let Ok(result) = &said {
+                    store
+                        .data_mut()
+                        .carried
+                        .add(super::budget::result_bytes(result))
+                        .map_err(wasmtime::Error::new)?;
+                }
+                Ok(said.map_err(|message| {
+                    (
+                        message,
+                        store.data().call.should_stop(),
+                        store.data().call.cancel.is_cancelled(),
+                    )
+                }))
+            })
+            .await?;
         match outcome {
-            Ok(Ok(result)) => convert::result_from_wit(result).map_err(|e| {
+            Ok(result) => convert::result_from_wit(result).map_err(|e| {
                 ToolError::new(format!(
                     "The plugin {} returned a malformed result: {e}",
                     self.name
                 ))
             }),
-            Ok(Err(message)) if store.data().call.should_stop() && !cancelled.is_cancelled() => {
-                Err(self.stopped_message(grants, Some(message)))
-            }
-            Ok(Err(message)) => Err(ToolError::new(message)),
-            Err(_) if cancelled.is_cancelled() => Err(ToolError::new("Operation aborted")),
-            Err(trap) => Err(self.describe_trap(&trap, grants)),
+            Err((message, true, false)) => Err(self.stopped_message(&call_grants, Some(message))),
+            Err((message, _, _)) => Err(ToolError::new(message)),
         }
     }
 
@@ -139,6 +136,9 @@ impl PluginInner {
     pub(super) fn describe_trap(&self, trap: &wasmtime::Error, grants: &WasmGrants) -> ToolError {
         if trap.downcast_ref::<super::state::Stopped>().is_some() {
             return self.stopped_message(grants, None);
+        }
+        if let Some(over) = trap.downcast_ref::<super::budget::OverCap>() {
+            return ToolError::new(format!("The plugin {} was stopped: {over}", self.name));
         }
         if let Some(e) = trap.downcast_ref::<std::str::Utf8Error>() {
             return ToolError::new(format!(
@@ -177,7 +177,7 @@ impl PluginInner {
         }
     }
 
-    fn stopped_message(&self, grants: &WasmGrants, said: Option<String>) -> ToolError {
+    pub(super) fn stopped_message(&self, grants: &WasmGrants, said: Option<String>) -> ToolError {
         let limit = grants.timeout.map_or(0, |t| t.as_millis());
         let mut text = format!(
             "The plugin {} was stopped: it ran past its time limit of {limit} ms",
@@ -190,20 +190,20 @@ impl PluginInner {
     }
 
     fn prepare_arguments(&self, grants: &WasmGrants, tool: &str, args: &Value) -> Result<Value, ToolError> {
-        let (mut store, guest) =
-            self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard(), None)?;
-        let outcome = guest.call_prepare_arguments(&mut store, tool, &args.to_string());
-        store.data().flush_output();
+        let input = args.to_string();
+        let outcome = self.enter(grants, Entry::bare("prepare-arguments"), |store, instance| {
+            let guest = self.tool_exports(store, instance)?;
+            guest.call_prepare_arguments(store, tool, &input)
+        })?;
         match outcome {
-            Ok(Ok(Some(text))) => serde_json::from_str(&text).map_err(|e| {
+            Ok(Some(text)) => serde_json::from_str(&text).map_err(|e| {
                 ToolError::new(format!(
                     "The plugin {} returned invalid JSON from prepare-arguments: {e}",
                     self.name
                 ))
             }),
-            Ok(Ok(None)) => Ok(args.clone()),
-            Ok(Err(message)) => Err(ToolError::new(message)),
-            Err(trap) => Err(self.fault("prepare-arguments trapped", &trap)),
+            Ok(None) => Ok(args.clone()),
+            Err(message) => Err(ToolError::new(message)),
         }
     }
 
@@ -215,29 +215,31 @@ impl PluginInner {
     ) -> Result<Option<toolwright_sdk::LoadoutChanges>, ToolError> {
         let input = serde_json::to_string(&loadout.to_sdk())
             .map_err(|e| ToolError::new(format!("cannot encode the loadout: {e}")))?;
-        let (mut store, guest) =
-            self.tool_guest(grants, CancellationToken::new(), UpdateSink::discard(), None)?;
-        let outcome = guest.call_prepare_loadout(&mut store, tool, &input);
-        store.data().flush_output();
+        let outcome = self.enter(grants, Entry::bare("prepare-loadout"), |store, instance| {
+            let guest = self.tool_exports(store, instance)?;
+            guest.call_prepare_loadout(store, tool, &input)
+        })?;
         match outcome {
-            Ok(Ok(Some(text))) => serde_json::from_str(&text).map(Some).map_err(|e| {
+            Ok(Some(text)) => serde_json::from_str(&text).map(Some).map_err(|e| {
                 ToolError::new(format!(
                     "The plugin {} returned invalid JSON from prepare-loadout: {e}",
                     self.name
                 ))
             }),
-            Ok(Ok(None)) => Ok(None),
-            Ok(Err(message)) => Err(ToolError::new(message)),
-            Err(trap) => Err(self.describe_trap(&trap, grants)),
+            Ok(None) => Ok(None),
+            Err(message) => Err(ToolError::new(message)),
         }
     }
 
+    /// The file a call will change (for pi's file mutation queue); none when the plugin does not say, or fails
+    /// to (logged: the call then runs without queueing).
     fn mutated_path(&self, grants: &WasmGrants, tool: &str, arguments: &str) -> Option<String> {
-        let (mut store, guest) = self
-            .tool_guest(grants, CancellationToken::new(), UpdateSink::discard(), None)
-            .ok()?;
-        guest
-            .call_mutated_path(&mut store, tool, arguments)
+        let outcome = self.enter(grants, Entry::bare("mutated-path"), |store, instance| {
+            let guest = self.tool_exports(store, instance)?;
+            guest.call_mutated_path(store, tool, arguments)
+        });
+        outcome
+            .inspect_err(|e| tracing::warn!(plugin = %self.name, "mutated-path failed: {}", e.message()))
             .ok()
             .flatten()
     }

@@ -25,7 +25,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "print", "sleep", "utf8", "spin"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "print", "sleep", "utf8", "spin", "big"]},
                     "target": {"type": "string"},
                     "mib": {"type": "integer"},
                     "ms": {"type": "integer"},
@@ -116,6 +116,8 @@ impl Tool for Probe {
                 format!("allocated {} MiB", blocks.len())
             }
             "panic" => panic!("the probe panicked on purpose"),
+            // A result of `mib` MiB of text: what a plugin would send to exhaust the host's memory.
+            "big" => "x".repeat(args["mib"].as_u64().unwrap_or(100) as usize * (1 << 20)),
             "recurse" => format!("depth {}", recurse(std::hint::black_box(0))),
             "flood" => {
                 for i in 0..10_000 {
@@ -147,6 +149,7 @@ toolwright_sdk::export_tool!(Probe; capabilities = [
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Write("./out".into()), "writes where the test asks"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/echo".into()), "starts echo"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/sleep".into()), "waits on a quiet process"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/sh".into()), "starts grandchildren that try to outlive the call"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Env("PATH".into()), "reads one variable"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("127.0.0.1:*".into()), "connects to local servers"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("localhost:*".into()), "connects to local servers by name"),

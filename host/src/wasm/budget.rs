@@ -1,0 +1,226 @@
+//! Bounds on the host's memory that plugins control: a host-wide budget for the linear memory of every live
+//! instance (each memory growth is charged to it, each store gives its share back when it drops), and a per-call
+//! cap on the bytes a call carries into the host (its result, its partial updates and the results of its nested
+//! calls). `memory-mib` bounds one guest; these bound what many guests, and what the host copies out of them,
+//! may take together.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use wasmtime::{ResourceLimiter, StoreLimits};
+
+use super::bindings::types as wit;
+
+/// The host-wide budget for plugins' linear memory when the policy sets none, in bytes. With the per-call cap,
+/// sized so that a busy session stays under 512 MiB of resident memory: the guests' memories, plus at most as
+/// much again copied out of them while results are lifted, plus the host itself.
+pub const DEFAULT_HOST_MEMORY: usize = 192 << 20;
+/// The bytes one call may carry into the host when the policy sets none (pi's tools send at most 50 KB of text;
+/// images are at most a few MB).
+pub const DEFAULT_RESULT_CAP: usize = 16 << 20;
+
+/// The linear memory in use by every live instance of a plugin host, against its cap.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    used: AtomicUsize,
+    cap: AtomicUsize,
+}
+
+impl MemoryBudget {
+    /// A budget of `cap` bytes.
+    pub fn new(cap: usize) -> Arc<Self> {
+        Arc::new(MemoryBudget {
+            used: AtomicUsize::new(0),
+            cap: AtomicUsize::new(cap),
+        })
+    }
+
+    /// The cap, in bytes.
+    pub fn cap(&self) -> usize {
+        self.cap.load(Ordering::Relaxed)
+    }
+
+    /// Set the cap (calls already holding more keep it until they end).
+    pub fn set_cap(&self, cap: usize) {
+        self.cap.store(cap, Ordering::Relaxed);
+    }
+
+    /// Bytes in use now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Take `bytes` if they fit under the cap.
+    fn reserve(&self, bytes: usize) -> bool {
+        let cap = self.cap();
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|total| *total <= cap)
+            })
+            .is_ok()
+    }
+
+    fn release(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// Why a growth or a result was refused (the trap's cause, named in the error the model sees).
+#[derive(Debug, thiserror::Error)]
+pub enum OverCap {
+    /// The instances together would pass the host-wide memory budget.
+    #[error("the plugins together reached the host's memory cap of {} MiB (host-memory-mib)", .0 >> 20)]
+    HostMemory(usize),
+    /// The call carried more bytes into the host than its cap.
+    #[error("its results came to more than the cap of {} MiB a call may carry into the host (result-mib)", .0 >> 20)]
+    Result(usize),
+}
+
+/// The store's limiter: the instance's own limits, then the host-wide budget.
+pub struct Limiter {
+    own: StoreLimits,
+    budget: Arc<MemoryBudget>,
+    charged: usize,
+}
+
+impl Limiter {
+    /// `own` limits under the host-wide `budget`.
+    pub fn new(own: StoreLimits, budget: Arc<MemoryBudget>) -> Self {
+        Limiter {
+            own,
+            budget,
+            charged: 0,
+        }
+    }
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if !self.own.memory_growing(current, desired, maximum)? {
+            return Ok(false);
+        }
+        let more = desired.saturating_sub(current);
+        if !self.budget.reserve(more) {
+            return Err(wasmtime::Error::new(OverCap::HostMemory(self.budget.cap())));
+        }
+        self.charged += more;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.own.table_growing(current, desired, maximum)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.own.memory_grow_failed(error)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.own.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.own.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.own.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.own.memories()
+    }
+}
+
+impl Drop for Limiter {
+    fn drop(&mut self) {
+        self.budget.release(self.charged);
+    }
+}
+
+/// The bytes a call carries into the host: what it counts against its cap.
+#[derive(Debug)]
+pub struct Carried {
+    bytes: usize,
+    cap: usize,
+}
+
+impl Carried {
+    /// Nothing carried yet, under `cap` bytes.
+    pub fn new(cap: usize) -> Self {
+        Carried { bytes: 0, cap }
+    }
+
+    /// Count `bytes` more; an error once the total passes the cap.
+    pub fn add(&mut self, bytes: usize) -> Result<(), OverCap> {
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.bytes > self.cap {
+            return Err(OverCap::Result(self.cap));
+        }
+        Ok(())
+    }
+}
+
+/// The size of a result as it crossed from the plugin: its texts, images and JSON texts.
+pub fn result_bytes(result: &wit::ToolResult) -> usize {
+    let content: usize = result
+        .content
+        .iter()
+        .map(|c| match c {
+            wit::Content::Text(text) => text.len(),
+            wit::Content::Image(image) => image.data.len() + image.mime_type.len(),
+        })
+        .sum();
+    content
+        + result.details.as_ref().map_or(0, String::len)
+        + result.structured_content.as_ref().map_or(0, String::len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_shared_and_given_back() {
+        let budget = MemoryBudget::new(100);
+        let own = || wasmtime::StoreLimitsBuilder::new().build();
+        let mut a = Limiter::new(own(), budget.clone());
+        let mut b = Limiter::new(own(), budget.clone());
+        assert!(matches!(a.memory_growing(0, 60, None), Ok(true)));
+        let refused = b.memory_growing(0, 60, None).err().map(|e| e.to_string());
+        assert_eq!(
+            refused.as_deref(),
+            Some("the plugins together reached the host's memory cap of 0 MiB (host-memory-mib)")
+        );
+        assert!(matches!(b.memory_growing(0, 40, None), Ok(true)));
+        assert_eq!(budget.used(), 100);
+        drop(a);
+        assert_eq!(budget.used(), 40);
+        drop(b);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn a_call_counts_what_it_carries() {
+        let mut carried = Carried::new(10);
+        assert!(carried.add(6).is_ok());
+        assert!(carried.add(4).is_ok());
+        let over = carried.add(1).err().map(|e| e.to_string());
+        assert_eq!(
+            over.as_deref(),
+            Some(
+                "its results came to more than the cap of 0 MiB a call may carry into the host (result-mib)"
+            )
+        );
+    }
+}

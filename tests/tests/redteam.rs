@@ -1,0 +1,337 @@
+//! The red-team suite: hostile plugins (`tests/programs/probe`, with the SDK; `tests/programs/raw`, wit-bindgen
+//! alone) against the sandbox's edges, through the `toolwright` command line as a client would drive it —
+//! `toolwright exec` with a calls file, and `toolwright mcp` over stdio — not only through the library. Each case
+//! asserts the exact error, that the next call still works, and what was left on disk or in `/proc`.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolwright_tests::golden::test_cache_dir;
+use toolwright_tests::programs::PROBE;
+
+const PROBE_NAME: &str = "toolwright-test-probe";
+
+/// A workspace and a plugin directory holding the probe, with `policy` as a trusted `--policy` file (`{ws}`
+/// stands for the workspace).
+struct Setup {
+    ws: tempfile::TempDir,
+    plugins: tempfile::TempDir,
+    policy: PathBuf,
+}
+
+fn setup(policy: &str) -> Setup {
+    let ws = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(PROBE, plugins.path().join("probe.wasm")).unwrap();
+    let policy_file = plugins.path().join("policy.toml");
+    std::fs::write(&policy_file, policy.replace("{ws}", &ws.path().to_string_lossy())).unwrap();
+    Setup {
+        ws,
+        plugins,
+        policy: policy_file,
+    }
+}
+
+impl Setup {
+    fn args(&self) -> Vec<String> {
+        vec![
+            "--no-default-plugins".into(),
+            "--cwd".into(),
+            self.ws.path().to_string_lossy().into_owned(),
+            "--plugins".into(),
+            self.plugins.path().to_string_lossy().into_owned(),
+            "--policy".into(),
+            self.policy.to_string_lossy().into_owned(),
+            "--cache-dir".into(),
+            test_cache_dir().to_string_lossy().into_owned(),
+            "--allow".into(),
+            "probe".into(),
+        ]
+    }
+
+    /// `toolwright exec` on `calls` (probe arguments): the result messages' (isError, text), in call order.
+    fn exec(&self, calls: &[Value]) -> Vec<(bool, String)> {
+        let file = self.plugins.path().join("calls.json");
+        let calls: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, args)| json!({"id": format!("c{i}"), "name": "probe", "arguments": args}))
+            .collect();
+        std::fs::write(&file, json!({ "toolCalls": calls }).to_string()).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+            .arg("exec")
+            .arg(&file)
+            .arg("--json")
+            .args(self.args())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "exec failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|e| e["type"] == "message_end" || e["type"] == "tool_result_message")
+            .filter_map(|e| {
+                let m = if e["message"].is_object() {
+                    &e["message"]
+                } else {
+                    &e
+                };
+                (m["role"] == "toolResult").then(|| (m["isError"] == true, text_of(&m["content"])))
+            })
+            .collect()
+    }
+
+    fn mcp(&self) -> Mcp {
+        Mcp::start(&self.args())
+    }
+}
+
+fn text_of(content: &Value) -> String {
+    content
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// `toolwright mcp` over stdio.
+struct Mcp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Mcp {
+    fn start(args: &[String]) -> Mcp {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+            .arg("mcp")
+            .args(["--watch-plugins", "0"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut server = Mcp { child, stdin, stdout };
+        server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "redteam", "version": "1"}}}));
+        let init = server.response(0);
+        assert_eq!(init["result"]["serverInfo"]["name"], "toolwright", "{init}");
+        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn call(&mut self, id: i64, args: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "probe", "arguments": args}}));
+    }
+
+    /// The response with `id`, skipping notifications and other responses.
+    fn response(&mut self, id: i64) -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "the server closed its output"
+            );
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"].as_i64() == Some(id) {
+                return message;
+            }
+        }
+    }
+
+    /// Call and wait: (isError, text).
+    fn run(&mut self, id: i64, args: Value) -> (bool, String) {
+        self.call(id, args);
+        let answer = self.response(id);
+        let result = &answer["result"];
+        assert!(result.is_object(), "{answer}");
+        (result["isError"] == true, text_of(&result["content"]))
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn stopped_at(limit_ms: u64) -> String {
+    format!("The plugin {PROBE_NAME} was stopped: it ran past its time limit of {limit_ms} ms")
+}
+
+const LOOP_POLICY: &str = "[plugins.toolwright-test-probe]\ntimeout-ms = 500\n";
+
+#[test]
+fn a_busy_loop_is_stopped_at_its_deadline_under_exec_and_mcp() {
+    let setup = setup(LOOP_POLICY);
+    let started = Instant::now();
+    let results = setup.exec(&[json!({"action": "loop"}), json!({"action": "print"})]);
+    assert_eq!(results[0], (true, stopped_at(500)));
+    assert_eq!(results[1], (false, "printed".into()));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let mut mcp = setup.mcp();
+    let started = Instant::now();
+    assert_eq!(mcp.run(1, json!({"action": "loop"})), (true, stopped_at(500)));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "the loop under mcp took {took:?}");
+    assert_eq!(mcp.run(2, json!({"action": "print"})), (false, "printed".into()));
+}
+
+/// The resident-memory high-water mark of a process, in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+#[test]
+fn six_parallel_huge_results_stay_under_the_host_memory_cap_under_mcp() {
+    let setup = setup("[plugins.toolwright-test-probe]\n");
+    let mut mcp = setup.mcp();
+    for id in 1..=6 {
+        mcp.call(id, json!({"action": "big", "mib": 100}));
+    }
+    for id in 1..=6 {
+        let answer = mcp.response(id);
+        let result = &answer["result"];
+        assert_eq!(
+            result["isError"],
+            true,
+            "{}",
+            &answer.to_string()[..answer.to_string().len().min(400)]
+        );
+        let text = text_of(&result["content"]);
+        assert!(
+            text == format!(
+                "The plugin {PROBE_NAME} was stopped: its results came to more than the cap of 16 MiB a call may \
+                 carry into the host (result-mib)"
+            ) || text
+                == format!(
+                    "The plugin {PROBE_NAME} was stopped: the plugins together reached the host's memory cap of \
+                     192 MiB (host-memory-mib)"
+                )
+                || text.starts_with(&format!(
+                    "The plugin {PROBE_NAME} was stopped: it tried to use more than its memory limit"
+                )),
+            "{text}"
+        );
+    }
+    let peak = peak_rss(mcp.pid());
+    assert!(peak < 512 << 20, "peak RSS {} MiB", peak >> 20);
+    assert_eq!(mcp.run(7, json!({"action": "big", "mib": 1})).0, false);
+}
+
+#[test]
+fn a_huge_result_is_an_error_naming_the_cap_under_exec() {
+    let setup = setup("[plugins.toolwright-test-probe]\n[limits]\nresult-mib = 4\n");
+    let results = setup.exec(&[
+        json!({"action": "big", "mib": 8}),
+        json!({"action": "big", "mib": 1}),
+    ]);
+    assert_eq!(
+        results[0],
+        (
+            true,
+            format!(
+                "The plugin {PROBE_NAME} was stopped: its results came to more than the cap of 4 MiB a call may \
+                 carry into the host (result-mib)"
+            )
+        )
+    );
+    assert!(!results[1].0, "{:?}", results[1]);
+    assert_eq!(results[1].1.len(), 1 << 20);
+}
+
+/// Whether a process is still alive (a zombie waiting for its parent counts as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
+            state != "Z" && state != "X"
+        })
+        .unwrap_or(false)
+}
+
+fn pids_in(file: &Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_cancelled_call_under_mcp_leaves_no_process_behind() {
+    let setup = setup(
+        "[plugins.toolwright-test-probe]\nspawn = [\"/bin/sh\"]\nwrite = [\"./out\"]\ntimeout-ms = 20000\n",
+    );
+    std::fs::create_dir(setup.ws.path().join("out")).unwrap();
+    let pidfile = setup.ws.path().join("out/pids");
+    let script = format!(
+        "echo $$ > {p}; sleep 300 & echo $! >> {p}; setsid sleep 300 & echo $! >> {p}; wait",
+        p = pidfile.display()
+    );
+    let mut mcp = setup.mcp();
+    mcp.call(
+        1,
+        json!({"action": "spawn", "target": "/bin/sh", "args": ["-c", script]}),
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    while pids_in(&pidfile).len() < 3 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pids = pids_in(&pidfile);
+    assert_eq!(pids.len(), 3, "the script did not start");
+    mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "red team"}}));
+    let until = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|p| alive(*p)) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<_> = pids.iter().filter(|p| alive(**p)).collect();
+    assert!(left.is_empty(), "still running after the cancel: {left:?}");
+    assert_eq!(mcp.run(2, json!({"action": "print"})), (false, "printed".into()));
+}
