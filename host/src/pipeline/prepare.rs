@@ -105,7 +105,14 @@ fn validate(tool: &AgentTool, call: &ToolCall, arguments: &Value) -> Result<Valu
     if let Some(error) = &call.arguments_error {
         return Err(ToolError::new(texts::invalid_arguments(&call.name, error)));
     }
-    tool.validator().parse(arguments).map_err(|errors| {
+    // A schema the host cannot enforce fails every call closed (the registry already logged it).
+    let validator = tool.validator().map_err(|e| {
+        ToolError::new(format!(
+            "The tool \"{}\" cannot be called: its parameter schema cannot be enforced: {e}",
+            call.name
+        ))
+    })?;
+    validator.parse(arguments).map_err(|errors| {
         let lines: Vec<String> = errors
             .iter()
             .map(|e| format!("  - {}: {}", e.display_path(), e.message))
