@@ -645,6 +645,13 @@ fn validate(metadata: &PluginMetadata, tools: &[ToolSpec]) -> Result<(), String>
         if !seen.insert(tool.name.as_str()) {
             return Err(format!("the plugin declares the tool `{}` twice", tool.name));
         }
+        // A schema the host cannot enforce would accept values open or loop; the plugin is refused at load.
+        if let Err(e) = crate::schema::Validator::new(tool.parameters.clone()) {
+            return Err(format!(
+                "the parameter schema of tool `{}` is refused: {e}",
+                tool.name
+            ));
+        }
     }
     Ok(())
 }

@@ -126,21 +126,23 @@ async fn run_tool_result(
         let (plugin_for_call, grants, cancel) = (plugin.clone(), grants.clone(), cancel.clone());
         let outcome =
             tokio::task::spawn_blocking(move || plugin_for_call.tool_result(&grants, event, cancel)).await;
+        // Error level, not warn: the CLI's default filter (no TOOLWRIGHT_LOG) shows errors only, and a handler
+        // that silently stops (say, a redactor) must be seen.
         let changes = match outcome {
             Ok(Ok(changes)) => changes,
             Ok(Err(error)) => {
-                tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
+                tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
                 continue;
             }
             Err(e) => {
-                tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {e}");
+                tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {e}");
                 continue;
             }
         };
         let Some(changes) = changes else { continue };
         match apply(&mut work, changes) {
             Ok(()) => modified = true,
-            Err(e) => tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {e}"),
+            Err(e) => tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {e}"),
         }
     }
     // pi normalises the images after the handlers, whoever added them (auto-resize on).
