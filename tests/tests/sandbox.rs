@@ -639,12 +639,8 @@ async fn a_plugins_look_ahead_pattern_is_enforced_and_its_recursive_schema_is_bo
     let toolset = Toolset::load(&options).unwrap();
     assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
     // As deep as JSON text from a model or a plugin can be: serde_json's parser stops at 128 levels.
-    let nested = |depth: usize| -> serde_json::Value {
-        let text = format!(
-            "{}{}",
-            r#"{"child":"#.repeat(depth),
-            format!("{{}}{}", "}".repeat(depth))
-        );
+    let nested = |depth: usize| -> Value {
+        let text = format!("{}{{}}{}", r#"{"child":"#.repeat(depth), "}".repeat(depth));
         serde_json::from_str(&text).unwrap()
     };
     let calls = [

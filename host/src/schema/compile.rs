@@ -71,9 +71,12 @@ pub(super) fn compile(root: &Value) -> Result<Patterns, SchemaDefinitionError> {
 /// A schema node's identity during the check: its address in the borrowed schema.
 type NodeId = *const Map<String, Value>;
 
+/// The object schemas of a document by identity, each with the location it was first reached at.
+type Nodes<'a> = HashMap<NodeId, (&'a Map<String, Value>, String)>;
+
 /// Every object schema reachable from the root, through subschema keywords and `$ref`s, with its location.
 /// Iterative, so a schema nested arbitrarily deep cannot overflow the stack here.
-fn collect(root: &Value) -> Result<HashMap<NodeId, (&Map<String, Value>, String)>, SchemaDefinitionError> {
+fn collect(root: &Value) -> Result<Nodes<'_>, SchemaDefinitionError> {
     let mut nodes = HashMap::new();
     let mut work = vec![(root, "#".to_owned())];
     while let Some((value, at)) = work.pop() {
@@ -211,10 +214,7 @@ fn in_place<'a>(root: &'a Value, node: &'a Map<String, Value>) -> Vec<&'a Value>
 }
 
 /// A loop among the in-place edges, found by an iterative depth-first search.
-fn find_cycle(
-    root: &Value,
-    nodes: &HashMap<NodeId, (&Map<String, Value>, String)>,
-) -> Result<(), SchemaDefinitionError> {
+fn find_cycle(root: &Value, nodes: &Nodes<'_>) -> Result<(), SchemaDefinitionError> {
     let mut done: HashSet<NodeId> = HashSet::new();
     for (&start, (start_node, _)) in nodes {
         if done.contains(&start) {
