@@ -12,6 +12,11 @@
 //! `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`, `allOf`, `anyOf`, `oneOf`, `not`,
 //! `if`/`then`/`else`, and local `$ref`s (`#`, `#/json/pointer`, `$defs`). `format` is an annotation here
 //! (pi checks the 2020-12 formats), and `unevaluated*` and `$dynamicRef` are not checked.
+//!
+//! A schema is checked once, by [`Validator::new`], for what the checks rely on (references resolve, patterns
+//! compile, no reference loop that stays on one value); one the host cannot enforce is a
+//! [`SchemaDefinitionError`], never a validator that accepts values open. Values are checked to a bounded depth
+//! ([`MAX_VALUE_DEPTH`], [`MAX_NESTING`]), so no schema and no value can overflow the stack.
 
 mod coerce;
 mod compile;
@@ -311,11 +316,11 @@ thread_local! {
 }
 
 /// One level of nested schema application, released on drop.
-pub(crate) struct Nesting(());
+struct Nesting(());
 
 impl Nesting {
     /// Enter one more level, or `None` (noted for [`Nesting::measure`]) past [`MAX_NESTING`].
-    pub(crate) fn enter() -> Option<Nesting> {
+    fn enter() -> Option<Nesting> {
         NESTING.with(|n| {
             let (depth, exceeded) = n.get();
             if depth >= MAX_NESTING {
@@ -379,7 +384,7 @@ fn too_deep_value() -> SchemaError {
 }
 
 /// The error at `path` for a value whose check ran into [`MAX_NESTING`].
-pub(crate) fn too_deep_schema(path: &str) -> SchemaError {
+fn too_deep_schema(path: &str) -> SchemaError {
     SchemaError {
         path: path.to_owned(),
         message: format!(
