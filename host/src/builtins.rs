@@ -48,3 +48,18 @@ pub fn agent_tools(cwd: &Path) -> std::io::Result<Vec<AgentTool>> {
 pub mod wasm {
     include!(concat!(env!("OUT_DIR"), "/builtin_wasm.rs"));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_schema_can_be_enforced() {
+        for tool in tools() {
+            let spec = tool.spec();
+            if let Err(e) = crate::schema::Validator::new(spec.parameters.clone()) {
+                panic!("{}: {e}", spec.name);
+            }
+        }
+    }
+}

@@ -315,6 +315,14 @@ impl Registry {
         selection: &Selection,
     ) -> Result<(Self, Vec<String>), SelectionError> {
         selection.check()?;
+        for definition in sources
+            .builtins
+            .iter()
+            .chain(&sources.extensions)
+            .chain(&sources.sdk)
+        {
+            report_unenforceable(definition);
+        }
         let default_names: Vec<String> = match (selection.no_tools, &selection.default_tools) {
             (Some(_), _) => Vec::new(),
             (None, Some(names)) => names.clone(),
@@ -495,7 +503,12 @@ impl Registry {
     }
 
     /// Register (or replace, keeping its position) a tool of the embedding application, then refresh.
+    ///
+    /// A tool whose parameter schema the host cannot enforce (see [`crate::schema::Validator::new`]) is
+    /// registered, and logged at error level; each of its calls is an error result naming the problem, so the
+    /// model is told and no unchecked arguments reach the tool. Check `Validator::new` first to refuse it instead.
     pub fn register(&mut self, definition: ToolDefinition) {
+        report_unenforceable(&definition);
         match self.sources.sdk.iter_mut().find(|d| d.name == definition.name) {
             Some(slot) => *slot = definition,
             None => self.sources.sdk.push(definition),
@@ -506,6 +519,7 @@ impl Registry {
     /// Register (or replace, keeping its position) an extension tool, as a plugin registering a tool late does,
     /// then refresh.
     pub fn register_extension(&mut self, definition: ToolDefinition) {
+        report_unenforceable(&definition);
         match self
             .sources
             .extensions
@@ -534,6 +548,7 @@ impl Registry {
 
     /// Replace the extension tools, then refresh.
     pub fn set_extension_tools(&mut self, extensions: Vec<ToolDefinition>) {
+        extensions.iter().for_each(report_unenforceable);
         self.sources.extensions = extensions;
         self.refresh(RefreshOptions::default());
     }
@@ -903,6 +918,17 @@ pub fn source_info(definition: &ToolDefinition) -> SourceInfo {
             path: path.display().to_string(),
             source: "plugin",
         },
+    }
+}
+
+/// Logs a tool whose parameter schema cannot be enforced: registration is infallible, so the log is where the
+/// embedder hears of it at once; the calls themselves fail closed in the pipeline.
+fn report_unenforceable(definition: &ToolDefinition) {
+    if let Err(e) = crate::schema::Validator::new(definition.parameters.clone()) {
+        tracing::error!(
+            tool = %definition.name,
+            "the tool's parameter schema cannot be enforced, so every call of it fails: {e}"
+        );
     }
 }
 

@@ -12,33 +12,51 @@
 //! `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`, `allOf`, `anyOf`, `oneOf`, `not`,
 //! `if`/`then`/`else`, and local `$ref`s (`#`, `#/json/pointer`, `$defs`). `format` is an annotation here
 //! (pi checks the 2020-12 formats), and `unevaluated*` and `$dynamicRef` are not checked.
+//!
+//! A schema is checked once, by [`Validator::new`], for what the checks rely on (references resolve, patterns
+//! compile, no reference loop that stays on one value); one the host cannot enforce is a
+//! [`SchemaDefinitionError`], never a validator that accepts values open. Values are checked to a bounded depth
+//! ([`MAX_VALUE_DEPTH`], [`MAX_NESTING`]), so no schema and no value can overflow the stack.
 
 mod coerce;
+mod compile;
 mod explain;
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::cell::Cell;
 
-use regex::Regex;
 use serde_json::{Map, Value};
 use toolwright_sdk::js;
 
+pub use compile::SchemaDefinitionError;
 pub use explain::SchemaError;
+
+/// How deep a value may be nested (objects and arrays) to be checked at all. serde_json's parser refuses text
+/// nested deeper than 128, so only a value an embedder builds in code reaches this; it keeps the coercion's
+/// clones and the checks' recursion shallow whatever the schema.
+pub const MAX_VALUE_DEPTH: usize = 128;
+
+/// How many schema applications may be nested while one value is checked, coerced or explained: each level of
+/// the value takes one to four (`properties`, a `$ref`, a branch, its target), so 128 levels fit. Measured in a
+/// debug build, 1024 levels of the explainer need 0.5 to 1 MiB of stack; 512 keeps a quarter of a 2 MiB thread
+/// stack (tokio's default) at most. Past it the value is refused: the check fails closed.
+pub const MAX_NESTING: usize = 512;
 
 /// A compiled argument schema: checks, coerces and explains values for one JSON Schema.
 #[derive(Debug)]
 pub struct Validator {
     root: Value,
-    regexes: Mutex<HashMap<String, Option<Regex>>>,
+    regexes: compile::Patterns,
 }
 
 impl Validator {
-    /// A validator for `schema`.
-    pub fn new(schema: Value) -> Self {
-        Validator {
+    /// A validator for `schema`, or why the host cannot enforce it: a `$ref` that does not resolve, a pattern
+    /// that does not compile, a schema that refers to itself without descending into the value.
+    pub fn new(schema: Value) -> Result<Self, SchemaDefinitionError> {
+        let regexes = compile::compile(&schema)?;
+        Ok(Validator {
             root: schema,
-            regexes: Mutex::new(HashMap::new()),
-        }
+            regexes,
+        })
     }
 
     /// The schema this validator checks.
@@ -47,48 +65,51 @@ impl Validator {
     }
 
     /// pi-schema's `parse`: the value coerced towards the schema, then checked. `Ok` with the coerced value, or
-    /// every failing keyword.
+    /// every failing keyword. A value nested too deeply (see [`MAX_VALUE_DEPTH`], [`MAX_NESTING`]) fails with
+    /// one error saying so.
     pub fn parse(&self, value: &Value) -> Result<Value, Vec<SchemaError>> {
-        let coerced = coerce::coerce(self, value);
-        if self.check(&self.root, &coerced) {
-            Ok(coerced)
-        } else {
-            Err(explain::errors(self, &coerced))
+        if exceeds_depth(value, MAX_VALUE_DEPTH) {
+            return Err(vec![too_deep_value()]);
+        }
+        let (checked, exceeded) = Nesting::measure(|| {
+            let coerced = coerce::coerce(self, value);
+            let valid = self.check(&self.root, &coerced);
+            (coerced, valid)
+        });
+        match checked {
+            _ if exceeded => Err(vec![too_deep_schema("")]),
+            (coerced, true) => Ok(coerced),
+            (coerced, false) => Err(explain::errors(self, &coerced)),
         }
     }
 
-    /// Whether `value` is valid against the whole schema.
+    /// Whether `value` is valid against the whole schema; a value nested too deeply is not.
     pub fn is_valid(&self, value: &Value) -> bool {
-        self.check(&self.root, value)
+        if exceeds_depth(value, MAX_VALUE_DEPTH) {
+            return false;
+        }
+        let (valid, exceeded) = Nesting::measure(|| self.check(&self.root, value));
+        valid && !exceeded
     }
 
     /// The target of a local `$ref`, `None` when it names nothing.
     fn resolve(&self, reference: &str) -> Option<&Value> {
-        let pointer = reference.strip_prefix('#')?;
-        if pointer.is_empty() {
-            return Some(&self.root);
-        }
-        if pointer.starts_with('/') {
-            return self.root.pointer(pointer);
-        }
-        // A plain-name fragment: an `$anchor` somewhere in `$defs`.
-        let defs = self.root.get("$defs").or_else(|| self.root.get("definitions"))?;
-        defs.as_object()?
-            .values()
-            .find(|d| d.get("$anchor").and_then(Value::as_str) == Some(pointer))
+        compile::resolve(&self.root, reference)
     }
 
-    /// Whether `text` matches the ECMAScript `pattern`; a pattern Rust's regex engine cannot compile matches.
+    /// Whether `text` matches the ECMAScript `pattern`. Every pattern was compiled with the schema; a match the
+    /// engine gives up on (its backtracking limit) does not match, so the check fails closed.
     fn matches(&self, pattern: &str, text: &str) -> bool {
-        let mut cache = self.regexes.lock().unwrap_or_else(|e| e.into_inner());
-        let regex = cache
-            .entry(pattern.to_owned())
-            .or_insert_with(|| Regex::new(pattern).ok());
-        regex.as_ref().is_none_or(|r| r.is_match(text))
+        self.regexes
+            .get(pattern)
+            .is_some_and(|r| r.is_match(text).unwrap_or(false))
     }
 
     /// The boolean check of `v` against the schema node `node`.
     fn check(&self, node: &Value, v: &Value) -> bool {
+        let Some(_nesting) = Nesting::enter() else {
+            return false;
+        };
         let node = match node {
             Value::Bool(b) => return *b,
             Value::Object(node) => node,
@@ -287,6 +308,91 @@ impl Validator {
     }
 }
 
+thread_local! {
+    /// The schema applications now nested on this thread, and whether a check ran into [`MAX_NESTING`].
+    /// Checking, coercing and explaining call one another recursively; one counter bounds them all without
+    /// threading a depth through every function. A check never awaits, so it never leaves its thread.
+    static NESTING: Cell<(usize, bool)> = const { Cell::new((0, false)) };
+}
+
+/// One level of nested schema application, released on drop.
+struct Nesting(());
+
+impl Nesting {
+    /// Enter one more level, or `None` (noted for [`Nesting::measure`]) past [`MAX_NESTING`].
+    fn enter() -> Option<Nesting> {
+        NESTING.with(|n| {
+            let (depth, exceeded) = n.get();
+            if depth >= MAX_NESTING {
+                n.set((depth, true));
+                return None;
+            }
+            n.set((depth + 1, exceeded));
+            Some(Nesting(()))
+        })
+    }
+
+    /// `f`'s result, and whether it ran into the limit anywhere: a limited check may have answered `false`
+    /// under a `not`, so its result alone cannot be trusted then.
+    fn measure<T>(f: impl FnOnce() -> T) -> (T, bool) {
+        let before = NESTING.with(|n| {
+            let (depth, exceeded) = n.get();
+            n.set((depth, false));
+            exceeded
+        });
+        let out = f();
+        let exceeded = NESTING.with(|n| {
+            let (depth, exceeded) = n.get();
+            n.set((depth, before || exceeded));
+            exceeded
+        });
+        (out, exceeded)
+    }
+}
+
+impl Drop for Nesting {
+    fn drop(&mut self) {
+        NESTING.with(|n| {
+            let (depth, exceeded) = n.get();
+            n.set((depth.saturating_sub(1), exceeded));
+        });
+    }
+}
+
+/// Whether `value` has objects or arrays nested more than `limit` levels deep; iterative, for any depth.
+fn exceeds_depth(value: &Value, limit: usize) -> bool {
+    let mut work = vec![(value, 0)];
+    while let Some((v, depth)) = work.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(o) => Box::new(o.values()),
+            _ => continue,
+        };
+        if depth + 1 > limit {
+            return true;
+        }
+        work.extend(children.map(|c| (c, depth + 1)));
+    }
+    false
+}
+
+fn too_deep_value() -> SchemaError {
+    SchemaError {
+        path: String::new(),
+        message: format!("is nested more than {MAX_VALUE_DEPTH} levels deep"),
+    }
+}
+
+/// The error at `path` for a value whose check ran into [`MAX_NESTING`].
+fn too_deep_schema(path: &str) -> SchemaError {
+    SchemaError {
+        path: path.to_owned(),
+        message: format!(
+            "is nested too deeply to check (more than {MAX_NESTING} nested schema applications)"
+        ),
+    }
+}
+
 /// Whether `v` has one of the types the `type` keyword names.
 fn type_matches(t: &Value, v: &Value) -> bool {
     match t {
@@ -381,7 +487,8 @@ mod tests {
                 "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}
             },
             "additionalProperties": false
-        }));
+        }))
+        .unwrap();
         assert!(v.is_valid(&json!({"path": "x", "limit": 3.0, "mode": "a", "tags": ["p", "q"]})));
         assert!(!v.is_valid(&json!({"limit": 3})));
         assert!(!v.is_valid(&json!({"path": ""})));
@@ -392,14 +499,134 @@ mod tests {
     }
 
     #[test]
-    fn resolves_local_refs_and_rejects_dangling_ones() {
+    fn resolves_local_refs_and_refuses_dangling_ones() {
         let v = Validator::new(json!({
             "$defs": {"name": {"type": "string"}},
             "type": "object",
-            "properties": {"a": {"$ref": "#/$defs/name"}, "b": {"$ref": "#/$defs/missing"}}
-        }));
+            "properties": {"a": {"$ref": "#/$defs/name"}}
+        }))
+        .unwrap();
         assert!(v.is_valid(&json!({"a": "x"})));
         assert!(!v.is_valid(&json!({"a": 1})));
-        assert!(!v.is_valid(&json!({"b": 1})));
+        let dangling = Validator::new(json!({"properties": {"b": {"$ref": "#/$defs/missing"}}})).unwrap_err();
+        assert_eq!(
+            dangling,
+            SchemaDefinitionError::Unresolved {
+                at: "#/properties/b".into(),
+                reference: "#/$defs/missing".into()
+            }
+        );
+    }
+
+    #[test]
+    fn self_references_are_refused_not_overflowed() {
+        assert!(matches!(
+            Validator::new(json!({"$ref": "#"})),
+            Err(SchemaDefinitionError::Cycle { .. })
+        ));
+        let mutual = json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"not": {"$ref": "#/$defs/a"}}}, "$ref": "#/$defs/a"});
+        assert!(matches!(
+            Validator::new(mutual),
+            Err(SchemaDefinitionError::Cycle { .. })
+        ));
+    }
+
+    /// A value of `depth` nested arrays, built without recursion.
+    fn nested_arrays(depth: usize) -> Value {
+        let mut v = json!([]);
+        for _ in 0..depth {
+            v = Value::Array(vec![v]);
+        }
+        v
+    }
+
+    /// Drops a deep value without recursion: serde_json's own drop would overflow the test's stack.
+    fn dismantle(mut v: Value) {
+        while let Value::Array(mut items) = v {
+            match items.pop() {
+                Some(inner) => v = inner,
+                None => break,
+            }
+        }
+    }
+
+    #[test]
+    fn deeply_nested_data_against_a_recursive_schema_is_an_error_not_a_crash() {
+        let v =
+            Validator::new(json!({"type": "array", "items": {"anyOf": [{"type": "string"}, {"$ref": "#"}]}}))
+                .unwrap();
+        let deep = nested_arrays(100_000);
+        let errors = v.parse(&deep).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].display_path(), "root");
+        assert_eq!(errors[0].message, "is nested more than 128 levels deep");
+        assert!(!v.is_valid(&deep));
+        dismantle(deep);
+        // Within the bound, recursive data is checked, and explained, normally.
+        let fine = nested_arrays(MAX_VALUE_DEPTH - 1);
+        assert!(v.parse(&fine).is_ok());
+        let mut bad = json!([1]);
+        for _ in 0..MAX_VALUE_DEPTH - 2 {
+            bad = Value::Array(vec![bad]);
+        }
+        assert!(v.parse(&bad).is_err());
+    }
+
+    #[test]
+    fn a_schema_applied_too_deeply_fails_closed_even_under_not() {
+        // An acyclic chain of in-place references longer than the nesting bound.
+        let mut defs = Map::new();
+        for i in 0..MAX_NESTING {
+            defs.insert(
+                format!("d{i}"),
+                json!({"allOf": [{"$ref": format!("#/$defs/d{}", i + 1)}]}),
+            );
+        }
+        defs.insert(format!("d{MAX_NESTING}"), json!({"type": "string"}));
+        let v = Validator::new(json!({"$defs": defs.clone(), "not": {"$ref": "#/$defs/d0"}})).unwrap();
+        assert!(!v.is_valid(&json!(1)), "the bound must not turn a `not` open");
+        let errors = v.parse(&json!(1)).unwrap_err();
+        assert_eq!(
+            errors[0].message,
+            "is nested too deeply to check (more than 512 nested schema applications)"
+        );
+        // The check stops at the first failing member; the explainer walks them all, down the whole chain. On a
+        // thread with tokio's default 2 MiB stack, in a debug build.
+        let v = Validator::new(json!({"$defs": defs, "allOf": [{"type": "string"}, {"$ref": "#/$defs/d0"}]}))
+            .unwrap();
+        let errors = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || v.parse(&json!(1)).unwrap_err())
+            .unwrap()
+            .join()
+            .unwrap();
+        let messages: Vec<&str> = errors.iter().map(|e| e.message.as_str()).collect();
+        assert!(
+            messages.contains(&"is nested too deeply to check (more than 512 nested schema applications)"),
+            "{messages:?}"
+        );
+    }
+
+    #[test]
+    fn look_ahead_patterns_are_enforced() {
+        let v = Validator::new(json!({
+            "type": "object",
+            "properties": {"name": {"type": "string", "pattern": "^(?!evil)"}}
+        }))
+        .unwrap();
+        assert!(v.is_valid(&json!({"name": "good"})));
+        let errors = v.parse(&json!({"name": "evil plan"})).unwrap_err();
+        assert_eq!(errors[0].display_path(), "name");
+        assert!(errors[0].message.contains("^(?!evil)"), "{:?}", errors[0]);
+    }
+
+    #[test]
+    fn invalid_patterns_are_refused_with_the_reason() {
+        let err = Validator::new(json!({"properties": {"a": {"pattern": "[b-a]"}}})).unwrap_err();
+        assert!(matches!(err, SchemaDefinitionError::Pattern { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("the pattern \"[b-a]\" at #/properties/a/pattern does not compile: ")
+        );
     }
 }

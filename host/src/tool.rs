@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::ExecutionMode;
 
-use crate::schema::Validator;
+use crate::schema::{SchemaDefinitionError, Validator};
 use crate::types::AgentToolResult;
 
 /// A boxed, sendable future: what tools and hooks return.
@@ -229,7 +229,7 @@ pub struct AgentTool {
     execution_mode: Option<ExecutionMode>,
     prepare_arguments: Option<PrepareArguments>,
     executor: Arc<dyn ToolExecutor>,
-    validator: Arc<OnceLock<Validator>>,
+    validator: Arc<OnceLock<Result<Validator, SchemaDefinitionError>>>,
 }
 
 impl AgentTool {
@@ -353,10 +353,12 @@ impl AgentTool {
         &self.executor
     }
 
-    /// The validator of the parameters, compiled on first use and shared by clones.
-    pub fn validator(&self) -> &Validator {
+    /// The validator of the parameters, compiled on first use and shared by clones, or why the host cannot
+    /// enforce the schema; every call of such a tool is then an error result naming the problem.
+    pub fn validator(&self) -> Result<&Validator, &SchemaDefinitionError> {
         self.validator
             .get_or_init(|| Validator::new(self.parameters.clone()))
+            .as_ref()
     }
 
     /// Run the tool directly, outside the pipeline (no validation, no hooks, no events).

@@ -692,6 +692,13 @@ fn validate(metadata: &PluginMetadata, tools: &[ToolSpec]) -> Result<(), String>
         if !seen.insert(tool.name.as_str()) {
             return Err(format!("the plugin declares the tool `{}` twice", tool.name));
         }
+        // A schema the host cannot enforce would accept values open or loop; the plugin is refused at load.
+        if let Err(e) = crate::schema::Validator::new(tool.parameters.clone()) {
+            return Err(format!(
+                "the parameter schema of tool `{}` is refused: {e}",
+                tool.name
+            ));
+        }
     }
     Ok(())
 }
@@ -854,6 +861,45 @@ impl Plugin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec(name: &str, parameters: serde_json::Value) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            parameters,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_tool_schema_the_host_cannot_enforce_refuses_the_plugin_naming_the_tool() {
+        let metadata = PluginMetadata {
+            name: "hostile".into(),
+            version: "0.1.0".into(),
+            description: String::new(),
+            capabilities: Vec::new(),
+        };
+        let fine = spec("fine", serde_json::json!({"type": "object"}));
+        assert_eq!(validate(&metadata, std::slice::from_ref(&fine)), Ok(()));
+        let looping = spec("looping", serde_json::json!({"$ref": "#"}));
+        assert_eq!(
+            validate(&metadata, &[fine.clone(), looping]),
+            Err("the parameter schema of tool `looping` is refused: the schema at # refers to itself without \
+                 descending into the value (# -> #)"
+                .into())
+        );
+        let pattern = spec(
+            "pattern",
+            serde_json::json!({"properties": {"a": {"pattern": "(?<!"}}}),
+        );
+        let err = validate(&metadata, &[pattern]).unwrap_err();
+        assert!(
+            err.starts_with(
+                "the parameter schema of tool `pattern` is refused: the pattern \"(?<!\" at #/properties/a/pattern \
+                 does not compile: "
+            ),
+            "{err}"
+        );
+    }
 
     fn addr(text: &str) -> std::net::SocketAddr {
         text.parse().unwrap_or_else(|e| panic!("{text}: {e}"))

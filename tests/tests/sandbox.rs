@@ -627,6 +627,68 @@ async fn malformed_json_from_a_plugin_without_the_sdk_is_an_error_naming_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_look_ahead_pattern_is_enforced_and_its_recursive_schema_is_bounded() {
+    let ws = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
+    let mut options = ToolsetOptions::new(ws.path());
+    options.plugin_dirs = vec![plugins.path().to_path_buf()];
+    options.policy_files = Vec::new();
+    options.project_policy = None;
+    options.cache_dir = Some(test_cache_dir());
+    let toolset = Toolset::load(&options).unwrap();
+    assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
+    // As deep as JSON text from a model or a plugin can be: serde_json's parser stops at 128 levels.
+    let nested = |depth: usize| -> Value {
+        let text = format!("{}{{}}{}", r#"{"child":"#.repeat(depth), "}".repeat(depth));
+        serde_json::from_str(&text).unwrap()
+    };
+    let calls = [
+        ("guarded", json!({"name": "evil plan"})),
+        ("guarded", json!({"name": "good plan"})),
+        ("tree", nested(100)),
+        ("tree", json!({"child": {"child": 1}})),
+    ];
+    let message = AssistantMessage {
+        tool_calls: calls
+            .iter()
+            .enumerate()
+            .map(|(i, (tool, args))| ToolCall::new(format!("g{i}"), *tool, args.clone()))
+            .collect(),
+        ..Default::default()
+    };
+    let out = toolset
+        .pipeline(ws.path())
+        .execute_tool_calls(
+            &toolset.agent_tools(),
+            &message,
+            &EventLog::new(),
+            &CancellationToken::new(),
+        )
+        .await
+        .messages;
+    assert!(out[0].is_error);
+    assert!(
+        text(&out[0])
+            .starts_with("Validation failed for tool \"guarded\":\n  - name: expected to match ^(?!evil)\n"),
+        "{}",
+        text(&out[0])
+    );
+    assert_eq!(text(&out[1]), "raw ok");
+    assert_eq!(
+        text(&out[2]),
+        "raw ok",
+        "recursive data within the bound is checked and runs"
+    );
+    assert!(out[3].is_error);
+    assert!(
+        text(&out[3]).starts_with("Validation failed for tool \"tree\":\n"),
+        "{}",
+        text(&out[3])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_builtins_policy_limits_the_wasm_builtins() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(

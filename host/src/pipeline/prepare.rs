@@ -105,7 +105,14 @@ fn validate(tool: &AgentTool, call: &ToolCall, arguments: &Value) -> Result<Valu
     if let Some(error) = &call.arguments_error {
         return Err(ToolError::new(texts::invalid_arguments(&call.name, error)));
     }
-    tool.validator().parse(arguments).map_err(|errors| {
+    // A schema the host cannot enforce fails every call closed (the registry already logged it).
+    let validator = tool.validator().map_err(|e| {
+        ToolError::new(format!(
+            "The tool \"{}\" cannot be called: its parameter schema cannot be enforced: {e}",
+            call.name
+        ))
+    })?;
+    validator.parse(arguments).map_err(|errors| {
         let lines: Vec<String> = errors
             .iter()
             .map(|e| format!("  - {}: {}", e.display_path(), e.message))
@@ -133,4 +140,52 @@ pub(super) fn panicked(tool: &str, what: &str, payload: &(dyn std::any::Any + Se
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into());
     ToolError::new(format!("{what} of tool \"{tool}\" panicked: {message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::ToolExecution;
+    use serde_json::json;
+
+    fn tool(parameters: Value) -> AgentTool {
+        AgentTool::new("t", "A tool", parameters, |_run: ToolExecution| async {
+            Ok(AgentToolResult::text("ran"))
+        })
+    }
+
+    #[test]
+    fn a_tool_whose_schema_cannot_be_enforced_fails_every_call_closed() {
+        let call = ToolCall::new("c1", "t", json!({}));
+        let err = validate(&tool(json!({"$ref": "#"})), &call, &json!({})).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "The tool \"t\" cannot be called: its parameter schema cannot be enforced: the schema at # refers to \
+             itself without descending into the value (# -> #)"
+        );
+        let pattern = json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "(?<"}}});
+        let err = validate(&tool(pattern), &call, &json!({"a": "x"})).unwrap_err();
+        assert!(
+            err.message()
+                .contains("the pattern \"(?<\" at #/properties/a/pattern does not compile"),
+            "{}",
+            err.message()
+        );
+    }
+
+    #[test]
+    fn a_look_ahead_pattern_is_enforced_on_the_arguments() {
+        let schema =
+            json!({"type": "object", "properties": {"cmd": {"type": "string", "pattern": "^(?!rm )"}}});
+        let t = tool(schema);
+        let call = ToolCall::new("c1", "t", json!({}));
+        assert!(validate(&t, &call, &json!({"cmd": "ls -l"})).is_ok());
+        let err = validate(&t, &call, &json!({"cmd": "rm -rf /"})).unwrap_err();
+        assert!(
+            err.message()
+                .starts_with("Validation failed for tool \"t\":\n  - cmd: expected to match ^(?!rm )\n"),
+            "{}",
+            err.message()
+        );
+    }
 }

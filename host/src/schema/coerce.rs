@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use super::Validator;
+use super::{Nesting, Validator};
 use toolwright_sdk::js;
 
 /// How deep a `$ref` or a single-value wrap may re-enter conversion; recursive schemas stop here.
@@ -32,6 +32,9 @@ pub(super) fn coerce(validator: &Validator, value: &Value) -> Value {
 // ---------------------------------------------------------------------------------------------------------------
 
 fn drop_optional_nulls(v: &Validator, value: &Value, schema: &Value) -> Value {
+    let Some(_nesting) = Nesting::enter() else {
+        return value.clone();
+    };
     let Value::Object(node) = schema else {
         return value.clone();
     };
@@ -116,6 +119,9 @@ struct Converter<'a> {
 
 impl Converter<'_> {
     fn convert(&mut self, node: &Value, value: Value) -> Value {
+        let Some(_nesting) = Nesting::enter() else {
+            return value;
+        };
         let Value::Object(map) = node else { return value };
         if let Some(reference) = map.get("$ref").and_then(Value::as_str) {
             return match self.v.resolve(reference) {
@@ -382,6 +388,9 @@ fn try_null(value: &Value) -> Option<Value> {
 // ---------------------------------------------------------------------------------------------------------------
 
 fn coerce_types(v: &Validator, value: Value, schema: &Value) -> Value {
+    let Some(_nesting) = Nesting::enter() else {
+        return value;
+    };
     let Value::Object(node) = schema else { return value };
     let mut next = value;
     if let Some(Value::Array(members)) = node.get("allOf") {
@@ -508,7 +517,7 @@ mod tests {
     use serde_json::json;
 
     fn coerced(schema: Value, value: Value) -> Value {
-        coerce(&Validator::new(schema), &value)
+        coerce(&Validator::new(schema).unwrap(), &value)
     }
 
     #[test]

@@ -3,7 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::{Validator, contains_bounds, dependencies, item_schemas, type_matches, unique};
+use super::{
+    Nesting, Validator, contains_bounds, dependencies, item_schemas, too_deep_schema, type_matches, unique,
+};
 use toolwright_sdk::js;
 
 /// One failing keyword: where (a JSON pointer into the value) and what.
@@ -69,6 +71,10 @@ fn list_values(values: &[Value]) -> String {
 }
 
 fn walk(v: &Validator, node: &Value, value: &Value, path: &str, out: &mut Vec<SchemaError>) {
+    let Some(_nesting) = Nesting::enter() else {
+        out.push(too_deep_schema(path));
+        return;
+    };
     let node = match node {
         Value::Bool(true) => return,
         Value::Bool(false) => {
@@ -431,7 +437,7 @@ mod tests {
     use serde_json::json;
 
     fn messages(schema: Value, value: Value) -> Vec<String> {
-        let v = Validator::new(schema);
+        let v = Validator::new(schema).unwrap();
         match v.parse(&value) {
             Ok(_) => Vec::new(),
             Err(errors) => errors

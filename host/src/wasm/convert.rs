@@ -21,7 +21,11 @@ fn json_opt(field: &str, text: Option<String>) -> Result<Option<Value>, String> 
 /// A plugin's result as the host's.
 pub fn result_from_wit(r: wit::ToolResult) -> Result<AgentToolResult, String> {
     Ok(AgentToolResult {
-        content: r.content.into_iter().map(content_from_wit).collect(),
+        content: r
+            .content
+            .into_iter()
+            .map(content_from_wit)
+            .collect::<Result<_, _>>()?,
         details: json_opt("details", r.details)?,
         structured_content: json_opt("structured-content", r.structured_content)?,
         usage: r.usage.map(usage_from_wit),
@@ -42,13 +46,30 @@ pub fn result_to_wit(r: &AgentToolResult) -> wit::ToolResult {
     }
 }
 
-fn content_from_wit(c: wit::Content) -> Content {
+/// The image types a model accepts; anything else would be refused by the provider, or misread.
+const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// A content block from a plugin; an image must be base64 of one of [`IMAGE_TYPES`] before a model sees it.
+fn content_from_wit(c: wit::Content) -> Result<Content, String> {
     match c {
-        wit::Content::Text(text) => Content::Text { text },
-        wit::Content::Image(i) => Content::Image {
-            data: i.data,
-            mime_type: i.mime_type,
-        },
+        wit::Content::Text(text) => Ok(Content::Text { text }),
+        wit::Content::Image(i) => {
+            if !IMAGE_TYPES.contains(&i.mime_type.as_str()) {
+                return Err(format!(
+                    "an image's `mimeType` must be one of {}, not `{}`",
+                    IMAGE_TYPES.join(", "),
+                    i.mime_type
+                ));
+            }
+            use base64::Engine as _;
+            if let Err(e) = base64::engine::general_purpose::STANDARD.decode(&i.data) {
+                return Err(format!("an image's `data` is not valid base64: {e}"));
+            }
+            Ok(Content::Image {
+                data: i.data,
+                mime_type: i.mime_type,
+            })
+        }
     }
 }
 
@@ -202,6 +223,35 @@ mod tests {
         let err = result_from_wit(result(None, Some("[1,"))).unwrap_err();
         assert!(err.starts_with("`structured-content` is not JSON: "), "{err}");
         assert!(result_from_wit(result(Some("{\"a\":1}"), Some("\"s\""))).is_ok());
+    }
+
+    fn image(data: &str, mime_type: &str) -> Result<AgentToolResult, String> {
+        result_from_wit(wit::ToolResult {
+            content: vec![wit::Content::Image(wit::Image {
+                data: data.into(),
+                mime_type: mime_type.into(),
+            })],
+            ..result(None, None)
+        })
+    }
+
+    #[test]
+    fn an_image_from_a_plugin_must_be_base64_of_a_known_type() {
+        assert!(image("iVBORw0KGgo=", "image/png").is_ok());
+        assert!(image("", "image/webp").is_ok());
+        assert_eq!(
+            image("iVBORw0KGgo=", "image/svg+xml").unwrap_err(),
+            "an image's `mimeType` must be one of image/png, image/jpeg, image/gif, image/webp, not `image/svg+xml`"
+        );
+        assert_eq!(
+            image("iVBORw0KGgo=", "IMAGE/PNG").unwrap_err(),
+            "an image's `mimeType` must be one of image/png, image/jpeg, image/gif, image/webp, not `IMAGE/PNG`"
+        );
+        let err = image("not base64!", "image/jpeg").unwrap_err();
+        assert!(
+            err.starts_with("an image's `data` is not valid base64: "),
+            "{err}"
+        );
     }
 
     #[test]

@@ -118,17 +118,19 @@ async fn run_tool_result(
             is_error: work.is_error,
             usage: wit.usage,
         };
+        // Error level, not warn: the CLI's default filter (no TOOLWRIGHT_LOG) shows errors only, and a handler
+        // that silently stops (say, a redactor) must be seen.
         let changes = match plugin.tool_result(grants.clone(), event, cancel.clone()).await {
             Ok(changes) => changes,
             Err(error) => {
-                tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
+                tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
                 continue;
             }
         };
         let Some(changes) = changes else { continue };
         match apply(&mut work, changes) {
             Ok(()) => modified = true,
-            Err(e) => tracing::warn!(plugin = %plugin.name, "tool_result handler skipped: {e}"),
+            Err(e) => tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {e}"),
         }
     }
     // pi normalises the images after the handlers, whoever added them (auto-resize on).

@@ -9,6 +9,9 @@
 //! - `"partial"`: a malformed partial result (not JSON details), then a good result;
 //! - anything else: a good result, `raw ok`.
 //!
+//! Two more tools return `raw ok` for whatever passes their schemas, which the host must enforce: `guarded`
+//! takes a `name` that a look-ahead pattern forbids to start with `evil`; `tree` takes a recursive object.
+//!
 //! It compiles to nothing natively.
 
 #[cfg(target_arch = "wasm32")]
@@ -23,6 +26,28 @@ mod guest {
     use toolwright::plugin::types::{Content, Exposure, PluginMetadata, ToolResult, ToolSpec};
 
     struct Raw;
+
+    fn spec(name: &str, description: &str, parameters: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            label: name.into(),
+            description: description.into(),
+            parameters: parameters.into(),
+            output_schema: None,
+            prompt_snippet: None,
+            prompt_guidelines: Vec::new(),
+            constrained_sampling: None,
+            execution_mode: None,
+            exposure: Exposure::Direct,
+            annotations: None,
+            namespace: None,
+            default_active: None,
+            renders_own_frame: false,
+            prepares_arguments: false,
+            mutates_files: false,
+            prepares_loadout: false,
+        }
+    }
 
     fn text(text: &str) -> ToolResult {
         ToolResult {
@@ -46,25 +71,24 @@ mod guest {
         }
 
         fn list_tools() -> Vec<ToolSpec> {
-            vec![ToolSpec {
-                name: "raw".into(),
-                label: "raw".into(),
-                description: "Returns a malformed value on request.".into(),
-                parameters: r#"{"type": "string"}"#.into(),
-                output_schema: None,
-                prompt_snippet: None,
-                prompt_guidelines: Vec::new(),
-                constrained_sampling: None,
-                execution_mode: None,
-                exposure: Exposure::Direct,
-                annotations: None,
-                namespace: None,
-                default_active: None,
-                renders_own_frame: false,
-                prepares_arguments: false,
-                mutates_files: false,
-                prepares_loadout: false,
-            }]
+            vec![
+                spec(
+                    "raw",
+                    "Returns a malformed value on request.",
+                    r#"{"type": "string"}"#,
+                ),
+                spec(
+                    "guarded",
+                    "Runs for a name that does not start with evil.",
+                    r#"{"type": "object", "required": ["name"],
+                        "properties": {"name": {"type": "string", "pattern": "^(?!evil)"}}}"#,
+                ),
+                spec(
+                    "tree",
+                    "Runs for a tree of objects.",
+                    r##"{"type": "object", "properties": {"child": {"$ref": "#"}}, "additionalProperties": false}"##,
+                ),
+            ]
         }
 
         fn prepare_arguments(_tool: String, _arguments: String) -> Result<Option<String>, String> {
