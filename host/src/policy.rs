@@ -43,9 +43,14 @@ pub struct Policy {
     /// What was ignored from an untrusted project's file, one line each (`[plugins.x] spawn = "sh"`).
     #[serde(skip)]
     pub ignored: Vec<String>,
-    /// Grants by plugin name.
+    /// Grants by plugin name, from the trusted files (the user's config, `--policy` files): they apply only to
+    /// plugins from trusted locations (see [`crate::identity`]).
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginPolicy>,
+    /// Grants by plugin name from the project's `toolwright.toml` (confined unless the project is trusted): they
+    /// apply to every plugin of that name, wherever it was loaded from.
+    #[serde(skip)]
+    pub project_plugins: BTreeMap<String, PluginPolicy>,
     /// Grants of the built-in tools, replacing their defaults.
     #[serde(default)]
     pub builtins: Option<PluginPolicy>,
@@ -82,6 +87,16 @@ pub struct PluginPolicy {
     /// Fuel per call: a budget of wasm instructions, roughly (none: unmetered). Metered plugins run slower.
     #[serde(default)]
     pub fuel: Option<u64>,
+    /// Pinned SHA-256 digests of the plugin's `.wasm` file (lower-case hex; `sha256 = "…"` in a file, one per
+    /// file that pins): a plugin whose file does not match every pin gets no grant.
+    #[serde(default, deserialize_with = "one_pin")]
+    pub sha256: Vec<String>,
+}
+
+/// `sha256 = "…"`: one pin per file (several files may each pin; every pin must match).
+fn one_pin<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    let pin = String::deserialize(deserializer)?;
+    Ok(vec![pin.trim().to_ascii_lowercase()])
 }
 
 /// Denials: they win over every grant.
@@ -152,6 +167,15 @@ impl Policy {
             .map(|(name, p)| (format!("[plugins.{name}]"), p))
             .chain(policy.builtins.iter().map(|b| ("[builtins]".to_owned(), b)));
         for (section, p) in sections {
+            if let Some(bad) = p.sha256.iter().find(|d| !is_sha256(d)) {
+                return Err(PolicyError {
+                    path: path.to_owned(),
+                    message: format!(
+                        "{section} sha256: {bad:?} is not a SHA-256 digest (64 hex digits, as `sha256sum` or \
+                         `toolwright plugins` prints it)"
+                    ),
+                });
+            }
             let patterns = p.network.iter().chain(&p.deny.network);
             if let Some(bad) = patterns.into_iter().find(|n| NetPattern::parse(n).is_none()) {
                 return Err(PolicyError {
@@ -172,6 +196,10 @@ impl Policy {
                 (
                     b.fuel.is_some(),
                     "fuel: the built-in tools are not metered (use timeout-ms)",
+                ),
+                (
+                    !b.sha256.is_empty(),
+                    "sha256: the built-in tools are part of the host binary",
                 ),
             ];
             if let Some((_, why)) = void.iter().find(|(set, _)| *set) {
@@ -244,7 +272,13 @@ impl Policy {
                     .extend(b.confine("[builtins]", &workspace, cwd, home, false));
             }
         }
+        // The project's grants are kept apart: a trusted file's grants are for plugins from trusted locations
+        // only, the project's for any plugin of the name (crate::identity).
+        let project_plugins = std::mem::take(&mut theirs.plugins);
         policy.merge(theirs);
+        for (name, p) in project_plugins {
+            policy.project_plugins.entry(name).or_default().merge(p);
+        }
         Ok(policy)
     }
 
@@ -253,6 +287,9 @@ impl Policy {
         self.ignored.extend(other.ignored);
         for (name, p) in other.plugins {
             self.plugins.entry(name).or_default().merge(p);
+        }
+        for (name, p) in other.project_plugins {
+            self.project_plugins.entry(name).or_default().merge(p);
         }
         if let Some(b) = other.builtins {
             self.builtins.get_or_insert_with(PluginPolicy::default).merge(b);
@@ -304,7 +341,13 @@ impl PluginPolicy {
         dropped
     }
 
-    fn merge(&mut self, other: PluginPolicy) {
+    /// Add `other`'s grants, denials and pins to these; the stricter limit wins.
+    pub fn merge(&mut self, other: PluginPolicy) {
+        for pin in other.sha256 {
+            if !self.sha256.contains(&pin) {
+                self.sha256.push(pin);
+            }
+        }
         self.read.extend(other.read);
         self.write.extend(other.write);
         self.spawn.extend(other.spawn);
@@ -320,6 +363,11 @@ impl PluginPolicy {
         self.memory_mib = min_opt(self.memory_mib, other.memory_mib);
         self.fuel = min_opt(self.fuel, other.fuel);
     }
+}
+
+/// Whether `text` is a SHA-256 digest in hex (64 digits).
+fn is_sha256(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
