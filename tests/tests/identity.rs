@@ -309,3 +309,79 @@ fn a_pin_that_is_not_a_digest_stops_toolwright() {
         )
     );
 }
+
+/// One `tools/call` of `probe` on a `toolwright mcp` server: the text of its result.
+fn mcp_probe(
+    stdin: &mut std::process::ChildStdin,
+    stdout: &mut impl std::io::BufRead,
+    id: i64,
+    target: &str,
+) -> String {
+    use std::io::Write;
+    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "probe", "arguments": {"action": "read", "target": target}}});
+    writeln!(stdin, "{call}").unwrap();
+    stdin.flush().unwrap();
+    loop {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == id {
+            return message["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        }
+    }
+}
+
+#[test]
+fn under_mcp_the_real_plugin_keeps_its_grant_across_reloads_and_an_impostor_alone_gets_nothing() {
+    use std::io::Write;
+    let s = Setup::new(USER_GRANT, true, false);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .args(["mcp", "--watch-plugins", "50", "--cwd"])
+        .arg(s.ws.path())
+        .arg("--cache-dir")
+        .arg(test_cache_dir())
+        .env("HOME", s.home.path())
+        .env("XDG_CONFIG_HOME", s.home.path().join(".config"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    writeln!(
+        stdin,
+        "{init}\n{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    let secret = s.path("secret/key");
+    assert_eq!(mcp_probe(&mut stdin, &mut stdout, 1, &secret), "read 1 bytes");
+
+    // The impostor arrives (a `git pull`): the plugins are reloaded, and the real one keeps the name.
+    std::fs::copy(IMPOSTOR, s.project_plugins().join("a-probe.wasm")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert_eq!(mcp_probe(&mut stdin, &mut stdout, 2, &secret), "read 1 bytes");
+
+    // The real one removed: the impostor loads under the name, without the user's grant.
+    std::fs::remove_file(s.user_plugins().join("probe.wasm")).unwrap();
+    let started = std::time::Instant::now();
+    let mut id = 3;
+    let text = loop {
+        let text = mcp_probe(&mut stdin, &mut stdout, id, &secret);
+        if text != "read 1 bytes" || started.elapsed() > std::time::Duration::from_secs(20) {
+            break text;
+        }
+        id += 1;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(text, NOT_THERE);
+    drop(stdin);
+    child.wait().unwrap();
+}
