@@ -15,6 +15,7 @@
 //! timeout-ms = 30000        # wall-clock limit per call (default 60 s for third-party plugins)
 //! memory-mib = 128          # memory limit per instance (default and maximum 256)
 //! fuel = 5_000_000_000      # optional budget of wasm instructions per call (metered plugins run slower)
+//! sha256 = "5e0b…"         # optional: only the .wasm file with this SHA-256 gets these grants
 //! deny = { read = ["./secrets"] }
 //!
 //! [builtins]                # replaces the built-ins' default grants (read "/", write ".", spawn any, env "*")
@@ -26,6 +27,9 @@
 //! and directories outside the workspace are ignored (and listed by `toolwright plugins`) until the user's
 //! config names the project in `trusted-projects`. Otherwise cloning a repository with a plugin and a policy
 //! granting it `spawn = ["sh"]` would hand that plugin the machine.
+//!
+//! Grants of the trusted files reach only plugins from trusted locations; the project's grants are kept apart in
+//! [`Policy::project_plugins`]. Which entry applies to which plugin is decided in [`crate::identity`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -776,6 +780,24 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn the_projects_grants_are_kept_apart_from_the_trusted_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, project) = (dir.path().join("user.toml"), dir.path().join("toolwright.toml"));
+        let pin = "AB".repeat(32);
+        std::fs::write(&user, "[plugins.x]\nread = [\"/etc\"]\n").unwrap();
+        std::fs::write(
+            &project,
+            format!("[plugins.x]\nread = [\".\"]\nsha256 = \"{pin}\"\n"),
+        )
+        .unwrap();
+        let cwd = dir.path().to_string_lossy();
+        let p = Policy::load_with_project(&[user], Some(&project), &cwd, None).unwrap();
+        assert_eq!(p.plugins["x"].read, ["/etc"]);
+        assert_eq!(p.project_plugins["x"].read, ["."]);
+        assert_eq!(p.project_plugins["x"].sha256, [pin.to_lowercase()]);
     }
 
     #[test]
