@@ -6,11 +6,12 @@ use std::path::PathBuf;
 #[path = "../host/build/wasm.rs"]
 mod wasm;
 
-const PROGRAMS: [&str; 4] = [
+const PROGRAMS: [&str; 5] = [
     "toolwright-test-probe",
     "toolwright-test-loadout",
     "toolwright-test-nested",
     "toolwright-test-raw",
+    "toolwright-test-impostor",
 ];
 
 fn main() {

@@ -39,7 +39,8 @@ enum Command {
 /// Where the tools come from; shared by the commands that run or list tools.
 #[derive(Debug, clap::Args)]
 pub struct ToolArgs {
-    /// A plugin directory; every `.wasm` in it is loaded (repeatable; after the default directories).
+    /// A plugin directory; every `.wasm` in it is loaded (repeatable; after the default directories). Trusted
+    /// like the user's plugin directory: grants of the user's config and `--policy` files apply to its plugins.
     #[arg(long = "plugins", value_name = "DIR")]
     plugin_dirs: Vec<PathBuf>,
     /// Do not load the default plugin directories (`<cwd>/.toolwright/plugins`, `~/.config/toolwright/plugins`).
@@ -96,6 +97,7 @@ impl ToolArgs {
         let mut options = toolwright::toolset::ToolsetOptions::new(cwd);
         if self.no_default_plugins {
             options.plugin_dirs.clear();
+            options.project_plugin_dir = None;
         }
         options.plugin_dirs.extend(self.plugin_dirs.iter().cloned());
         options.builtins = match self.builtins {

@@ -55,6 +55,7 @@ pub mod codemode;
 pub mod definition;
 pub mod grants;
 pub mod hooks;
+pub mod identity;
 pub mod mcp;
 pub mod native;
 pub mod nested;

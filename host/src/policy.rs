@@ -15,6 +15,7 @@
 //! timeout-ms = 30000        # wall-clock limit per call (default 60 s for third-party plugins)
 //! memory-mib = 128          # memory limit per instance (default and maximum 256)
 //! fuel = 5_000_000_000      # optional budget of wasm instructions per call (metered plugins run slower)
+//! sha256 = "5e0b…"         # optional: only the .wasm file with this SHA-256 gets these grants
 //! deny = { read = ["./secrets"] }
 //!
 //! [builtins]                # replaces the built-ins' default grants (read "/", write ".", spawn any, env "*")
@@ -26,6 +27,9 @@
 //! and directories outside the workspace are ignored (and listed by `toolwright plugins`) until the user's
 //! config names the project in `trusted-projects`. Otherwise cloning a repository with a plugin and a policy
 //! granting it `spawn = ["sh"]` would hand that plugin the machine.
+//!
+//! Grants of the trusted files reach only plugins from trusted locations; the project's grants are kept apart in
+//! [`Policy::project_plugins`]. Which entry applies to which plugin is decided in [`crate::identity`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,9 +47,14 @@ pub struct Policy {
     /// What was ignored from an untrusted project's file, one line each (`[plugins.x] spawn = "sh"`).
     #[serde(skip)]
     pub ignored: Vec<String>,
-    /// Grants by plugin name.
+    /// Grants by plugin name, from the trusted files (the user's config, `--policy` files): they apply only to
+    /// plugins from trusted locations (see [`crate::identity`]).
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginPolicy>,
+    /// Grants by plugin name from the project's `toolwright.toml` (confined unless the project is trusted): they
+    /// apply to every plugin of that name, wherever it was loaded from.
+    #[serde(skip)]
+    pub project_plugins: BTreeMap<String, PluginPolicy>,
     /// Grants of the built-in tools, replacing their defaults.
     #[serde(default)]
     pub builtins: Option<PluginPolicy>,
@@ -97,6 +106,16 @@ pub struct PluginPolicy {
     /// Fuel per call: a budget of wasm instructions, roughly (none: unmetered). Metered plugins run slower.
     #[serde(default)]
     pub fuel: Option<u64>,
+    /// Pinned SHA-256 digests of the plugin's `.wasm` file (lower-case hex; `sha256 = "…"` in a file, one per
+    /// file that pins): a plugin whose file does not match every pin gets no grant.
+    #[serde(default, deserialize_with = "one_pin")]
+    pub sha256: Vec<String>,
+}
+
+/// `sha256 = "…"`: one pin per file (several files may each pin; every pin must match).
+fn one_pin<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    let pin = String::deserialize(deserializer)?;
+    Ok(vec![pin.trim().to_ascii_lowercase()])
 }
 
 /// Denials: they win over every grant.
@@ -167,6 +186,15 @@ impl Policy {
             .map(|(name, p)| (format!("[plugins.{name}]"), p))
             .chain(policy.builtins.iter().map(|b| ("[builtins]".to_owned(), b)));
         for (section, p) in sections {
+            if let Some(bad) = p.sha256.iter().find(|d| !is_sha256(d)) {
+                return Err(PolicyError {
+                    path: path.to_owned(),
+                    message: format!(
+                        "{section} sha256: {bad:?} is not a SHA-256 digest (64 hex digits, as `sha256sum` or \
+                         `toolwright plugins` prints it)"
+                    ),
+                });
+            }
             let patterns = p.network.iter().chain(&p.deny.network);
             if let Some(bad) = patterns.into_iter().find(|n| NetPattern::parse(n).is_none()) {
                 return Err(PolicyError {
@@ -187,6 +215,10 @@ impl Policy {
                 (
                     b.fuel.is_some(),
                     "fuel: the built-in tools are not metered (use timeout-ms)",
+                ),
+                (
+                    !b.sha256.is_empty(),
+                    "sha256: the built-in tools are part of the host binary",
                 ),
             ];
             if let Some((_, why)) = void.iter().find(|(set, _)| *set) {
@@ -259,7 +291,13 @@ impl Policy {
                     .extend(b.confine("[builtins]", &workspace, cwd, home, false));
             }
         }
+        // The project's grants are kept apart: a trusted file's grants are for plugins from trusted locations
+        // only, the project's for any plugin of the name (crate::identity).
+        let project_plugins = std::mem::take(&mut theirs.plugins);
         policy.merge(theirs);
+        for (name, p) in project_plugins {
+            policy.project_plugins.entry(name).or_default().merge(p);
+        }
         Ok(policy)
     }
 
@@ -268,6 +306,9 @@ impl Policy {
         self.ignored.extend(other.ignored);
         for (name, p) in other.plugins {
             self.plugins.entry(name).or_default().merge(p);
+        }
+        for (name, p) in other.project_plugins {
+            self.project_plugins.entry(name).or_default().merge(p);
         }
         if let Some(b) = other.builtins {
             self.builtins.get_or_insert_with(PluginPolicy::default).merge(b);
@@ -321,7 +362,13 @@ impl PluginPolicy {
         dropped
     }
 
-    fn merge(&mut self, other: PluginPolicy) {
+    /// Add `other`'s grants, denials and pins to these; the stricter limit wins.
+    pub fn merge(&mut self, other: PluginPolicy) {
+        for pin in other.sha256 {
+            if !self.sha256.contains(&pin) {
+                self.sha256.push(pin);
+            }
+        }
         self.read.extend(other.read);
         self.write.extend(other.write);
         self.spawn.extend(other.spawn);
@@ -337,6 +384,11 @@ impl PluginPolicy {
         self.memory_mib = min_opt(self.memory_mib, other.memory_mib);
         self.fuel = min_opt(self.fuel, other.fuel);
     }
+}
+
+/// Whether `text` is a SHA-256 digest in hex (64 digits).
+fn is_sha256(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -745,6 +797,24 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn the_projects_grants_are_kept_apart_from_the_trusted_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, project) = (dir.path().join("user.toml"), dir.path().join("toolwright.toml"));
+        let pin = "AB".repeat(32);
+        std::fs::write(&user, "[plugins.x]\nread = [\"/etc\"]\n").unwrap();
+        std::fs::write(
+            &project,
+            format!("[plugins.x]\nread = [\".\"]\nsha256 = \"{pin}\"\n"),
+        )
+        .unwrap();
+        let cwd = dir.path().to_string_lossy();
+        let p = Policy::load_with_project(&[user], Some(&project), &cwd, None).unwrap();
+        assert_eq!(p.plugins["x"].read, ["/etc"]);
+        assert_eq!(p.project_plugins["x"].read, ["."]);
+        assert_eq!(p.project_plugins["x"].sha256, [pin.to_lowercase()]);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::definition::{ToolDefinition, wrap_tool_definition};
 use crate::grants::{Grant, GrantedFiles};
+use crate::identity::{PluginIdentity, PluginLocation};
 use crate::native::ProgramGrant;
 use crate::native::{FileMutationQueue, NativeEnv};
 use crate::policy::{Effective, PluginPolicy, Policy};
@@ -31,8 +32,14 @@ pub struct ToolsetOptions {
     pub builtins: BuiltinMode,
     /// Built-ins that run as wasm plugins even when the others run natively.
     pub wasm_builtins: Vec<String>,
-    /// Plugin directories, in load order.
+    /// Trusted plugin directories, in load order: the user's (`~/.config/toolwright/plugins`), those given
+    /// with `--plugins` or by the embedding application. Grants of the trusted policy files apply to their
+    /// plugins.
     pub plugin_dirs: Vec<PathBuf>,
+    /// The project's plugin directory (`<cwd>/.toolwright/plugins`), loaded first and untrusted: its plugins get
+    /// only what the project's own policy grants, and never take the name of a trusted plugin
+    /// ([`crate::identity`]). When it is also one of `plugin_dirs`, it was trusted on purpose and counts as that.
+    pub project_plugin_dir: Option<PathBuf>,
     /// Where compiled components are cached (none: compile every time).
     pub cache_dir: Option<PathBuf>,
     /// Trusted policy files: the user's config and files given on the command line (grants add up, denials
@@ -47,7 +54,8 @@ impl ToolsetOptions {
     pub fn new(cwd: impl Into<PathBuf>) -> Self {
         let cwd = cwd.into();
         ToolsetOptions {
-            plugin_dirs: default_plugin_dirs(&cwd),
+            plugin_dirs: user_plugin_dir().into_iter().collect(),
+            project_plugin_dir: Some(project_plugin_dir(&cwd)),
             policy_files: crate::policy::default_files(),
             project_policy: Some(crate::policy::project_file(&cwd)),
             cwd,
@@ -56,14 +64,45 @@ impl ToolsetOptions {
             cache_dir: Some(crate::wasm::default_cache_dir()),
         }
     }
+
+    /// The `.wasm` files of the plugin directories in load order (the project's directory first, then the
+    /// trusted ones in order; files by name), each with where it was found.
+    pub fn plugin_files(&self) -> Vec<(PathBuf, PluginLocation)> {
+        let user = user_plugin_dir();
+        let same = |a: &Path, b: &Path| {
+            a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
+        };
+        let mut dirs: Vec<(&Path, PluginLocation)> = Vec::new();
+        if let Some(project) = &self.project_plugin_dir
+            && !self.plugin_dirs.iter().any(|d| same(d, project))
+        {
+            dirs.push((project, PluginLocation::Project));
+        }
+        for dir in &self.plugin_dirs {
+            let location = match &user {
+                Some(user) if same(user, dir) => PluginLocation::User,
+                _ => PluginLocation::Cli,
+            };
+            dirs.push((dir, location));
+        }
+        dirs.into_iter()
+            .flat_map(|(dir, location)| {
+                PluginHost::discover(&[dir.to_owned()])
+                    .into_iter()
+                    .map(move |file| (file, location))
+            })
+            .collect()
+    }
 }
 
-/// The default plugin directories: the project's `.toolwright/plugins`, then the user's
-/// `$XDG_CONFIG_HOME/toolwright/plugins` (or `~/.config/toolwright/plugins`).
-pub fn default_plugin_dirs(cwd: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![cwd.join(".toolwright").join("plugins")];
-    dirs.extend(crate::policy::config_dir().map(|c| c.join("plugins")));
-    dirs
+/// The user's plugin directory: `$XDG_CONFIG_HOME/toolwright/plugins` (or `~/.config/toolwright/plugins`).
+pub fn user_plugin_dir() -> Option<PathBuf> {
+    crate::policy::config_dir().map(|c| c.join("plugins"))
+}
+
+/// The project's plugin directory: `<cwd>/.toolwright/plugins`.
+pub fn project_plugin_dir(cwd: &Path) -> PathBuf {
+    cwd.join(".toolwright").join("plugins")
 }
 
 /// Why a toolset could not be assembled at all (a plugin that fails to load is reported, not fatal).
@@ -103,6 +142,8 @@ pub struct Toolset {
     pub policy: Policy,
     /// What each third-party plugin was granted and refused, by plugin name.
     pub grants: Vec<(String, Effective)>,
+    /// Where each loaded plugin came from, its file's digest and its pin status.
+    pub identities: Vec<PluginIdentity>,
     handler_grants: Vec<WasmGrants>,
     /// pi's `codemode` (registered as an extension tool, inactive until named).
     pub codemode: ToolDefinition,
@@ -135,7 +176,7 @@ impl Toolset {
             tracing::warn!("ignored from the project's untrusted toolwright.toml: {line}");
         }
         let mutations = Arc::new(FileMutationQueue::default());
-        let files: Vec<PathBuf> = PluginHost::discover(&options.plugin_dirs);
+        let files = options.plugin_files();
         let as_wasm = |name: &str| {
             options.builtins == BuiltinMode::Wasm || options.wasm_builtins.iter().any(|w| w == name)
         };
@@ -176,13 +217,16 @@ impl Toolset {
                     .map(|(name, bytes)| (PathBuf::from(format!("builtin:{name}")), Some(*bytes))),
             );
         }
-        let builtin_count = sources.len();
-        sources.extend(files.into_iter().map(|p| (p, None)));
+        let mut locations = vec![PluginLocation::Builtin; sources.len()];
+        locations.extend(files.iter().map(|(_, location)| *location));
+        sources.extend(files.into_iter().map(|(p, _)| (p, None)));
         let loaded = match &host {
             Some(host) => host.load_all(&sources),
             None => Vec::new(),
         };
-        let (mut plugins, mut errors) = PluginHost::dedupe(loaded);
+        let (kept, mut errors) = crate::identity::dedupe(loaded.into_iter().zip(locations).collect());
+        let (mut plugins, locations): (Vec<Plugin>, Vec<PluginLocation>) = kept.into_iter().unzip();
+        let mut identities = Vec::new();
 
         // Every built-in has its slot in pi's order, native or wasm.
         let mut builtins = Vec::new();
@@ -209,7 +253,13 @@ impl Toolset {
         #[allow(clippy::needless_range_loop)] // A plugin may be replaced by its metered twin inside the loop.
         for i in 0..plugins.len() {
             let plugin = &plugins[i];
-            let is_builtin = i < builtin_count && plugin.path.to_string_lossy().starts_with("builtin:");
+            let is_builtin = locations[i] == PluginLocation::Builtin;
+            let mut identity = PluginIdentity {
+                path: plugin.path.clone(),
+                location: locations[i],
+                sha256: crate::identity::hex(&plugin.sha256()),
+                pin: crate::identity::PinStatus::Unpinned,
+            };
             let mut grants = if is_builtin {
                 let mut grants = WasmGrants::builtin(&options.cwd);
                 if let Some(b) = &policy.builtins {
@@ -232,10 +282,13 @@ impl Toolset {
                 grants
             } else {
                 let name = &plugin.metadata.name;
-                let effective = crate::policy::decide(
+                let entry = crate::identity::policy_for(&policy, name, identity.location);
+                identity.pin = crate::identity::pin_status(entry.as_ref(), &identity.sha256);
+                let effective = crate::identity::decide(
                     name,
                     &plugin.metadata.capabilities,
-                    policy.plugins.get(name),
+                    &policy,
+                    &identity,
                     &cwd_text,
                     home.as_deref(),
                 );
@@ -243,6 +296,7 @@ impl Toolset {
                 decided.push((name.clone(), effective));
                 grants
             };
+            identities.push(identity);
             // A fuel budget needs the plugin compiled with metering: load it again on the metered engine.
             if grants.fuel.is_some()
                 && let Some(host) = &host
@@ -300,6 +354,7 @@ impl Toolset {
         for i in unusable.into_iter().rev() {
             plugins.remove(i);
         }
+        identities.retain(|id| plugins.iter().any(|p| p.path == id.path));
         Ok(Toolset {
             builtins,
             extension_tools,
@@ -309,6 +364,7 @@ impl Toolset {
             host,
             policy,
             grants: decided,
+            identities,
             handler_grants,
             codemode: crate::codemode::definition(crate::codemode::CodemodeOptions {
                 cwd: options.cwd.clone(),
@@ -316,6 +372,11 @@ impl Toolset {
                 timeout: Some(crate::wasm::DEFAULT_TIMEOUT),
             }),
         })
+    }
+
+    /// Where `plugin` came from, its digest and pin status.
+    pub fn identity(&self, plugin: &Plugin) -> Option<&PluginIdentity> {
+        self.identities.iter().find(|id| id.path == plugin.path)
     }
 
     /// The session's pipeline: the handler plugins' hooks, each handler under its own grants, and pi's image

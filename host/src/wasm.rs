@@ -88,6 +88,22 @@ pub enum PluginError {
         /// Where the first one came from.
         other: PathBuf,
     },
+    /// A plugin of the project's `.toolwright/plugins` claims the name of a plugin from a trusted location: the
+    /// trusted one is loaded (with the grants for the name), this one is skipped, whatever the load order.
+    #[error(
+        "{path}: the project's plugin claims the name `{name}` of the plugin {other} from {location}; that one is \
+         loaded and keeps the grants for `{name}`, this one is skipped"
+    )]
+    NameTaken {
+        /// The project's file.
+        path: PathBuf,
+        /// The name both claim.
+        name: String,
+        /// The trusted plugin's file.
+        other: PathBuf,
+        /// Where the trusted one was found (`the user's plugin directory`).
+        location: String,
+    },
     /// Another plugin already provides a tool of this name; the first in load order keeps it.
     #[error("{path}: the tool `{tool}` is already provided by {other}; this one is skipped")]
     ToolClash {
@@ -849,6 +865,11 @@ impl PluginInner {
 }
 
 impl Plugin {
+    /// The SHA-256 of the component it was loaded from: the digest a grant's `sha256` pin is compared with.
+    pub fn sha256(&self) -> [u8; 32] {
+        self.inner.digest
+    }
+
     /// Its tools as definitions, calling into fresh instances under `grants`.
     pub fn tool_definitions(&self, grants: &WasmGrants) -> Vec<ToolDefinition> {
         self.tools

@@ -7,7 +7,6 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use clap::Args;
 use toolwright::toolset::{Toolset, ToolsetOptions};
-use toolwright::wasm::PluginHost;
 
 /// Arguments of `toolwright mcp`.
 #[derive(Debug, Args)]
@@ -24,9 +23,10 @@ pub struct McpArgs {
 
 /// The plugin files and their sizes and modification times: a change of any is a reason to reload.
 fn fingerprint(options: &ToolsetOptions) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
-    PluginHost::discover(&options.plugin_dirs)
+    options
+        .plugin_files()
         .into_iter()
-        .map(|path| {
+        .map(|(path, _)| {
             let meta = std::fs::metadata(&path).ok();
             let size = meta.as_ref().map_or(0, |m| m.len());
             let modified = meta.and_then(|m| m.modified().ok());

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use serde_json::json;
+use toolwright::identity::PinStatus;
 use toolwright_sdk::Capability;
 
 /// Arguments of `toolwright plugins`.
@@ -57,9 +58,13 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                         "fuel": e.fuel,
                     })
                 });
+                let identity = toolset.identity(p);
                 json!({
                     "path": p.path,
                     "name": p.metadata.name,
+                    "location": identity.map(|i| i.location),
+                    "sha256": identity.map(|i| &i.sha256),
+                    "pin": identity.map(|i| &i.pin),
                     "version": p.metadata.version,
                     "description": p.metadata.description,
                     "tools": p.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
@@ -101,6 +106,24 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             p.path.display(),
             p.load_time.as_secs_f64() * 1000.0
         )?;
+        if let Some(identity) = toolset.identity(p) {
+            writeln!(
+                out,
+                "  from: {} ({}); sha256 {}",
+                identity.location.as_str(),
+                identity.location.describe(),
+                identity.sha256
+            )?;
+            match &identity.pin {
+                PinStatus::Unpinned => {}
+                PinStatus::Matches => writeln!(out, "  pin: sha256 matches")?,
+                PinStatus::Mismatch { pinned, actual } => writeln!(
+                    out,
+                    "  pin: DOES NOT MATCH: the policy pins sha256 = \"{pinned}\", the file's is {actual}; nothing is \
+                     granted until the pin is updated"
+                )?,
+            }
+        }
         if !m.description.is_empty() {
             writeln!(out, "  {}", m.description)?;
         }
