@@ -61,9 +61,14 @@ pub struct PluginPolicy {
     /// Directories it may read and write below.
     #[serde(default)]
     pub write: Vec<String>,
-    /// Programs it may start.
+    /// Programs it may start: a name (`"git"`, any arguments) or a table restricting the arguments
+    /// (`{ program = "git", args = [["status"], ["log"]] }`).
     #[serde(default)]
-    pub spawn: Vec<String>,
+    pub spawn: Vec<SpawnRule>,
+    /// Let it start its granted programs without Landlock confinement where the system offers none (or, on a
+    /// system that has it, not at all: confinement is always applied when available).
+    #[serde(default)]
+    pub unconfined_spawn: bool,
     /// Environment variables it may see (`*`: all).
     #[serde(default)]
     pub env: Vec<String>,
@@ -165,6 +170,10 @@ impl Policy {
         }
         if let Some(b) = &policy.builtins {
             let void = [
+                (
+                    b.unconfined_spawn,
+                    "unconfined-spawn: the built-in tools' programs are not confined",
+                ),
                 (
                     !b.network.is_empty() || !b.deny.network.is_empty(),
                     "network: the built-in tools open no sockets",
@@ -293,11 +302,11 @@ impl PluginPolicy {
             );
         }
         if all {
-            for (key, list) in [
-                ("spawn", &mut self.spawn),
-                ("env", &mut self.env),
-                ("network", &mut self.network),
-            ] {
+            dropped.extend(self.spawn.drain(..).map(|r| format!("{section} spawn = {r}")));
+            if std::mem::take(&mut self.unconfined_spawn) {
+                dropped.push(format!("{section} unconfined-spawn = true"));
+            }
+            for (key, list) in [("env", &mut self.env), ("network", &mut self.network)] {
                 dropped.extend(list.drain(..).map(|v| format!("{section} {key} = \"{v}\"")));
             }
         }
@@ -308,6 +317,7 @@ impl PluginPolicy {
         self.read.extend(other.read);
         self.write.extend(other.write);
         self.spawn.extend(other.spawn);
+        self.unconfined_spawn |= other.unconfined_spawn;
         self.env.extend(other.env);
         self.network.extend(other.network);
         self.deny.read.extend(other.deny.read);
@@ -349,8 +359,15 @@ pub struct Effective {
     pub dirs: Vec<(String, bool)>,
     /// Programs.
     pub programs: Vec<String>,
+    /// The programs with their argument rules, one per entry of `programs`.
+    pub spawn_rules: Vec<SpawnRule>,
+    /// Whether its programs may run unconfined where Landlock is not available.
+    pub unconfined_spawn: bool,
     /// Environment variables (`*`: all).
     pub env: Vec<String>,
+    /// Variables the policy grants by name (a `*` does not count): only these of the ones that steer what code
+    /// a program runs (`PATH`, `LD_PRELOAD`, ...) may be set for the programs the plugin starts.
+    pub settable_env: Vec<String>,
     /// Network addresses it may connect to (`HOST:PORT` patterns).
     pub network: Vec<String>,
     /// Network addresses it may never connect to, whatever name it uses for them (`HOST:PORT` patterns).
@@ -397,6 +414,13 @@ pub fn decide(
         memory_mib: policy.memory_mib,
         fuel: policy.fuel,
         network_deny: policy.deny.network.clone(),
+        unconfined_spawn: policy.unconfined_spawn,
+        settable_env: policy
+            .env
+            .iter()
+            .filter(|v| *v != "*" && !policy.deny.env.iter().any(|d| d == *v || d == "*"))
+            .cloned()
+            .collect(),
         ..Default::default()
     };
     let hint = |key: &str, value: &str| {
@@ -455,8 +479,9 @@ pub fn decide(
             Capability::Spawn(program) => {
                 if policy.deny.spawn.iter().any(|d| d == program || d == "*") {
                     decision.refused = Some(format!("starting {program} is denied by the policy; deny wins"));
-                } else if policy.spawn.iter().any(|g| g == program || g == "*") {
+                } else if let Some(rule) = SpawnRule::combined(program, &policy.spawn) {
                     out.programs.push(program.clone());
+                    out.spawn_rules.push(rule);
                     decision.granted.push(Capability::Spawn(program.clone()));
                 } else {
                     decision.refused = Some(hint("spawn", program));
@@ -539,6 +564,112 @@ pub fn decide(
         .collect();
     out.dirs.retain(|(d, w)| *w || !writable.contains(d));
     out
+}
+
+/// A program a policy grants, with the argument prefixes it may be started with.
+///
+/// In a policy file either a name (`"git"`: any arguments) or a table (`{ program = "git", args = [["status"],
+/// ["log"]] }`: the arguments must start with one of the lists).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(from = "SpawnEntry", into = "SpawnEntry")]
+pub struct SpawnRule {
+    /// The program: a name looked up on the host's `PATH`, an absolute path, or `*` (whatever is requested).
+    pub program: String,
+    /// The argument prefixes it may be started with (none: any arguments).
+    pub args: Option<Vec<Vec<String>>>,
+}
+
+/// How a [`SpawnRule`] is spelled in a policy file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+enum SpawnEntry {
+    Program(String),
+    Rule(SpawnTable),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SpawnTable {
+    program: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    args: Option<Vec<Vec<String>>>,
+}
+
+impl From<SpawnEntry> for SpawnRule {
+    fn from(entry: SpawnEntry) -> Self {
+        match entry {
+            SpawnEntry::Program(program) => SpawnRule { program, args: None },
+            SpawnEntry::Rule(t) => SpawnRule {
+                program: t.program,
+                args: t.args,
+            },
+        }
+    }
+}
+
+impl From<SpawnRule> for SpawnEntry {
+    fn from(rule: SpawnRule) -> Self {
+        match rule.args {
+            None => SpawnEntry::Program(rule.program),
+            args => SpawnEntry::Rule(SpawnTable {
+                program: rule.program,
+                args,
+            }),
+        }
+    }
+}
+
+impl From<&str> for SpawnRule {
+    fn from(program: &str) -> Self {
+        SpawnRule {
+            program: program.to_owned(),
+            args: None,
+        }
+    }
+}
+
+impl SpawnRule {
+    /// What the grants among `rules` naming `program` (or `*`) allow together: any arguments if one of them
+    /// allows any, else the union of their prefixes; none when no rule names it.
+    pub fn combined(program: &str, rules: &[SpawnRule]) -> Option<SpawnRule> {
+        let matching: Vec<&SpawnRule> = rules
+            .iter()
+            .filter(|r| r.program == program || r.program == "*")
+            .collect();
+        if matching.is_empty() {
+            return None;
+        }
+        let args = if matching.iter().any(|r| r.args.is_none()) {
+            None
+        } else {
+            Some(
+                matching
+                    .iter()
+                    .flat_map(|r| r.args.iter().flatten().cloned())
+                    .collect(),
+            )
+        };
+        Some(SpawnRule {
+            program: program.to_owned(),
+            args,
+        })
+    }
+
+    /// Whether `args` start with one of the allowed prefixes (always, without a restriction).
+    pub fn allows_args(&self, args: &[String]) -> bool {
+        self.args
+            .as_ref()
+            .is_none_or(|prefixes| prefixes.iter().any(|p| args.starts_with(p)))
+    }
+}
+
+impl std::fmt::Display for SpawnRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.args {
+            None => write!(f, "\"{}\"", self.program),
+            Some(args) => write!(f, "{{ program = \"{}\", args = {args:?} }}", self.program),
+        }
+    }
 }
 
 /// A network address pattern: `HOST:PORT`, HOST an IP address (IPv6 in brackets), a name or `*`, PORT a

@@ -259,7 +259,7 @@ impl WasmGrants {
                 write: *write,
             })
             .collect();
-        grants.programs = ProgramGrant::Only(effective.programs.clone());
+        grants.programs = spawn_grant(effective, &grants.preopens);
         let rules = |patterns: &[String]| {
             Arc::new(
                 patterns
@@ -296,6 +296,44 @@ impl WasmGrants {
                 .min(MAX_MEMORY);
         }
     }
+}
+
+/// A third-party plugin's programs: resolved on the host's `PATH`, never inside its writable grants, and
+/// confined by Landlock to its own grants (see [`crate::native::Programs`] and [`crate::native::Confinement`]).
+fn spawn_grant(effective: &crate::policy::Effective, preopens: &[Preopen]) -> ProgramGrant {
+    use crate::native::{Confinement, Programs, Tcp};
+    let dirs = |write: bool| {
+        preopens
+            .iter()
+            .filter(|p| p.write == write)
+            .map(|p| p.host.clone())
+            .collect::<Vec<_>>()
+    };
+    let ports: Option<Vec<u16>> = effective
+        .network
+        .iter()
+        .map(|p| crate::policy::NetPattern::parse(p).and_then(|p| p.port))
+        .collect();
+    let confinement = Confinement {
+        read: dirs(false),
+        write: dirs(true),
+        tcp: match ports {
+            _ if effective.network.is_empty() => Tcp::None,
+            Some(ports) => Tcp::Ports(ports),
+            None => Tcp::Any,
+        },
+        unconfined_ok: effective.unconfined_spawn,
+    };
+    let host_path = std::env::var("PATH")
+        .unwrap_or_else(|_| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    let writable = confinement.write.clone();
+    ProgramGrant::Only(Programs::new(
+        &effective.spawn_rules,
+        &host_path,
+        &writable,
+        Some(effective.settable_env.clone()),
+        Some(confinement),
+    ))
 }
 
 /// Wall-clock limit per call of a third-party plugin when its policy sets none.
@@ -719,6 +757,7 @@ impl PluginInner {
             call,
             stdout,
             stderr,
+            processes: crate::native::CallScope::new(),
         };
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limits);
