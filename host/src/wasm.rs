@@ -317,6 +317,8 @@ fn spawn_grant(effective: &crate::policy::Effective, preopens: &[Preopen]) -> Pr
     let confinement = Confinement {
         read: dirs(false),
         write: dirs(true),
+        // Filled in with the resolved programs.
+        programs: Vec::new(),
         tcp: match ports {
             _ if effective.network.is_empty() => Tcp::None,
             Some(ports) => Tcp::Ports(ports),

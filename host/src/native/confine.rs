@@ -1,5 +1,6 @@
 //! Landlock confinement of the programs a third-party plugin starts: they reach only the plugin's own file grants
-//! (read-only ones read-only, read-write ones read-write but never executable) and the read-only system paths a
+//! (read-only ones read-only, read-write ones read-write; neither executable, so nothing the plugin wrote can
+//! run, only the system's programs and the granted programs themselves) and the read-only system paths a
 //! program needs to run, and no TCP unless the plugin has a network grant.
 //!
 //! The ruleset is built in the parent (it allocates and opens files); the child, between fork and exec, only
@@ -70,6 +71,8 @@ pub struct Confinement {
     pub read: Vec<PathBuf>,
     /// The plugin's read-write grants.
     pub write: Vec<PathBuf>,
+    /// The granted programs' resolved paths: executable even inside a read-only grant.
+    pub programs: Vec<PathBuf>,
     /// TCP: none, only to these ports, or any (Landlock filters by port, not by address).
     pub tcp: Tcp,
     /// Whether the plugin may start programs unconfined where Landlock is not available.
@@ -162,7 +165,9 @@ impl Confinement {
             .map_err(fail)?
             .add_rules(path_beneath_rules(SYSTEM_DEVICES, write))
             .map_err(fail)?
-            .add_rules(path_beneath_rules(&self.read, read))
+            .add_rules(path_beneath_rules(&self.read, data))
+            .map_err(fail)?
+            .add_rules(path_beneath_rules(&self.programs, read))
             .map_err(fail)?
             .add_rules(path_beneath_rules(&self.write, write))
             .map_err(fail)?;
@@ -187,6 +192,7 @@ mod tests {
         let mut c = Confinement {
             read: Vec::new(),
             write: Vec::new(),
+            programs: Vec::new(),
             tcp: Tcp::None,
             unconfined_ok: false,
         };

@@ -41,7 +41,9 @@ impl NativeProcess {
         // One pipe for both streams: the bytes arrive in exactly the order the process wrote them.
         let (reader, writer) = io::pipe()?;
         let mut cmd = std::process::Command::new(&launch.program);
-        cmd.args(&command.args)
+        // The name the tool asked for (a granted name, or exactly the resolved path), as a shell would pass it.
+        cmd.arg0(&command.program)
+            .args(&command.args)
             .env_clear()
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())

@@ -222,7 +222,7 @@ impl Programs {
         host_path: &str,
         writable: &[PathBuf],
         settable_env: Option<Vec<String>>,
-        confinement: Option<Confinement>,
+        mut confinement: Option<Confinement>,
     ) -> Programs {
         let writable: Vec<PathBuf> = writable.iter().map(|d| canonical(d)).collect();
         let granted = rules
@@ -231,7 +231,10 @@ impl Programs {
                 rule: rule.clone(),
                 resolved: resolve(&rule.program, host_path, &writable),
             })
-            .collect();
+            .collect::<Vec<GrantedProgram>>();
+        if let Some(c) = &mut confinement {
+            c.programs = granted.iter().filter_map(|g| g.resolved.clone().ok()).collect();
+        }
         let path = std::env::split_paths(host_path)
             .filter(|d| d.is_absolute() && !writable.iter().any(|w| canonical(d).starts_with(w)))
             .collect::<Vec<_>>();
