@@ -47,6 +47,12 @@ impl CallScope {
             .map(|c| c.procs.as_raw_fd())
     }
 
+    /// Whether the host can give calls cgroups of their own (cgroup v2, writable where the host runs).
+    pub fn available() -> bool {
+        static AVAILABLE: OnceLock<bool> = OnceLock::new();
+        *AVAILABLE.get_or_init(|| Cgroup::create().map(Cgroup::kill).is_some())
+    }
+
     /// Whether the call's processes are in a cgroup of their own.
     pub fn is_cgroup(&self) -> bool {
         self.cgroup.get().is_some_and(Option::is_some)
