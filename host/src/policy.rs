@@ -862,6 +862,84 @@ mod tests {
     }
 
     #[test]
+    fn spawn_grants_are_names_or_tables_with_argument_prefixes() {
+        let p = Policy::parse(
+            Path::new("t.toml"),
+            "[plugins.x]\nspawn = [\"echo\", { program = \"git\", args = [[\"status\"], [\"log\"]] },              { program = \"ls\" }]\nunconfined-spawn = true\n",
+        )
+        .unwrap();
+        let x = &p.plugins["x"];
+        assert!(x.unconfined_spawn);
+        assert_eq!(
+            x.spawn,
+            [
+                SpawnRule::from("echo"),
+                SpawnRule {
+                    program: "git".into(),
+                    args: Some(vec![vec!["status".into()], vec!["log".into()]]),
+                },
+                SpawnRule::from("ls"),
+            ]
+        );
+        assert_eq!(
+            x.spawn[1].to_string(),
+            "{ program = \"git\", args = [[\"status\"], [\"log\"]] }"
+        );
+        let err = Policy::parse(
+            Path::new("t.toml"),
+            "[plugins.x]\nspawn = [{ program = \"git\", arg = [] }]\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().starts_with("t.toml: "), "{err}");
+        let err = Policy::parse(Path::new("t.toml"), "[builtins]\nunconfined-spawn = true\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "t.toml: [builtins] cannot set unconfined-spawn: the built-in tools' programs are not confined"
+        );
+
+        // Rules naming the same program add up; one without a restriction lifts them.
+        let rules = [
+            SpawnRule {
+                program: "git".into(),
+                args: Some(vec![vec!["status".into()]]),
+            },
+            SpawnRule {
+                program: "*".into(),
+                args: Some(vec![vec!["--version".into()]]),
+            },
+        ];
+        let git = SpawnRule::combined("git", &rules).unwrap();
+        assert_eq!(
+            git.args,
+            Some(vec![vec!["status".into()], vec!["--version".into()]])
+        );
+        assert!(git.allows_args(&["status".into(), "-s".into()]));
+        assert!(!git.allows_args(&["-c".into(), "alias.x=!sh".into(), "x".into()]));
+        assert_eq!(SpawnRule::combined("cat", &rules[..1]), None);
+        let any = SpawnRule::combined("git", &[rules[0].clone(), "git".into()]).unwrap();
+        assert_eq!(any.args, None);
+
+        // What only a name grants: `*` does not count.
+        let e = decide(
+            "p",
+            &[req(Capability::Spawn("git".into()))],
+            Some(&PluginPolicy {
+                spawn: rules.to_vec(),
+                env: vec!["*".into(), "PATH".into(), "LD_PRELOAD".into()],
+                deny: Deny {
+                    env: vec!["LD_PRELOAD".into()],
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            "/w",
+            None,
+        );
+        assert_eq!(e.spawn_rules, [git]);
+        assert_eq!(e.settable_env, ["PATH"]);
+    }
+
+    #[test]
     fn network_patterns_parse_and_nest() {
         let p = |t: &str| NetPattern::parse(t).unwrap();
         assert_eq!(

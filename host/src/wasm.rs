@@ -309,21 +309,12 @@ fn spawn_grant(effective: &crate::policy::Effective, preopens: &[Preopen]) -> Pr
             .map(|p| p.host.clone())
             .collect::<Vec<_>>()
     };
-    let ports: Option<Vec<u16>> = effective
-        .network
-        .iter()
-        .map(|p| crate::policy::NetPattern::parse(p).and_then(|p| p.port))
-        .collect();
     let confinement = Confinement {
         read: dirs(false),
         write: dirs(true),
         // Filled in with the resolved programs.
         programs: Vec::new(),
-        tcp: match ports {
-            _ if effective.network.is_empty() => Tcp::None,
-            Some(ports) => Tcp::Ports(ports),
-            None => Tcp::Any,
-        },
+        tcp: Tcp::from_patterns(&effective.network),
         unconfined_ok: effective.unconfined_spawn,
     };
     let host_path = std::env::var("PATH")

@@ -90,6 +90,34 @@ pub enum Tcp {
     Any,
 }
 
+impl Tcp {
+    /// What a plugin's granted `HOST:PORT` patterns allow its programs: Landlock knows ports, not hosts.
+    pub fn from_patterns(patterns: &[String]) -> Tcp {
+        let ports: Option<Vec<u16>> = patterns
+            .iter()
+            .map(|p| crate::policy::NetPattern::parse(p).and_then(|p| p.port))
+            .collect();
+        match ports {
+            _ if patterns.is_empty() => Tcp::None,
+            Some(ports) => Tcp::Ports(ports),
+            None => Tcp::Any,
+        }
+    }
+}
+
+impl std::fmt::Display for Tcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tcp::None => f.write_str("no TCP"),
+            Tcp::Ports(ports) => {
+                let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+                write!(f, "TCP connections to port {} only", ports.join(", "))
+            }
+            Tcp::Any => f.write_str("any TCP connection"),
+        }
+    }
+}
+
 /// The kernel's Landlock ABI version (0: none), asked once.
 pub fn landlock_abi() -> i32 {
     static ABI_VERSION: OnceLock<i32> = OnceLock::new();
