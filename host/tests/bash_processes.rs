@@ -141,7 +141,7 @@ async fn an_aborted_command_leaves_no_process_of_its_group() {
 fn running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().chars().next() != Some('Z'))
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
     })
 }
 
