@@ -48,8 +48,7 @@ impl NativeProcess {
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(writer.try_clone()?)
-            .stderr(writer)
-            .process_group(0);
+            .stderr(writer);
         if let Some(cwd) = &command.cwd {
             cmd.current_dir(cwd);
         }
@@ -57,21 +56,21 @@ impl NativeProcess {
         let ruleset = launch.confinement.as_ref().map(|c| c.ruleset()).transpose()?;
         let setup = ChildSetup {
             join: scope.join_fd(),
+            setsid: true,
             no_new_privs: launch.no_new_privs || ruleset.is_some(),
             ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
         };
-        if setup.join.is_some() || setup.no_new_privs {
-            #[allow(unsafe_code)]
-            // SAFETY: the closure runs between fork and exec in a copy of a multi-threaded process, so it must be
-            // async-signal-safe: it only reads its captured integers and makes the write, prctl and
-            // landlock_restrict_self syscalls; it allocates nothing and takes no lock. The descriptors it uses are
-            // kept open by `scope` and `ruleset` until `spawn` returns.
-            unsafe {
-                cmd.pre_exec(move || setup.apply());
-            }
+        #[allow(unsafe_code)]
+        // SAFETY: the closure runs between fork and exec in a copy of a multi-threaded process, so it must be
+        // async-signal-safe: it only reads its captured integers and makes the setsid, write, prctl and
+        // landlock_restrict_self syscalls; it allocates nothing and takes no lock. The descriptors it uses are
+        // kept open by `scope` and `ruleset` until `spawn` returns.
+        unsafe {
+            cmd.pre_exec(move || setup.apply());
         }
         let child = cmd.spawn()?;
         drop(ruleset);
+        scope.started(child.id() as i32);
         // `cmd` holds the parent's copies of the write end; dropping it closes them, so the pipe reports
         // end-of-file once every process that inherited it is gone.
         drop(cmd);
@@ -105,6 +104,9 @@ impl NativeProcess {
 /// What a child does to itself before exec.
 #[derive(Debug, Clone, Copy)]
 struct ChildSetup {
+    /// Lead a session (and so a process group) of its own, as pi's detached children do: the group is what
+    /// `kill` signals, the session what the clean-up without a cgroup follows.
+    setsid: bool,
     /// The call cgroup's `cgroup.procs`: writing `0` moves the writer in, before it can fork.
     join: Option<RawFd>,
     /// No setuid or file-capability gains from here on (required by Landlock).
@@ -117,6 +119,10 @@ impl ChildSetup {
     /// Runs in the forked child: syscalls only (see the SAFETY note at the call).
     #[allow(unsafe_code)]
     fn apply(self) -> io::Result<()> {
+        // SAFETY: setsid takes no arguments.
+        if self.setsid && unsafe { libc::setsid() } < 0 {
+            return Err(io::Error::last_os_error());
+        }
         if let Some(fd) = self.join {
             // SAFETY: a write of one byte from a static buffer to a descriptor that is open.
             if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
@@ -192,7 +198,7 @@ impl Process for NativeProcess {
             return;
         }
         self.killed = true;
-        // SIGKILL to the whole group (the child leads it: process_group(0)), then to the child itself.
+        // SIGKILL to the whole group (the child leads it: setsid), then to the child itself.
         if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
@@ -205,14 +211,84 @@ impl Drop for NativeProcess {
         if self.exited.is_none() {
             self.kill();
         }
+        let id = self.child.id() as i32;
         if let Ok(None) = self.child.try_wait() {
             // Killed but not yet gone: reap it off the caller's thread, so it does not stay a zombie.
-            let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
+            let pid = rustix::process::Pid::from_raw(id);
             let _ = thread::Builder::new()
                 .name("toolwright-reap".into())
                 .spawn(move || {
                     let _ = rustix::process::waitpid(pid, rustix::process::WaitOptions::empty());
+                    CallScope::reaped(id);
                 });
+        } else {
+            CallScope::reaped(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+    }
+
+    /// Runs `script` in `scope` until the shell exits; the pids it printed.
+    fn run(script: &str, scope: &CallScope) -> Vec<u32> {
+        let command = Command {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            ..Default::default()
+        };
+        let launch = Launch {
+            program: "/bin/sh".into(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            confinement: None,
+            no_new_privs: false,
+        };
+        let mut process = NativeProcess::spawn(&command, &launch, scope).unwrap();
+        let mut out = Vec::new();
+        loop {
+            match process.next(Duration::from_secs(5)).unwrap() {
+                ProcessEvent::Output(bytes) => out.extend(bytes),
+                ProcessEvent::Exited(_) => break,
+                ProcessEvent::Idle => {}
+            }
+        }
+        String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    fn assert_gone(pids: &[u32], case: &str) {
+        let until = Instant::now() + Duration::from_secs(3);
+        while pids.iter().any(|p| running(*p)) && Instant::now() < until {
+            thread::sleep(Duration::from_millis(10));
+        }
+        let alive: Vec<&u32> = pids.iter().filter(|p| running(**p)).collect();
+        assert!(alive.is_empty(), "{case}: {alive:?} outlived the scope");
+    }
+
+    const ESCAPEES: &str = "sleep 60 & echo $!; setsid sleep 60 & echo $!; exit 0";
+
+    #[test]
+    fn a_scope_kills_descendants_that_left_the_group_with_or_without_a_cgroup() {
+        for (case, scope) in [
+            ("cgroup", CallScope::new()),
+            ("fallback", CallScope::without_cgroup()),
+        ] {
+            let pids = run(ESCAPEES, &scope);
+            assert_eq!(pids.len(), 2, "{case}");
+            // The shell exited: both children live on until the scope ends.
+            assert!(pids.iter().all(|p| running(*p)), "{case}");
+            drop(scope);
+            assert_gone(&pids, case);
         }
     }
 }

@@ -5,15 +5,22 @@
 //! own cgroup), which every child joins between fork and exec, before it can fork itself; a cgroup cannot be
 //! left from inside without write access to the cgroup tree, which confined programs lack. When the call ends
 //! (result, deadline, cancellation: the store or the native call context is dropped), `cgroup.kill` kills every
-//! member at once. Where no cgroup can be made (no cgroup v2, no write access), the host falls back to killing
-//! the process group of each child it started.
+//! member at once.
+//!
+//! Where no cgroup can be made (no cgroup v2, no write access), each child starts a session of its own (as pi's
+//! detached children do) and the host becomes a child subreaper, so orphans are re-parented to it instead of
+//! init. When the call ends the host kills every process of its children's sessions, wherever they were
+//! re-parented, and every orphan it adopted that leads a session of its own (a `setsid` escapee) with that
+//! session, then reaps them. An adopted session leader cannot be told apart by call, so the first call to end
+//! kills every such orphan: stricter, never looser.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long a background thread waits for a killed cgroup to empty before removing it.
@@ -23,7 +30,13 @@ const DRAIN: Duration = Duration::from_secs(5);
 #[derive(Debug, Default)]
 pub struct CallScope {
     cgroup: OnceLock<Option<Cgroup>>,
+    /// The sessions of the children started without a cgroup (each child leads its own).
+    sessions: Mutex<Vec<i32>>,
 }
+
+/// The direct children of every live [`CallScope`] (they are the host's children and lead sessions, like the
+/// orphans the fallback kills; these are not orphans).
+static DIRECT_CHILDREN: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 
 #[derive(Debug)]
 struct Cgroup {
@@ -47,6 +60,14 @@ impl CallScope {
             .map(|c| c.procs.as_raw_fd())
     }
 
+    /// A scope that never makes a cgroup: the fallback, for tests on hosts that can make them.
+    #[cfg(test)]
+    pub(crate) fn without_cgroup() -> Self {
+        let scope = Self::default();
+        let _ = scope.cgroup.set(None);
+        scope
+    }
+
     /// Whether the host can give calls cgroups of their own (cgroup v2, writable where the host runs).
     pub fn available() -> bool {
         static AVAILABLE: OnceLock<bool> = OnceLock::new();
@@ -58,10 +79,102 @@ impl CallScope {
         self.cgroup.get().is_some_and(Option::is_some)
     }
 
+    /// Record a started child (the leader of its own session), for the fallback without a cgroup.
+    pub fn started(&self, pid: i32) {
+        if self.is_cgroup() {
+            return;
+        }
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.push(pid);
+        }
+        if let Ok(mut live) = DIRECT_CHILDREN.lock() {
+            live.get_or_insert_with(HashSet::new).insert(pid);
+        }
+        adopt_orphans();
+    }
+
+    /// Forget a child that was reaped (its pid may be reused).
+    pub fn reaped(pid: i32) {
+        if let Ok(mut live) = DIRECT_CHILDREN.lock()
+            && let Some(live) = live.as_mut()
+        {
+            live.remove(&pid);
+        }
+    }
+
     /// Kill every process of the call (the scope stays usable: a later start makes a new cgroup).
     pub fn kill_all(&mut self) {
         if let Some(Some(cgroup)) = self.cgroup.take() {
             cgroup.kill();
+        }
+        let sessions = std::mem::take(self.sessions.get_mut().unwrap_or_else(|e| e.into_inner()));
+        if !sessions.is_empty() {
+            kill_sessions(sessions);
+        }
+    }
+}
+
+/// Make the host a child subreaper (once), so the orphans of the processes it starts stay within its reach.
+fn adopt_orphans() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        if let Err(e) =
+            rustix::process::set_child_subreaper(rustix::process::Pid::from_raw(std::process::id() as i32))
+        {
+            tracing::warn!("cannot become a child subreaper ({e}): a setsid descendant may outlive its call");
+        }
+    });
+}
+
+/// One process of `/proc`: pid, parent, session.
+fn processes() -> Vec<(i32, i32, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // After the command (in parentheses, which may hold anything): state ppid pgrp session ...
+            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            Some((pid, fields.get(1)?.parse().ok()?, fields.get(3)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Kill every process of `sessions` and every session-leading orphan the host adopted (with its session), then
+/// reap the host's own children among them.
+fn kill_sessions(mut sessions: Vec<i32>) {
+    let host = std::process::id() as i32;
+    let live = DIRECT_CHILDREN
+        .lock()
+        .map(|l| l.clone().unwrap_or_default())
+        .unwrap_or_default();
+    // Killed processes can have forked in between: go round until nothing of the call is left.
+    for _ in 0..20 {
+        let all = processes();
+        sessions.extend(
+            all.iter()
+                .filter(|(pid, ppid, sid)| *ppid == host && pid == sid && !live.contains(pid))
+                .map(|(pid, _, _)| *pid),
+        );
+        let doomed: Vec<(i32, i32)> = all
+            .iter()
+            .filter(|(pid, _, sid)| sessions.contains(sid) && *pid != host)
+            .map(|(pid, ppid, _)| (*pid, *ppid))
+            .collect();
+        if doomed.is_empty() {
+            break;
+        }
+        for (pid, ppid) in doomed {
+            let Some(p) = rustix::process::Pid::from_raw(pid) else {
+                continue;
+            };
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            if ppid == host && !live.contains(&pid) {
+                // An adopted orphan: nobody else waits for it.
+                let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::empty());
+            }
         }
     }
 }
@@ -176,6 +289,8 @@ mod tests {
 
     #[test]
     fn a_scope_makes_its_cgroup_on_first_use_and_removes_it() {
+        // Also: a scope that made no cgroup and started nothing kills nothing.
+        CallScope::new().kill_all();
         let mut scope = CallScope::new();
         assert!(!scope.is_cgroup());
         if scope.join_fd().is_none() {
