@@ -54,10 +54,17 @@ impl CallScope {
     /// The file descriptor a child writes `0` to, to join the call's cgroup before exec (none where the host
     /// cannot make cgroups: then only process groups are killed).
     pub fn join_fd(&self) -> Option<RawFd> {
-        self.cgroup
+        let fd = self
+            .cgroup
             .get_or_init(Cgroup::create)
             .as_ref()
-            .map(|c| c.procs.as_raw_fd())
+            .map(|c| c.procs.as_raw_fd());
+        if fd.is_none() {
+            // Before the child is forked: only processes forked after the host became a subreaper have their
+            // orphans re-parented to it.
+            adopt_orphans();
+        }
+        fd
     }
 
     /// A scope that never makes a cgroup: the fallback, for tests on hosts that can make them.
@@ -79,18 +86,17 @@ impl CallScope {
         self.cgroup.get().is_some_and(Option::is_some)
     }
 
-    /// Record a started child (the leader of its own session), for the fallback without a cgroup.
+    /// Record a started child (the leader of its own session).
     pub fn started(&self, pid: i32) {
-        if self.is_cgroup() {
-            return;
-        }
-        if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.push(pid);
-        }
+        // Every direct child, also of scopes with a cgroup: the fallback must never take one for an orphan.
         if let Ok(mut live) = DIRECT_CHILDREN.lock() {
             live.get_or_insert_with(HashSet::new).insert(pid);
         }
-        adopt_orphans();
+        if !self.is_cgroup()
+            && let Ok(mut sessions) = self.sessions.lock()
+        {
+            sessions.push(pid);
+        }
     }
 
     /// Forget a child that was reaped (its pid may be reused).
