@@ -9,7 +9,7 @@
 //! [plugins.my-indexer]
 //! read = ["."]              # "." is the workspace; "~" the home directory
 //! write = ["./index"]
-//! spawn = ["git"]
+//! spawn = ["git", { program = "rg", args = [["--json"]] }]   # a name (any arguments) or argument prefixes
 //! env = ["LANG"]
 //! network = ["api.example.com:443", "127.0.0.1:*"]   # outbound connections: HOST:PORT, `*` for any
 //! timeout-ms = 30000        # wall-clock limit per call (default 60 s for third-party plugins)

@@ -205,9 +205,34 @@ fn base() -> Option<&'static Path> {
                 .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
         })?;
         let dir = mount.join(own.trim_start_matches('/'));
-        dir.join("cgroup.procs").exists().then_some(dir)
+        if !dir.join("cgroup.procs").exists() {
+            return None;
+        }
+        sweep(&dir);
+        Some(dir)
     })
     .as_deref()
+}
+
+/// Remove the empty cgroups earlier hosts left in `base` (a host that exited before its clean-up thread ran).
+fn sweep(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("toolwright-"))
+            .and_then(|n| n.split('-').next())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            // Fails, harmlessly, for a cgroup that still has members.
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
 }
 
 impl Cgroup {
@@ -263,6 +288,9 @@ impl Cgroup {
         // The members are dying; the directory can go once they are gone. Not waited for on the call's thread.
         let dir = self.dir;
         drop(self.procs);
+        if std::fs::remove_dir(&dir).is_ok() {
+            return;
+        }
         let _ = std::thread::Builder::new()
             .name("toolwright-cgroup".into())
             .spawn(move || {
