@@ -259,7 +259,9 @@ impl WasmGrants {
                 write: *write,
             })
             .collect();
-        grants.programs = spawn_grant(effective, &grants.preopens);
+        let (write, read): (Vec<&Preopen>, Vec<&Preopen>) = grants.preopens.iter().partition(|p| p.write);
+        let hosts = |list: Vec<&Preopen>| list.into_iter().map(|p| p.host.clone()).collect();
+        grants.programs = ProgramGrant::for_plugin(effective, hosts(read), hosts(write));
         let rules = |patterns: &[String]| {
             Arc::new(
                 patterns
@@ -296,37 +298,6 @@ impl WasmGrants {
                 .min(MAX_MEMORY);
         }
     }
-}
-
-/// A third-party plugin's programs: resolved on the host's `PATH`, never inside its writable grants, and
-/// confined by Landlock to its own grants (see [`crate::native::Programs`] and [`crate::native::Confinement`]).
-fn spawn_grant(effective: &crate::policy::Effective, preopens: &[Preopen]) -> ProgramGrant {
-    use crate::native::{Confinement, Programs, Tcp};
-    let dirs = |write: bool| {
-        preopens
-            .iter()
-            .filter(|p| p.write == write)
-            .map(|p| p.host.clone())
-            .collect::<Vec<_>>()
-    };
-    let confinement = Confinement {
-        read: dirs(false),
-        write: dirs(true),
-        // Filled in with the resolved programs.
-        programs: Vec::new(),
-        tcp: Tcp::from_patterns(&effective.network),
-        unconfined_ok: effective.unconfined_spawn,
-    };
-    let host_path = std::env::var("PATH")
-        .unwrap_or_else(|_| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
-    let writable = confinement.write.clone();
-    ProgramGrant::Only(Programs::new(
-        &effective.spawn_rules,
-        &host_path,
-        &writable,
-        Some(effective.settable_env.clone()),
-        Some(confinement),
-    ))
 }
 
 /// Wall-clock limit per call of a third-party plugin when its policy sets none.

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use toolwright_sdk::Command;
 
-use super::confine::Confinement;
-use crate::policy::SpawnRule;
+use super::confine::{Confinement, Tcp};
+use crate::policy::{Effective, SpawnRule};
 
 /// Which programs a tool may start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -299,6 +299,29 @@ fn is_executable(path: &Path) -> bool {
 }
 
 impl ProgramGrant {
+    /// A third-party plugin's programs under its policy decision: resolved on the host's `PATH`, never inside
+    /// its writable grants (`write`), only the variables the policy names settable, confined by Landlock to its
+    /// grants (`read`, `write`) and network.
+    pub fn for_plugin(effective: &Effective, read: Vec<PathBuf>, write: Vec<PathBuf>) -> ProgramGrant {
+        let host_path = std::env::var("PATH")
+            .unwrap_or_else(|_| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+        let confinement = Confinement {
+            read,
+            write: write.clone(),
+            // Filled in with the resolved programs.
+            programs: Vec::new(),
+            tcp: Tcp::from_patterns(&effective.network),
+            unconfined_ok: effective.unconfined_spawn,
+        };
+        ProgramGrant::Only(Programs::new(
+            &effective.spawn_rules,
+            &host_path,
+            &write,
+            Some(effective.settable_env.clone()),
+            Some(confinement),
+        ))
+    }
+
     /// What starting `command` runs, with `base` (the granted variables) as the environment to start from; or
     /// the refusal for the model, naming `who` ("the plugin NAME", or a tool's name).
     pub fn launch(&self, command: &Command, base: &[(String, String)], who: &str) -> Result<Launch, String> {
