@@ -768,8 +768,9 @@ async fn a_program_granted_with_argument_rules_takes_only_those_arguments() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spawned_program_reaches_only_the_plugins_grants() {
     let s = sandbox(
-        "[plugins.toolwright-test-probe]\nread = [\".\"]\nwrite = [\"./out\"]\nspawn = [\"cat\", \"sh\"]\n",
+        "[plugins.toolwright-test-probe]\nread = [\".\"]\nwrite = [\"./out\"]\nspawn = [\"cat\", \"sh\", \"bash\"]\n",
     );
+    let port = greeter("hello\n");
     let outside = std::fs::read_link(s.ws.path().join("link")).unwrap();
     let outside = outside.to_string_lossy();
     let (inside, out_dir) = (s.path("a.txt"), s.path("out"));
@@ -782,6 +783,7 @@ async fn a_spawned_program_reaches_only_the_plugins_grants() {
             sh(format!("echo written > {out_dir}/f && cat {out_dir}/f")),
             sh(format!("echo x > {inside}")),
             sh(format!("cp /bin/echo {out_dir}/e && {out_dir}/e ran")),
+            json!({"action": "spawn", "target": "bash", "args": ["-c", format!("cat < /dev/tcp/127.0.0.1/{port}")]}),
         ])
         .await;
     if toolwright::native::landlock_abi() < 4 {
@@ -805,6 +807,28 @@ async fn a_spawned_program_reaches_only_the_plugins_grants() {
         text(&out[5]),
         format!("sh: 1: {out_dir}/e: Permission denied\n"),
         "written files never run"
+    );
+    assert_eq!(
+        text(&out[6]),
+        format!(
+            "bash: connect: Permission denied\nbash: line 1: /dev/tcp/127.0.0.1/{port}: Permission denied\n"
+        ),
+        "no TCP without a network grant"
+    );
+
+    // With a network grant naming a port: TCP to that port only (Landlock filters ports, not hosts).
+    let other = greeter("other\n");
+    let s = sandbox(&format!(
+        "[plugins.toolwright-test-probe]\nspawn = [\"bash\"]\nnetwork = [\"127.0.0.1:{port}\"]\n"
+    ));
+    let connect = |port: u16| json!({"action": "spawn", "target": "bash", "args": ["-c", format!("cat < /dev/tcp/127.0.0.1/{port}")]});
+    let out = s.run(&[connect(port), connect(other)]).await;
+    assert_eq!(text(&out[0]), "hello\n");
+    assert_eq!(
+        text(&out[1]),
+        format!(
+            "bash: connect: Permission denied\nbash: line 1: /dev/tcp/127.0.0.1/{other}: Permission denied\n"
+        )
     );
 }
 

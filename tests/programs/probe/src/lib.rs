@@ -159,6 +159,7 @@ toolwright_sdk::export_tool!(Probe; capabilities = [
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/sleep".into()), "waits on a quiet process"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("echo".into()), "starts echo by name"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("sh".into()), "starts a shell"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("bash".into()), "connects through bash's /dev/tcp"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("cat".into()), "reads through a program"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("git".into()), "starts git"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Env("PATH".into()), "reads one variable"),
