@@ -1,8 +1,11 @@
 //! Native tools: an [`sdk::Tool`](toolwright_sdk::Tool) linked into the host becomes a [`ToolDefinition`]
 //! whose calls run on a blocking thread with a [`Ctx`] backed by cap-std grants and real processes.
 
+mod confine;
 mod mutation;
 mod process;
+mod programs;
+mod scope;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -17,34 +20,15 @@ use toolwright_sdk::{
     CallOutcome, Command, Ctx, Files, LogLevel, Process, TempFile, Tool, ToolError, ToolResult, paths,
 };
 
+pub use confine::{Confinement, SYSTEM_DEVICES, SYSTEM_EXEC, SYSTEM_READ, Tcp, landlock_abi};
 pub use mutation::FileMutationQueue;
 pub use process::NativeProcess;
+pub use programs::{GrantedProgram, Launch, ProgramGrant, Programs, Unresolved, steers_code};
+pub use scope::CallScope;
 
 use crate::definition::{ToolContext, ToolDefinition, ToolSource};
 use crate::grants::GrantedFiles;
 use crate::tool::{ToolExecution, UpdateSink};
-
-/// Which programs a tool may start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProgramGrant {
-    /// None.
-    None,
-    /// Any program (the built-in `bash`).
-    Any,
-    /// Only these (absolute paths or names on `PATH`).
-    Only(Vec<String>),
-}
-
-impl ProgramGrant {
-    /// Whether `program` may be started.
-    pub fn allows(&self, program: &str) -> bool {
-        match self {
-            ProgramGrant::None => false,
-            ProgramGrant::Any => true,
-            ProgramGrant::Only(list) => list.iter().any(|p| p == program),
-        }
-    }
-}
 
 /// What native tools run with: the workspace, the grants, the environment and the shared file queue.
 #[derive(Debug, Clone)]
@@ -92,6 +76,8 @@ struct NativeCtx {
     session: Option<ToolContext>,
     /// The runtime the call's blocking thread belongs to, for nested calls.
     runtime: tokio::runtime::Handle,
+    /// The processes the call started: all killed when the call ends (this context is dropped).
+    processes: CallScope,
 }
 
 impl NativeCtx {
@@ -152,17 +138,12 @@ impl Ctx for NativeCtx {
     }
 
     fn spawn(&self, command: &Command) -> io::Result<Box<dyn Process>> {
-        if !self.env.programs.allows(&command.program) {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "Permission denied: starting {} is not granted to {}. A process grant of {} in the policy \
-                     file (toolwright.toml) would allow it.",
-                    command.program, self.tool, command.program
-                ),
-            ));
-        }
-        Ok(Box::new(NativeProcess::spawn(command, &self.env.env)?))
+        let launch = self
+            .env
+            .programs
+            .launch(command, &self.env.env, &self.tool)
+            .map_err(|message| io::Error::new(io::ErrorKind::PermissionDenied, message))?;
+        Ok(Box::new(NativeProcess::spawn(command, &launch, &self.processes)?))
     }
 
     fn temp_file(&self, prefix: &str, suffix: &str) -> io::Result<TempFile> {
@@ -241,6 +222,7 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
                 updates: run.updates,
                 session: ctx,
                 runtime: tokio::runtime::Handle::current(),
+                processes: CallScope::new(),
             };
             let call_id = run.call_id;
             let params = run.params;

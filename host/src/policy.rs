@@ -9,7 +9,7 @@
 //! [plugins.my-indexer]
 //! read = ["."]              # "." is the workspace; "~" the home directory
 //! write = ["./index"]
-//! spawn = ["git"]
+//! spawn = ["git", { program = "rg", args = [["--json"]] }]   # a name (any arguments) or argument prefixes
 //! env = ["LANG"]
 //! network = ["api.example.com:443", "127.0.0.1:*"]   # outbound connections: HOST:PORT, `*` for any
 //! timeout-ms = 30000        # wall-clock limit per call (default 60 s for third-party plugins)
@@ -85,9 +85,14 @@ pub struct PluginPolicy {
     /// Directories it may read and write below.
     #[serde(default)]
     pub write: Vec<String>,
-    /// Programs it may start.
+    /// Programs it may start: a name (`"git"`, any arguments) or a table restricting the arguments
+    /// (`{ program = "git", args = [["status"], ["log"]] }`).
     #[serde(default)]
-    pub spawn: Vec<String>,
+    pub spawn: Vec<SpawnRule>,
+    /// Let it start its granted programs without Landlock confinement where the system offers none (or, on a
+    /// system that has it, not at all: confinement is always applied when available).
+    #[serde(default)]
+    pub unconfined_spawn: bool,
     /// Environment variables it may see (`*`: all).
     #[serde(default)]
     pub env: Vec<String>,
@@ -208,6 +213,10 @@ impl Policy {
         }
         if let Some(b) = &policy.builtins {
             let void = [
+                (
+                    b.unconfined_spawn,
+                    "unconfined-spawn: the built-in tools' programs are not confined",
+                ),
                 (
                     !b.network.is_empty() || !b.deny.network.is_empty(),
                     "network: the built-in tools open no sockets",
@@ -351,11 +360,11 @@ impl PluginPolicy {
             );
         }
         if all {
-            for (key, list) in [
-                ("spawn", &mut self.spawn),
-                ("env", &mut self.env),
-                ("network", &mut self.network),
-            ] {
+            dropped.extend(self.spawn.drain(..).map(|r| format!("{section} spawn = {r}")));
+            if std::mem::take(&mut self.unconfined_spawn) {
+                dropped.push(format!("{section} unconfined-spawn = true"));
+            }
+            for (key, list) in [("env", &mut self.env), ("network", &mut self.network)] {
                 dropped.extend(list.drain(..).map(|v| format!("{section} {key} = \"{v}\"")));
             }
         }
@@ -372,6 +381,7 @@ impl PluginPolicy {
         self.read.extend(other.read);
         self.write.extend(other.write);
         self.spawn.extend(other.spawn);
+        self.unconfined_spawn |= other.unconfined_spawn;
         self.env.extend(other.env);
         self.network.extend(other.network);
         self.deny.read.extend(other.deny.read);
@@ -418,8 +428,15 @@ pub struct Effective {
     pub dirs: Vec<(String, bool)>,
     /// Programs.
     pub programs: Vec<String>,
+    /// The programs with their argument rules, one per entry of `programs`.
+    pub spawn_rules: Vec<SpawnRule>,
+    /// Whether its programs may run unconfined where Landlock is not available.
+    pub unconfined_spawn: bool,
     /// Environment variables (`*`: all).
     pub env: Vec<String>,
+    /// Variables the policy grants by name (a `*` does not count): only these of the ones that steer what code
+    /// a program runs (`PATH`, `LD_PRELOAD`, ...) may be set for the programs the plugin starts.
+    pub settable_env: Vec<String>,
     /// Network addresses it may connect to (`HOST:PORT` patterns).
     pub network: Vec<String>,
     /// Network addresses it may never connect to, whatever name it uses for them (`HOST:PORT` patterns).
@@ -466,6 +483,13 @@ pub fn decide(
         memory_mib: policy.memory_mib,
         fuel: policy.fuel,
         network_deny: policy.deny.network.clone(),
+        unconfined_spawn: policy.unconfined_spawn,
+        settable_env: policy
+            .env
+            .iter()
+            .filter(|v| *v != "*" && !policy.deny.env.iter().any(|d| d == *v || d == "*"))
+            .cloned()
+            .collect(),
         ..Default::default()
     };
     let hint = |key: &str, value: &str| {
@@ -524,8 +548,9 @@ pub fn decide(
             Capability::Spawn(program) => {
                 if policy.deny.spawn.iter().any(|d| d == program || d == "*") {
                     decision.refused = Some(format!("starting {program} is denied by the policy; deny wins"));
-                } else if policy.spawn.iter().any(|g| g == program || g == "*") {
+                } else if let Some(rule) = SpawnRule::combined(program, &policy.spawn) {
                     out.programs.push(program.clone());
+                    out.spawn_rules.push(rule);
                     decision.granted.push(Capability::Spawn(program.clone()));
                 } else {
                     decision.refused = Some(hint("spawn", program));
@@ -608,6 +633,112 @@ pub fn decide(
         .collect();
     out.dirs.retain(|(d, w)| *w || !writable.contains(d));
     out
+}
+
+/// A program a policy grants, with the argument prefixes it may be started with.
+///
+/// In a policy file either a name (`"git"`: any arguments) or a table (`{ program = "git", args = [["status"],
+/// ["log"]] }`: the arguments must start with one of the lists).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(from = "SpawnEntry", into = "SpawnEntry")]
+pub struct SpawnRule {
+    /// The program: a name looked up on the host's `PATH`, an absolute path, or `*` (whatever is requested).
+    pub program: String,
+    /// The argument prefixes it may be started with (none: any arguments).
+    pub args: Option<Vec<Vec<String>>>,
+}
+
+/// How a [`SpawnRule`] is spelled in a policy file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+enum SpawnEntry {
+    Program(String),
+    Rule(SpawnTable),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SpawnTable {
+    program: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    args: Option<Vec<Vec<String>>>,
+}
+
+impl From<SpawnEntry> for SpawnRule {
+    fn from(entry: SpawnEntry) -> Self {
+        match entry {
+            SpawnEntry::Program(program) => SpawnRule { program, args: None },
+            SpawnEntry::Rule(t) => SpawnRule {
+                program: t.program,
+                args: t.args,
+            },
+        }
+    }
+}
+
+impl From<SpawnRule> for SpawnEntry {
+    fn from(rule: SpawnRule) -> Self {
+        match rule.args {
+            None => SpawnEntry::Program(rule.program),
+            args => SpawnEntry::Rule(SpawnTable {
+                program: rule.program,
+                args,
+            }),
+        }
+    }
+}
+
+impl From<&str> for SpawnRule {
+    fn from(program: &str) -> Self {
+        SpawnRule {
+            program: program.to_owned(),
+            args: None,
+        }
+    }
+}
+
+impl SpawnRule {
+    /// What the grants among `rules` naming `program` (or `*`) allow together: any arguments if one of them
+    /// allows any, else the union of their prefixes; none when no rule names it.
+    pub fn combined(program: &str, rules: &[SpawnRule]) -> Option<SpawnRule> {
+        let matching: Vec<&SpawnRule> = rules
+            .iter()
+            .filter(|r| r.program == program || r.program == "*")
+            .collect();
+        if matching.is_empty() {
+            return None;
+        }
+        let args = if matching.iter().any(|r| r.args.is_none()) {
+            None
+        } else {
+            Some(
+                matching
+                    .iter()
+                    .flat_map(|r| r.args.iter().flatten().cloned())
+                    .collect(),
+            )
+        };
+        Some(SpawnRule {
+            program: program.to_owned(),
+            args,
+        })
+    }
+
+    /// Whether `args` start with one of the allowed prefixes (always, without a restriction).
+    pub fn allows_args(&self, args: &[String]) -> bool {
+        self.args
+            .as_ref()
+            .is_none_or(|prefixes| prefixes.iter().any(|p| args.starts_with(p)))
+    }
+}
+
+impl std::fmt::Display for SpawnRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.args {
+            None => write!(f, "\"{}\"", self.program),
+            Some(args) => write!(f, "{{ program = \"{}\", args = {args:?} }}", self.program),
+        }
+    }
 }
 
 /// A network address pattern: `HOST:PORT`, HOST an IP address (IPv6 in brackets), a name or `*`, PORT a
@@ -815,6 +946,84 @@ mod tests {
         assert_eq!(p.plugins["x"].read, ["/etc"]);
         assert_eq!(p.project_plugins["x"].read, ["."]);
         assert_eq!(p.project_plugins["x"].sha256, [pin.to_lowercase()]);
+    }
+
+    #[test]
+    fn spawn_grants_are_names_or_tables_with_argument_prefixes() {
+        let p = Policy::parse(
+            Path::new("t.toml"),
+            "[plugins.x]\nspawn = [\"echo\", { program = \"git\", args = [[\"status\"], [\"log\"]] },              { program = \"ls\" }]\nunconfined-spawn = true\n",
+        )
+        .unwrap();
+        let x = &p.plugins["x"];
+        assert!(x.unconfined_spawn);
+        assert_eq!(
+            x.spawn,
+            [
+                SpawnRule::from("echo"),
+                SpawnRule {
+                    program: "git".into(),
+                    args: Some(vec![vec!["status".into()], vec!["log".into()]]),
+                },
+                SpawnRule::from("ls"),
+            ]
+        );
+        assert_eq!(
+            x.spawn[1].to_string(),
+            "{ program = \"git\", args = [[\"status\"], [\"log\"]] }"
+        );
+        let err = Policy::parse(
+            Path::new("t.toml"),
+            "[plugins.x]\nspawn = [{ program = \"git\", arg = [] }]\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().starts_with("t.toml: "), "{err}");
+        let err = Policy::parse(Path::new("t.toml"), "[builtins]\nunconfined-spawn = true\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "t.toml: [builtins] cannot set unconfined-spawn: the built-in tools' programs are not confined"
+        );
+
+        // Rules naming the same program add up; one without a restriction lifts them.
+        let rules = [
+            SpawnRule {
+                program: "git".into(),
+                args: Some(vec![vec!["status".into()]]),
+            },
+            SpawnRule {
+                program: "*".into(),
+                args: Some(vec![vec!["--version".into()]]),
+            },
+        ];
+        let git = SpawnRule::combined("git", &rules).unwrap();
+        assert_eq!(
+            git.args,
+            Some(vec![vec!["status".into()], vec!["--version".into()]])
+        );
+        assert!(git.allows_args(&["status".into(), "-s".into()]));
+        assert!(!git.allows_args(&["-c".into(), "alias.x=!sh".into(), "x".into()]));
+        assert_eq!(SpawnRule::combined("cat", &rules[..1]), None);
+        let any = SpawnRule::combined("git", &[rules[0].clone(), "git".into()]).unwrap();
+        assert_eq!(any.args, None);
+
+        // What only a name grants: `*` does not count.
+        let e = decide(
+            "p",
+            &[req(Capability::Spawn("git".into()))],
+            Some(&PluginPolicy {
+                spawn: rules.to_vec(),
+                env: vec!["*".into(), "PATH".into(), "LD_PRELOAD".into()],
+                deny: Deny {
+                    env: vec!["LD_PRELOAD".into()],
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            "/w",
+            None,
+        );
+        assert_eq!(e.spawn_rules, [git]);
+        assert_eq!(e.settable_env, ["PATH"]);
     }
 
     #[test]

@@ -472,16 +472,30 @@ fn builtin_policy(
             .map(Grant::read_write),
     );
     grants.retain(|g| g.path.is_dir());
-    let programs = if p.spawn.iter().any(|s| s == "*") && p.deny.spawn.is_empty() {
+    let programs = if p.spawn.iter().any(|s| s.program == "*" && s.args.is_none()) && p.deny.spawn.is_empty()
+    {
         ProgramGrant::Any
     } else {
-        ProgramGrant::Only(
-            p.spawn
-                .iter()
-                .filter(|s| !p.deny.spawn.contains(s))
-                .cloned()
-                .collect(),
-        )
+        let rules: Vec<_> = p
+            .spawn
+            .iter()
+            .filter(|s| !p.deny.spawn.contains(&s.program))
+            .cloned()
+            .collect();
+        let writable: Vec<_> = grants
+            .iter()
+            .filter(|g| g.write)
+            .map(|g| g.path.clone())
+            .collect();
+        // The built-ins' programs are resolved like a plugin's, but run unconfined with any variables, as
+        // they always have: the built-in tools are the host's own code.
+        ProgramGrant::Only(crate::native::Programs::new(
+            &rules,
+            &std::env::var("PATH").unwrap_or_default(),
+            &writable,
+            None,
+            None,
+        ))
     };
     let all = p.env.iter().any(|v| v == "*");
     let vars = std::env::vars()

@@ -281,7 +281,9 @@ impl WasmGrants {
                 write: *write,
             })
             .collect();
-        grants.programs = ProgramGrant::Only(effective.programs.clone());
+        let (write, read): (Vec<&Preopen>, Vec<&Preopen>) = grants.preopens.iter().partition(|p| p.write);
+        let hosts = |list: Vec<&Preopen>| list.into_iter().map(|p| p.host.clone()).collect();
+        grants.programs = ProgramGrant::for_plugin(effective, hosts(read), hosts(write));
         let rules = |patterns: &[String]| {
             Arc::new(
                 patterns
@@ -793,6 +795,7 @@ impl PluginInner {
             call,
             stdout,
             stderr,
+            processes: crate::native::CallScope::new(),
         };
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limits);

@@ -136,3 +136,43 @@ async fn an_aborted_command_leaves_no_process_of_its_group() {
         );
     }
 }
+
+/// Whether process `pid` still runs (a zombie only waits for its new parent to reap it).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_command_leaves_no_background_process_even_in_a_new_session() {
+    // pi's bash lets background processes outlive the command; here every process a call started dies with
+    // the call, also one that left the group with setsid (where the host may make a cgroup per call).
+    for wasm in [false, true] {
+        let ws = tempfile::tempdir().unwrap();
+        let (_toolset, tools) = bash_tools(wasm, ws.path());
+        let (message, _) = run_tools(
+            &tools,
+            json!({"command": "sleep 60 & echo pid=$!; setsid sleep 60 & echo pid=$!"}),
+            CancellationToken::new(),
+        )
+        .await;
+        let text = message.content[0].as_text().unwrap();
+        assert!(!message.is_error, "wasm: {wasm}: {text}");
+        let pids: Vec<u32> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("pid=")?.trim().parse().ok())
+            .collect();
+        assert_eq!(pids.len(), 2, "wasm: {wasm}: {text}");
+        if !toolwright::native::CallScope::available() {
+            continue; // without a cgroup per call only the process group dies (covered above)
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while pids.iter().any(|p| running(*p)) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let alive: Vec<&u32> = pids.iter().filter(|p| running(**p)).collect();
+        assert!(alive.is_empty(), "wasm: {wasm}: {alive:?} outlived the call");
+    }
+}

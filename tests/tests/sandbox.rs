@@ -732,3 +732,232 @@ async fn the_builtins_policy_limits_the_wasm_builtins() {
     );
     assert_eq!(text(&out[1]), "fine\n");
 }
+
+/// What the probe's `spawn` answers when the host refuses a variable it passes.
+fn steering_refusal(var: &str, program: &str) -> String {
+    format!(
+        "Permission denied: the plugin toolwright-test-probe may not set {var} for {program}: it changes which code \
+         a program loads or runs. An env grant naming {var} (not `*`) in the policy file (toolwright.toml) would \
+         allow it."
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_program_stays_the_program_the_host_resolved() {
+    let policy = "[plugins.toolwright-test-probe]\nread = [\".\"]\nwrite = [\"./out\"]\nspawn = [\"echo\"]\nenv = [\"*\"]\n";
+    let s = sandbox(policy);
+    // A fake `echo` in the plugin's writable grant (the plugin writes it; the test makes it executable, which a
+    // plugin with a granted shell could do too).
+    let fake = s.path("out/echo");
+    std::fs::write(&fake, "#!/bin/sh\necho hijacked\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out_dir = s.path("out");
+    let out = s
+        .run(&[
+            json!({"action": "spawn", "target": "echo", "env": {"PATH": out_dir}}),
+            json!({"action": "spawn", "target": "echo", "env": {"LD_PRELOAD": s.path("out/evil.so")}}),
+            json!({"action": "spawn", "target": "echo", "env": {"GIT_CONFIG_GLOBAL": s.path("out/cfg")}}),
+            json!({"action": "spawn", "target": "echo", "env": {"BASH_ENV": s.path("out/rc")}}),
+            json!({"action": "spawn", "target": fake}),
+            json!({"action": "spawn", "target": "echo", "env": {"GREETING": "hi"}}),
+        ])
+        .await;
+    assert_eq!(
+        text(&out[0]),
+        steering_refusal("PATH", "echo"),
+        "a `*` env grant names no variable"
+    );
+    assert_eq!(text(&out[1]), steering_refusal("LD_PRELOAD", "echo"));
+    assert_eq!(text(&out[2]), steering_refusal("GIT_CONFIG_GLOBAL", "echo"));
+    assert_eq!(text(&out[3]), steering_refusal("BASH_ENV", "echo"));
+    assert_eq!(
+        text(&out[4]),
+        format!(
+            "Permission denied: starting {fake} is not granted to the plugin toolwright-test-probe. A process grant \
+             of {fake} in the policy file (toolwright.toml) would allow it."
+        )
+    );
+    assert_eq!(text(&out[5]), "probe-ran\n", "other variables pass");
+
+    // Granted by name, PATH may be set, but the program is still the one the host resolved.
+    let s = sandbox(&policy.replace("env = [\"*\"]", "env = [\"PATH\"]"));
+    let fake = s.path("out/echo");
+    std::fs::write(&fake, "#!/bin/sh\necho hijacked\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = s
+        .run(&[json!({"action": "spawn", "target": "echo", "env": {"PATH": s.path("out")}})])
+        .await;
+    assert_eq!(text(&out[0]), "probe-ran\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_granted_with_argument_rules_takes_only_those_arguments() {
+    let s = sandbox(
+        "[plugins.toolwright-test-probe]\nread = [\".\"]\nspawn = [{ program = \"git\", args = [[\"status\"], [\"log\", \"--oneline\"]] }, \"/bin/echo\"]\n",
+    );
+    let out = s
+        .run(&[
+            json!({"action": "spawn", "target": "git", "args": ["-c", "alias.x=!echo pwned", "x"]}),
+            json!({"action": "spawn", "target": "git", "args": ["log", "-p"]}),
+            json!({"action": "spawn", "target": "git", "args": ["--version"]}),
+            json!({"action": "spawn", "target": "git", "args": ["status", "--short"]}),
+            json!({"action": "spawn", "target": "/bin/echo", "args": ["-c", "anything"]}),
+        ])
+        .await;
+    let refusal = |args: &str| {
+        format!(
+            "Permission denied: the plugin toolwright-test-probe may start git only with arguments starting with one \
+             of [status], [log --oneline]; [{args}] is not granted."
+        )
+    };
+    assert_eq!(text(&out[0]), refusal("-c alias.x=!echo pwned x"));
+    assert_eq!(text(&out[1]), refusal("log -p"));
+    assert_eq!(text(&out[2]), refusal("--version"));
+    // Allowed: git runs (and finds no repository it may read).
+    assert!(!out[3].is_error, "{}", text(&out[3]));
+    assert!(
+        !text(&out[3]).starts_with("Permission denied"),
+        "{}",
+        text(&out[3])
+    );
+    assert_eq!(
+        text(&out[4]),
+        "-c anything\n",
+        "a plain grant takes any arguments"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawned_program_reaches_only_the_plugins_grants() {
+    let s = sandbox(
+        "[plugins.toolwright-test-probe]\nread = [\".\"]\nwrite = [\"./out\"]\nspawn = [\"cat\", \"sh\", \"bash\"]\n",
+    );
+    let port = greeter("hello\n");
+    let outside = std::fs::read_link(s.ws.path().join("link")).unwrap();
+    let outside = outside.to_string_lossy();
+    let (inside, out_dir) = (s.path("a.txt"), s.path("out"));
+    let sh = |script: String| json!({"action": "spawn", "target": "sh", "args": ["-c", script]});
+    let out = s
+        .run(&[
+            json!({"action": "spawn", "target": "cat", "args": [inside]}),
+            json!({"action": "spawn", "target": "cat", "args": [outside]}),
+            json!({"action": "spawn", "target": "cat", "args": ["/etc/shadow"]}),
+            sh(format!("echo written > {out_dir}/f && cat {out_dir}/f")),
+            sh(format!("echo x > {inside}")),
+            sh(format!("cp /bin/echo {out_dir}/e && {out_dir}/e ran")),
+            json!({"action": "spawn", "target": "bash", "args": ["-c", format!("cat < /dev/tcp/127.0.0.1/{port}")]}),
+        ])
+        .await;
+    if toolwright::native::landlock_abi() < 4 {
+        // No Landlock here: the grant is refused (no `unconfined-spawn`).
+        assert!(
+            text(&out[0]).contains("only confined by Landlock"),
+            "{}",
+            text(&out[0])
+        );
+        return;
+    }
+    assert_eq!(text(&out[0]), "inside");
+    assert_eq!(text(&out[1]), format!("cat: {outside}: Permission denied\n"));
+    assert_eq!(text(&out[2]), "cat: /etc/shadow: Permission denied\n");
+    assert_eq!(text(&out[3]), "written\n");
+    assert_eq!(
+        text(&out[4]),
+        format!("sh: 1: cannot create {inside}: Permission denied\n")
+    );
+    assert_eq!(
+        text(&out[5]),
+        format!("sh: 1: {out_dir}/e: Permission denied\n"),
+        "written files never run"
+    );
+    assert_eq!(
+        text(&out[6]),
+        format!(
+            "bash: connect: Permission denied\nbash: line 1: /dev/tcp/127.0.0.1/{port}: Permission denied\n"
+        ),
+        "no TCP without a network grant"
+    );
+
+    // With a network grant naming a port: TCP to that port only (Landlock filters ports, not hosts).
+    let other = greeter("other\n");
+    let s = sandbox(&format!(
+        "[plugins.toolwright-test-probe]\nspawn = [\"bash\"]\nnetwork = [\"127.0.0.1:{port}\"]\n"
+    ));
+    let connect = |port: u16| json!({"action": "spawn", "target": "bash", "args": ["-c", format!("cat < /dev/tcp/127.0.0.1/{port}")]});
+    let out = s.run(&[connect(port), connect(other)]).await;
+    assert_eq!(text(&out[0]), "hello\n");
+    assert_eq!(
+        text(&out[1]),
+        format!(
+            "bash: connect: Permission denied\nbash: line 1: /dev/tcp/127.0.0.1/{other}: Permission denied\n"
+        )
+    );
+}
+
+/// Whether process `pid` still runs (a zombie runs nothing: it only waits for its new parent to reap it).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// The pids a script wrote to `file`, one per line, once it wrote `count` of them.
+fn pids(file: &str, count: usize) -> Vec<u32> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    assert_eq!(pids.len(), count, "{file}: {text:?}");
+    pids
+}
+
+/// Waits (briefly) until none of `pids` runs.
+async fn assert_gone(pids: &[u32], case: &str) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while pids.iter().any(|p| running(*p)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let alive: Vec<&u32> = pids.iter().filter(|p| running(**p)).collect();
+    assert!(
+        alive.is_empty(),
+        "{case}: processes {alive:?} outlived their call"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_process_outlives_its_call_not_even_in_a_new_session() {
+    // A background child in the shell's group, and one that left it with setsid; the shell exits at once
+    // (the call ends normally) or waits (the call times out, or is cancelled).
+    let script = |out: &str, end: &str| {
+        format!("sleep 600 & echo $! >> {out}/pids; setsid sleep 600 & echo $! >> {out}/pids; {end}")
+    };
+    for (case, timeout, cancel_ms, end) in [
+        ("the call ended", "", None, "exit 0"),
+        ("the call timed out", "timeout-ms = 400\n", None, "sleep 600"),
+        ("the call was cancelled", "", Some(400), "sleep 600"),
+    ] {
+        let s = sandbox(&format!(
+            "[plugins.toolwright-test-probe]\nread = [\".\"]\nwrite = [\"./out\"]\nspawn = [\"sh\"]\n{timeout}"
+        ));
+        let probe = json!({"action": "spawn", "target": "sh", "args": ["-c", script(&s.path("out"), end)]});
+        let cancel = match cancel_ms {
+            Some(ms) => cancel_after(Duration::from_millis(ms)),
+            None => CancellationToken::new(),
+        };
+        let started = Instant::now();
+        let out = s.run_with(&[probe], cancel).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{case}: {:?}",
+            started.elapsed()
+        );
+        match case {
+            "the call ended" => assert_eq!(text(&out[0]), "", "{case}"),
+            "the call timed out" => assert_eq!(
+                text(&out[0]),
+                "The plugin toolwright-test-probe was stopped: it ran past its time limit of 400 ms"
+            ),
+            _ => assert!(out[0].is_error, "{case}: {}", text(&out[0])),
+        }
+        assert_gone(&pids(&s.path("out/pids"), 2), case).await;
+    }
+}

@@ -32,6 +32,40 @@ fn describe(capability: &Capability) -> String {
     }
 }
 
+/// How the programs granted to a plugin run: confined by Landlock, refused, or unconfined by the policy's
+/// choice (none when it has no program).
+fn spawn_confinement(e: &toolwright::policy::Effective) -> Option<(&'static str, String)> {
+    use toolwright::native::{Confinement, Tcp, landlock_abi};
+    if e.programs.is_empty() {
+        return None;
+    }
+    let confinement = Confinement {
+        read: Vec::new(),
+        write: Vec::new(),
+        programs: Vec::new(),
+        tcp: Tcp::from_patterns(&e.network),
+        unconfined_ok: e.unconfined_spawn,
+    };
+    Some(match confinement.unavailable() {
+        None => (
+            "landlock",
+            format!(
+                "confined by Landlock (ABI {}) to its own grants and the system's read-only paths, {}",
+                landlock_abi(),
+                confinement.tcp
+            ),
+        ),
+        Some(why) if e.unconfined_spawn => (
+            "unconfined",
+            format!("started UNCONFINED: {why}, and the policy sets unconfined-spawn = true"),
+        ),
+        Some(why) => (
+            "refused",
+            format!("refused: {why}; unconfined-spawn = true in its policy would start them unconfined"),
+        ),
+    })
+}
+
 /// A third-party plugin's limits when its policy sets none.
 const DEFAULT_TIMEOUT_MS: u64 = toolwright::wasm::DEFAULT_TIMEOUT.as_secs() * 1000;
 const MAX_MEMORY_MIB: u64 = (toolwright::wasm::MAX_MEMORY >> 20) as u64;
@@ -59,6 +93,9 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                     })
                 });
                 let identity = toolset.identity(p);
+                let programs = effective
+                    .and_then(spawn_confinement)
+                    .map(|(how, text)| json!({"confinement": how, "text": text}));
                 json!({
                     "path": p.path,
                     "name": p.metadata.name,
@@ -72,6 +109,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                     "requested": p.metadata.capabilities,
                     "decisions": grants,
                     "limits": limits,
+                    "programs": programs,
                     "cached": p.origin == toolwright::wasm::Origin::Cached,
                     "loadMs": p.load_time.as_secs_f64() * 1000.0,
                 })
@@ -149,6 +187,9 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                 limits.push_str(&format!(", {fuel} units of fuel"));
             }
             writeln!(out, "{limits}")?;
+            if let Some((_, text)) = spawn_confinement(e) {
+                writeln!(out, "  programs: {text}")?;
+            }
         }
         for (i, c) in m.capabilities.iter().enumerate() {
             writeln!(

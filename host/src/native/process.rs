@@ -1,7 +1,9 @@
 //! Processes for native tools: a process group per spawn, stdout and stderr merged in arrival order, the whole
-//! group killed on kill or drop.
+//! group killed on kill or drop; the child joins its call's cgroup and takes on its confinement between fork
+//! and exec.
 
 use std::io::{self, Read};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Stdio};
 
@@ -10,6 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use toolwright_sdk::{Command, ExitStatus, Process, ProcessEvent};
+
+use super::programs::Launch;
+use super::scope::CallScope;
 
 /// How long the pipes may stay quiet after the process exited before it counts as done (pi's 100 ms grace,
 /// re-armed on every chunk), so a quiet background process holding the pipes does not block the result.
@@ -30,23 +35,42 @@ pub struct NativeProcess {
 }
 
 impl NativeProcess {
-    /// Start `command` with exactly the environment `env` (plus `command.env`), in a new process group.
-    pub fn spawn(command: &Command, env: &[(String, String)]) -> io::Result<Self> {
+    /// Start `command` as `launch` says (its program, exactly its environment, its confinement), in a new
+    /// process group and in the cgroup of `scope`.
+    pub fn spawn(command: &Command, launch: &Launch, scope: &CallScope) -> io::Result<Self> {
         // One pipe for both streams: the bytes arrive in exactly the order the process wrote them.
         let (reader, writer) = io::pipe()?;
-        let mut cmd = std::process::Command::new(&command.program);
-        cmd.args(&command.args)
+        let mut cmd = std::process::Command::new(&launch.program);
+        // The name the tool asked for (a granted name, or exactly the resolved path), as a shell would pass it.
+        cmd.arg0(&command.program)
+            .args(&command.args)
             .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(writer.try_clone()?)
-            .stderr(writer)
-            .process_group(0);
+            .stderr(writer);
         if let Some(cwd) = &command.cwd {
             cmd.current_dir(cwd);
         }
+        // Everything that allocates or opens files happens here, in the parent; the child only makes syscalls.
+        let ruleset = launch.confinement.as_ref().map(|c| c.ruleset()).transpose()?;
+        let setup = ChildSetup {
+            join: scope.join_fd(),
+            setsid: true,
+            no_new_privs: launch.no_new_privs || ruleset.is_some(),
+            ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
+        };
+        #[allow(unsafe_code)]
+        // SAFETY: the closure runs between fork and exec in a copy of a multi-threaded process, so it must be
+        // async-signal-safe: it only reads its captured integers and makes the setsid, write, prctl and
+        // landlock_restrict_self syscalls; it allocates nothing and takes no lock. The descriptors it uses are
+        // kept open by `scope` and `ruleset` until `spawn` returns.
+        unsafe {
+            cmd.pre_exec(move || setup.apply());
+        }
         let child = cmd.spawn()?;
+        drop(ruleset);
+        scope.started(child.id() as i32);
         // `cmd` holds the parent's copies of the write end; dropping it closes them, so the pipe reports
         // end-of-file once every process that inherited it is gone.
         drop(cmd);
@@ -72,6 +96,50 @@ impl NativeProcess {
                 signal: status.signal(),
             };
             self.exited = Some((status, Instant::now()));
+        }
+        Ok(())
+    }
+}
+
+/// What a child does to itself before exec.
+#[derive(Debug, Clone, Copy)]
+struct ChildSetup {
+    /// Lead a session (and so a process group) of its own, as pi's detached children do: the group is what
+    /// `kill` signals, the session what the clean-up without a cgroup follows.
+    setsid: bool,
+    /// The call cgroup's `cgroup.procs`: writing `0` moves the writer in, before it can fork.
+    join: Option<RawFd>,
+    /// No setuid or file-capability gains from here on (required by Landlock).
+    no_new_privs: bool,
+    /// A Landlock ruleset to enforce.
+    ruleset: Option<RawFd>,
+}
+
+impl ChildSetup {
+    /// Runs in the forked child: syscalls only (see the SAFETY note at the call).
+    #[allow(unsafe_code)]
+    fn apply(self) -> io::Result<()> {
+        // SAFETY: setsid takes no arguments.
+        if self.setsid && unsafe { libc::setsid() } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if let Some(fd) = self.join {
+            // SAFETY: a write of one byte from a static buffer to a descriptor that is open.
+            if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if self.no_new_privs {
+            // SAFETY: prctl with integer arguments only.
+            if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if let Some(fd) = self.ruleset {
+            // SAFETY: landlock_restrict_self takes a ruleset descriptor and flags (none); no memory.
+            if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
         }
         Ok(())
     }
@@ -130,7 +198,7 @@ impl Process for NativeProcess {
             return;
         }
         self.killed = true;
-        // SIGKILL to the whole group (the child leads it: process_group(0)), then to the child itself.
+        // SIGKILL to the whole group (the child leads it: setsid), then to the child itself.
         if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
@@ -143,6 +211,84 @@ impl Drop for NativeProcess {
         if self.exited.is_none() {
             self.kill();
         }
-        let _ = self.child.try_wait();
+        let id = self.child.id() as i32;
+        if let Ok(None) = self.child.try_wait() {
+            // Killed but not yet gone: reap it off the caller's thread, so it does not stay a zombie.
+            let pid = rustix::process::Pid::from_raw(id);
+            let _ = thread::Builder::new()
+                .name("toolwright-reap".into())
+                .spawn(move || {
+                    let _ = rustix::process::waitpid(pid, rustix::process::WaitOptions::empty());
+                    CallScope::reaped(id);
+                });
+        } else {
+            CallScope::reaped(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+    }
+
+    /// Runs `script` in `scope` until the shell exits; the pids it printed.
+    fn run(script: &str, scope: &CallScope) -> Vec<u32> {
+        let command = Command {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            ..Default::default()
+        };
+        let launch = Launch {
+            program: "/bin/sh".into(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            confinement: None,
+            no_new_privs: false,
+        };
+        let mut process = NativeProcess::spawn(&command, &launch, scope).unwrap();
+        let mut out = Vec::new();
+        loop {
+            match process.next(Duration::from_secs(5)).unwrap() {
+                ProcessEvent::Output(bytes) => out.extend(bytes),
+                ProcessEvent::Exited(_) => break,
+                ProcessEvent::Idle => {}
+            }
+        }
+        String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    fn assert_gone(pids: &[u32], case: &str) {
+        let until = Instant::now() + Duration::from_secs(3);
+        while pids.iter().any(|p| running(*p)) && Instant::now() < until {
+            thread::sleep(Duration::from_millis(10));
+        }
+        let alive: Vec<&u32> = pids.iter().filter(|p| running(**p)).collect();
+        assert!(alive.is_empty(), "{case}: {alive:?} outlived the scope");
+    }
+
+    const ESCAPEES: &str = "sleep 60 & echo $!; setsid sleep 60 & echo $!; exit 0";
+
+    #[test]
+    fn a_scope_kills_descendants_that_left_the_group_with_or_without_a_cgroup() {
+        for (case, scope) in [
+            ("cgroup", CallScope::new()),
+            ("fallback", CallScope::without_cgroup()),
+        ] {
+            let pids = run(ESCAPEES, &scope);
+            assert_eq!(pids.len(), 2, "{case}");
+            // The shell exited: both children live on until the scope ends.
+            assert!(pids.iter().all(|p| running(*p)), "{case}");
+            drop(scope);
+            assert_gone(&pids, case);
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! The `process` import: a plugin starts a program only if its grants name it; output streams back; dropping
-//! the handle (or the store, when a call ends) kills the whole process group.
+//! The `process` import: a plugin starts a program only if its grants name it, as the host resolved it, with
+//! the environment and confinement the grants allow; output streams back; dropping the handle kills its process
+//! group, and the end of the call (the store dropped) kills every process the call started.
 
 use std::time::Duration;
 
@@ -18,20 +19,18 @@ pub struct ChildProcess(NativeProcess);
 
 impl wit::Host for PluginState {
     fn spawn(&mut self, command: wit::Command) -> wasmtime::Result<Result<Resource<ChildProcess>, String>> {
-        if !self.call.programs.allows(&command.program) {
-            return Ok(Err(format!(
-                "Permission denied: starting {} is not granted to the plugin {}. A process grant of {} in the policy \
-                 file (toolwright.toml) would allow it.",
-                command.program, self.call.plugin, command.program
-            )));
-        }
         let command = Command {
             program: command.program,
             args: command.args,
             cwd: command.cwd,
             env: command.env,
         };
-        match NativeProcess::spawn(&command, &self.call.env) {
+        let who = format!("the plugin {}", self.call.plugin);
+        let launch = match self.call.programs.launch(&command, &self.call.env, &who) {
+            Ok(launch) => launch,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        match NativeProcess::spawn(&command, &launch, &self.processes) {
             Ok(process) => Ok(Ok(self.table.push(ChildProcess(process))?)),
             Err(e) => Ok(Err(format!("cannot start {}: {e}", command.program))),
         }

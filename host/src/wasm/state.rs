@@ -87,6 +87,8 @@ pub struct PluginState {
     pub(super) call: CallEnv,
     pub(super) stdout: MemoryOutputPipe,
     pub(super) stderr: MemoryOutputPipe,
+    /// Every process the call started, and their descendants: killed when the store (the call) ends.
+    pub(super) processes: crate::native::CallScope,
 }
 
 impl WasiView for PluginState {

@@ -1,7 +1,7 @@
 //! # toolwright-test-probe
 //!
 //! A test program: the `probe` tool does, on request, what a hostile plugin would try: read or write a file,
-//! list a directory, start a program, read an environment variable, open a socket, loop forever, allocate
+//! list a directory, start a program (with variables of its choosing), read an environment variable, open a socket, loop forever, allocate
 //! memory, or panic. Tests run it under different grants and check that each boundary holds, with a clear error.
 //!
 //! ```
@@ -29,7 +29,8 @@ impl Tool for Probe {
                     "target": {"type": "string"},
                     "mib": {"type": "integer"},
                     "ms": {"type": "integer"},
-                    "args": {"type": "array", "items": {"type": "string"}}
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}}
                 },
                 "required": ["action"]
             }),
@@ -58,6 +59,15 @@ impl Tool for Probe {
                             .collect(),
                         None => vec!["probe-ran".into()],
                     },
+                    // Variables for the child: what a hostile plugin would set to run its own code instead.
+                    env: args["env"]
+                        .as_object()
+                        .map(|vars| {
+                            vars.iter()
+                                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                     ..Default::default()
                 };
                 let mut child = ctx.spawn(&command).map_err(|e| ToolError::new(e.to_string()))?;
@@ -150,6 +160,11 @@ toolwright_sdk::export_tool!(Probe; capabilities = [
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/echo".into()), "starts echo"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/sleep".into()), "waits on a quiet process"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/bin/sh".into()), "starts grandchildren that try to outlive the call"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("echo".into()), "starts echo by name"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("sh".into()), "starts a shell"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("bash".into()), "connects through bash's /dev/tcp"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("cat".into()), "reads through a program"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("git".into()), "starts git"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Env("PATH".into()), "reads one variable"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("127.0.0.1:*".into()), "connects to local servers"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("localhost:*".into()), "connects to local servers by name"),
