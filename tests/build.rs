@@ -6,12 +6,14 @@ use std::path::PathBuf;
 #[path = "../host/build/wasm.rs"]
 mod wasm;
 
-const PROGRAMS: [&str; 5] = [
+const PROGRAMS: [&str; 7] = [
     "toolwright-test-probe",
     "toolwright-test-loadout",
     "toolwright-test-nested",
     "toolwright-test-raw",
     "toolwright-test-impostor",
+    "toolwright-test-stall",
+    "toolwright-test-selfref",
 ];
 
 fn main() {

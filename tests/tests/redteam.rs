@@ -115,6 +115,8 @@ struct Mcp {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
+    /// Responses read while waiting for another one.
+    early: std::collections::HashMap<i64, Value>,
 }
 
 impl Mcp {
@@ -125,12 +127,25 @@ impl Mcp {
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            // REDTEAM_LOG=debug shows the server's log (TOOLWRIGHT_LOG) on the test's stderr.
+            .stderr(match std::env::var_os("REDTEAM_LOG") {
+                Some(_) => Stdio::inherit(),
+                None => Stdio::null(),
+            })
+            .env(
+                "TOOLWRIGHT_LOG",
+                std::env::var_os("REDTEAM_LOG").unwrap_or_default(),
+            )
             .spawn()
             .unwrap();
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut server = Mcp { child, stdin, stdout };
+        let mut server = Mcp {
+            child,
+            stdin,
+            stdout,
+            early: Default::default(),
+        };
         server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "redteam", "version": "1"}}}));
         let init = server.response(0);
@@ -150,8 +165,11 @@ impl Mcp {
             "params": {"name": "probe", "arguments": args}}));
     }
 
-    /// The response with `id`, skipping notifications and other responses.
+    /// The response with `id`, skipping notifications and keeping other responses for later.
     fn response(&mut self, id: i64) -> Value {
+        if let Some(message) = self.early.remove(&id) {
+            return message;
+        }
         loop {
             let mut line = String::new();
             assert!(
@@ -159,8 +177,12 @@ impl Mcp {
                 "the server closed its output"
             );
             let message: Value = serde_json::from_str(&line).unwrap();
-            if message["id"].as_i64() == Some(id) {
-                return message;
+            match message["id"].as_i64() {
+                Some(found) if found == id => return message,
+                Some(other) => {
+                    self.early.insert(other, message);
+                }
+                None => {}
             }
         }
     }
@@ -333,5 +355,90 @@ fn a_cancelled_call_under_mcp_leaves_no_process_behind() {
     }
     let left: Vec<_> = pids.iter().filter(|p| alive(**p)).collect();
     assert!(left.is_empty(), "still running after the cancel: {left:?}");
+    assert_eq!(mcp.run(2, json!({"action": "print"})), (false, "printed".into()));
+}
+
+/// A plugin directory holding the probe and `program`, under `timeout-ms` for the probe.
+fn setup_with(program: &str, file: &str) -> Setup {
+    let setup = setup("[plugins.toolwright-test-probe]\n");
+    std::fs::copy(program, setup.plugins.path().join(file)).unwrap();
+    setup
+}
+
+#[test]
+fn a_plugin_that_loops_while_describing_itself_does_not_hold_the_start_hostage() {
+    let setup = setup_with(toolwright_tests::programs::STALL, "stall.wasm");
+    let stall = setup.plugins.path().join("stall.wasm");
+    let skipped = format!(
+        "{}: invalid plugin metadata: The plugin {} was stopped: it ran past its time limit of 5000 ms",
+        stall.display(),
+        stall.display()
+    );
+    // exec: the probe runs; the stalling plugin is reported on stderr.
+    let started = Instant::now();
+    let file = setup.plugins.path().join("calls.json");
+    std::fs::write(
+        &file,
+        json!({"toolCalls": [{"id": "a", "name": "probe", "arguments": {"action": "print"}}]}).to_string(),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg("exec")
+        .arg(&file)
+        .arg("--json")
+        .args(setup.args())
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&skipped), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("printed"));
+    assert!(took < Duration::from_secs(15), "{took:?}");
+
+    // mcp: the server answers, with the probe.
+    let started = Instant::now();
+    let mut mcp = setup.mcp();
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert_eq!(mcp.run(1, json!({"action": "print"})), (false, "printed".into()));
+}
+
+#[test]
+fn a_self_referencing_schema_is_refused_at_load_and_the_host_serves_on() {
+    let setup = setup_with(toolwright_tests::programs::SELFREF, "selfref.wasm");
+    let file = setup.plugins.path().join("calls.json");
+    std::fs::write(
+        &file,
+        json!({"toolCalls": [
+            {"id": "a", "name": "loop_ref", "arguments": {}},
+            {"id": "b", "name": "probe", "arguments": {"action": "print"}}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut args = setup.args();
+    let allow = args.len() - 1;
+    args[allow] = "probe,loop_ref,ping_pong".into();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg("exec")
+        .arg(&file)
+        .arg("--json")
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid plugin metadata: the parameter schema of tool `loop_ref` is refused"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Tool loop_ref not found"), "{stdout}");
+    assert!(stdout.contains("printed"), "{stdout}");
+
+    let mut mcp = Mcp::start(&args);
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "loop_ref", "arguments": {}}}));
+    let answer = mcp.response(1);
+    assert!(answer.to_string().contains("loop_ref"), "{answer}");
     assert_eq!(mcp.run(2, json!({"action": "print"})), (false, "printed".into()));
 }

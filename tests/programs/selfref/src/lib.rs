@@ -1,0 +1,107 @@
+//! # toolwright-test-selfref
+//!
+//! A test program written with wit-bindgen alone: it declares a tool whose parameter schema refers to itself
+//! without descending into the value (`{"$ref": "#"}`) and one whose `$defs` refer to each other, which would
+//! overflow a validator's stack on the first call. The host must refuse the plugin at load, naming the schema.
+//!
+//! It compiles to nothing natively.
+
+#[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code, missing_docs)] // Generated bindings: unsafe by nature, documented in the WIT.
+mod guest {
+    wit_bindgen::generate!({
+        world: "tool-plugin",
+        path: "../../../wit",
+    });
+
+    use exports::toolwright::plugin::tool::Guest;
+    use toolwright::plugin::types::{Content, Exposure, PluginMetadata, ToolResult, ToolSpec};
+
+    struct Hostile;
+
+    fn spec(name: &str, description: &str, parameters: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            label: name.into(),
+            description: description.into(),
+            parameters: parameters.into(),
+            output_schema: None,
+            prompt_snippet: None,
+            prompt_guidelines: Vec::new(),
+            constrained_sampling: None,
+            execution_mode: None,
+            exposure: Exposure::Direct,
+            annotations: None,
+            namespace: None,
+            default_active: None,
+            renders_own_frame: false,
+            prepares_arguments: false,
+            mutates_files: false,
+            prepares_loadout: false,
+        }
+    }
+
+    fn text(text: &str) -> ToolResult {
+        ToolResult {
+            content: vec![Content::Text(text.into())],
+            details: None,
+            structured_content: None,
+            usage: None,
+            is_error: None,
+            terminate: None,
+        }
+    }
+
+    impl Guest for Hostile {
+        fn metadata() -> PluginMetadata {
+            PluginMetadata {
+                name: "toolwright-test-selfref".into(),
+                version: "0.1.0".into(),
+                description: "Declares self-referencing schemas.".into(),
+                capabilities: Vec::new(),
+            }
+        }
+
+        fn list_tools() -> Vec<ToolSpec> {
+            vec![
+                spec("loop_ref", "Its schema is itself.", r##"{"$ref": "#"}"##),
+                spec(
+                    "ping_pong",
+                    "Its definitions refer to each other.",
+                    r##"{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}"##,
+                ),
+            ]
+        }
+
+        fn prepare_arguments(_tool: String, _arguments: String) -> Result<Option<String>, String> {
+            Ok(None)
+        }
+
+        fn mutated_path(_tool: String, _arguments: String) -> Option<String> {
+            None
+        }
+
+        fn execute(_tool: String, _call_id: String, _arguments: String) -> Result<ToolResult, String> {
+            Ok(text("ran"))
+        }
+
+        fn prepare_loadout(_tool: String, _loadout: String) -> Result<Option<String>, String> {
+            Ok(None)
+        }
+
+        fn render_call(_tool: String, _arguments: String) -> Option<String> {
+            None
+        }
+
+        fn render_result(
+            _tool: String,
+            _result: ToolResult,
+            _expanded: bool,
+            _partial: bool,
+        ) -> Option<String> {
+            None
+        }
+    }
+
+    export!(Hostile);
+}
