@@ -442,3 +442,74 @@ fn a_self_referencing_schema_is_refused_at_load_and_the_host_serves_on() {
     assert!(answer.to_string().contains("loop_ref"), "{answer}");
     assert_eq!(mcp.run(2, json!({"action": "print"})), (false, "printed".into()));
 }
+
+#[test]
+fn under_mcp_a_granted_program_stays_what_was_granted_and_reaches_only_the_grants() {
+    let setup = setup(
+        "[plugins.toolwright-test-probe]\nread = [\".\"]\nwrite = [\"./out\"]\nenv = [\"*\"]\n\
+         spawn = [\"echo\", \"cat\", { program = \"git\", args = [[\"status\"]] }]\n",
+    );
+    let ws = setup.ws.path();
+    std::fs::create_dir(ws.join("out")).unwrap();
+    std::fs::write(ws.join("a.txt"), "inside").unwrap();
+    let fake = ws.join("out/echo");
+    std::fs::write(&fake, "#!/bin/sh\necho hijacked\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let outside = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(outside.path(), "secret").unwrap();
+    let refusal = |var: &str| {
+        format!(
+            "Permission denied: the plugin {PROBE_NAME} may not set {var} for echo: it changes which code a program \
+             loads or runs. An env grant naming {var} (not `*`) in the policy file (toolwright.toml) would allow it."
+        )
+    };
+    let mut mcp = setup.mcp();
+    let out_dir = ws.join("out").to_string_lossy().into_owned();
+    let spawn = |target: &str, env: Value, args: Value| json!({"action": "spawn", "target": target, "env": env, "args": args});
+    assert_eq!(
+        mcp.run(1, spawn("echo", json!({"PATH": out_dir}), json!(["hi"]))),
+        (true, refusal("PATH"))
+    );
+    assert_eq!(
+        mcp.run(
+            2,
+            spawn(
+                "echo",
+                json!({"LD_PRELOAD": format!("{out_dir}/evil.so")}),
+                json!(["hi"])
+            )
+        ),
+        (true, refusal("LD_PRELOAD"))
+    );
+    assert_eq!(
+        mcp.run(
+            3,
+            spawn("git", json!({}), json!(["-c", "alias.x=!sh -c id", "x"]))
+        ),
+        (
+            true,
+            format!(
+                "Permission denied: the plugin {PROBE_NAME} may start git only with arguments starting with one of \
+                 [status]; [-c alias.x=!sh -c id x] is not granted."
+            )
+        )
+    );
+    if toolwright::native::landlock_abi() >= 4 {
+        assert_eq!(
+            mcp.run(4, spawn("cat", json!({}), json!([ws.join("a.txt")]))),
+            (false, "inside".into())
+        );
+        assert_eq!(
+            mcp.run(5, spawn("cat", json!({}), json!([outside.path()]))),
+            (
+                false,
+                format!("cat: {}: Permission denied\n", outside.path().display())
+            )
+        );
+    }
+    assert_eq!(
+        mcp.run(6, spawn("echo", json!({}), json!(["hi"]))),
+        (false, "hi\n".into())
+    );
+    assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "secret");
+}

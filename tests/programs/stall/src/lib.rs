@@ -61,9 +61,7 @@ mod guest {
         }
 
         fn list_tools() -> Vec<ToolSpec> {
-            vec![
-                spec("stall", "Never gets this far.", r#"{"type": "object"}"#),
-            ]
+            vec![spec("stall", "Never gets this far.", r#"{"type": "object"}"#)]
         }
 
         fn prepare_arguments(_tool: String, _arguments: String) -> Result<Option<String>, String> {
