@@ -41,11 +41,14 @@ impl CodemodeOptions {
     }
 }
 
+/// The process's plugin host (its epoch ticker enforces the deadline), the codemode plugin and its tool.
+type Loaded = (Arc<PluginHost>, Plugin, ToolDefinition);
+
 /// The component, loaded once.
 struct Component {
     options: CodemodeOptions,
     /// The runtime (its epoch ticker enforces the deadline), the plugin and its tool.
-    loaded: OnceLock<Result<(Arc<PluginHost>, Plugin, ToolDefinition), String>>,
+    loaded: OnceLock<Result<Loaded, String>>,
 }
 
 impl Component {
