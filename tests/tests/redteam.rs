@@ -444,7 +444,7 @@ fn a_self_referencing_schema_is_refused_at_load_and_the_host_serves_on() {
 }
 
 #[test]
-fn under_mcp_a_granted_program_stays_what_was_granted_and_reaches_only_the_grants() {
+fn a_granted_program_stays_what_was_granted_and_reaches_only_the_grants_under_exec_and_mcp() {
     let setup = setup(
         "[plugins.toolwright-test-probe]\nread = [\".\"]\nwrite = [\"./out\"]\nenv = [\"*\"]\n\
          spawn = [\"echo\", \"cat\", { program = \"git\", args = [[\"status\"]] }]\n",
@@ -463,9 +463,31 @@ fn under_mcp_a_granted_program_stays_what_was_granted_and_reaches_only_the_grant
              loads or runs. An env grant naming {var} (not `*`) in the policy file (toolwright.toml) would allow it."
         )
     };
-    let mut mcp = setup.mcp();
     let out_dir = ws.join("out").to_string_lossy().into_owned();
     let spawn = |target: &str, env: Value, args: Value| json!({"action": "spawn", "target": target, "env": env, "args": args});
+    let by_exec = setup.exec(&[
+        spawn("echo", json!({"PATH": out_dir}), json!(["hi"])),
+        spawn(
+            "echo",
+            json!({"LD_PRELOAD": format!("{out_dir}/evil.so")}),
+            json!(["hi"]),
+        ),
+        spawn("cat", json!({}), json!([outside.path()])),
+        spawn("echo", json!({}), json!(["hi"])),
+    ]);
+    assert_eq!(by_exec[0], (true, refusal("PATH")));
+    assert_eq!(by_exec[1], (true, refusal("LD_PRELOAD")));
+    if toolwright::native::landlock_abi() >= 4 {
+        assert_eq!(
+            by_exec[2],
+            (
+                false,
+                format!("cat: {}: Permission denied\n", outside.path().display())
+            )
+        );
+    }
+    assert_eq!(by_exec[3], (false, "hi\n".into()));
+    let mut mcp = setup.mcp();
     assert_eq!(
         mcp.run(1, spawn("echo", json!({"PATH": out_dir}), json!(["hi"]))),
         (true, refusal("PATH"))
@@ -512,4 +534,49 @@ fn under_mcp_a_granted_program_stays_what_was_granted_and_reaches_only_the_grant
         (false, "hi\n".into())
     );
     assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "secret");
+}
+
+#[test]
+fn a_look_ahead_pattern_is_enforced_under_exec_and_mcp() {
+    let setup = setup_with(toolwright_tests::programs::RAW, "raw.wasm");
+    let mut args = setup.args();
+    let allow = args.len() - 1;
+    args[allow] = "probe,guarded".into();
+    let file = setup.plugins.path().join("calls.json");
+    std::fs::write(
+        &file,
+        json!({"toolCalls": [
+            {"id": "a", "name": "guarded", "arguments": {"name": "evil-twin"}},
+            {"id": "b", "name": "guarded", "arguments": {"name": "good"}}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg("exec")
+        .arg(&file)
+        .arg("--json")
+        .args(&args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let refused = "Validation failed for tool \\\"guarded\\\":\\n  - name: expected to match ^(?!evil)";
+    assert!(stdout.contains(refused), "{stdout}");
+    assert!(stdout.contains("raw ok"), "{stdout}");
+
+    let mut mcp = Mcp::start(&args);
+    let guarded = |id: i64, name: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "guarded", "arguments": {"name": name}}})
+    };
+    mcp.send(&guarded(1, "evil-twin"));
+    let answer = mcp.response(1);
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(
+        text_of(&answer["result"]["content"])
+            .starts_with("Validation failed for tool \"guarded\":\n  - name: expected to match ^(?!evil)"),
+        "{answer}"
+    );
+    mcp.send(&guarded(2, "good"));
+    assert_eq!(text_of(&mcp.response(2)["result"]["content"]), "raw ok");
 }
