@@ -668,26 +668,6 @@ impl PluginHost {
         }
         files
     }
-
-    /// Keep the first plugin of each name; later ones are name clashes.
-    pub fn dedupe(plugins: Vec<Result<Plugin, PluginError>>) -> (Vec<Plugin>, Vec<PluginError>) {
-        let mut loaded: Vec<Plugin> = Vec::new();
-        let mut errors = Vec::new();
-        for plugin in plugins {
-            match plugin {
-                Ok(p) => match loaded.iter().find(|l| l.metadata.name == p.metadata.name) {
-                    Some(first) => errors.push(PluginError::NameClash {
-                        path: p.path.clone(),
-                        name: p.metadata.name.clone(),
-                        other: first.path.clone(),
-                    }),
-                    None => loaded.push(p),
-                },
-                Err(e) => errors.push(e),
-            }
-        }
-        (loaded, errors)
-    }
 }
 
 fn validate(metadata: &PluginMetadata, tools: &[ToolSpec]) -> Result<(), String> {
