@@ -1,10 +1,18 @@
 //! Builds the test programs (guests that try to cross every sandbox boundary) as `wasm32-wasip2` components,
-//! as wasmtime's test-programs do, and exposes their paths.
+//! as wasmtime's test-programs do, and exposes their paths; and the example plugins, embedded.
 
 use std::path::PathBuf;
 
-#[path = "../host/build/wasm.rs"]
+#[path = "../host/wasm/build/wasm.rs"]
 mod wasm;
+
+/// The third-party-style example plugins (`plugins/examples`), embedded for the tests.
+const EXAMPLES: [&str; 4] = [
+    "toolwright-example-wordcount",
+    "toolwright-example-guard",
+    "toolwright-example-redact",
+    "toolwright-example-todos",
+];
 
 const PROGRAMS: [&str; 7] = [
     "toolwright-test-probe",
@@ -19,7 +27,14 @@ const PROGRAMS: [&str; 7] = [
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = manifest_dir.parent().expect("the workspace root").to_path_buf();
-    for dir in ["sdk", "wit", "tests/programs", "host/build"] {
+    for dir in [
+        "sdk",
+        "wit",
+        "tests/programs",
+        "plugins/examples",
+        "host/wasm/build",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
@@ -34,5 +49,16 @@ fn main() {
             wasm.display().to_string()
         ));
     }
+    code.push_str(
+        "/// The example plugins: (package, component bytes).\npub const EXAMPLES: &[(&str, &[u8])] = &[\n",
+    );
+    for package in EXAMPLES {
+        let wasm = wasm::build(&root, &target_dir, package);
+        code.push_str(&format!(
+            "    ({package:?}, include_bytes!({:?})),\n",
+            wasm.display().to_string()
+        ));
+    }
+    code.push_str("];\n");
     std::fs::write(out_dir.join("programs.rs"), code).expect("write the generated file");
 }

@@ -3,9 +3,32 @@
 use std::io;
 
 /// A failure a tool raises (pi's thrown `Error`). Its message is exactly the text the model sees.
+///
+/// When the host, not the tool, ended the call (a plugin trapped, ran past a limit or its deadline, was
+/// cancelled, or returned a value the host could not accept), [`ToolError::host_fault`] says which: an embedder
+/// can tell a sandbox fault from the tool's own error while the model still sees pi's texts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolError {
     message: String,
+    fault: Option<HostFault>,
+}
+
+/// Why the host ended a call (see [`ToolError::host_fault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostFault {
+    /// The plugin trapped: a panic, an unreachable instruction, a stack overflow, a failed host call.
+    Trap,
+    /// The plugin went past a limit it was given: memory, fuel, the size of a result.
+    Limit,
+    /// The plugin ran past its deadline.
+    Timeout,
+    /// The call was cancelled before or while it ran.
+    Cancelled,
+    /// The plugin returned a value the host could not accept (malformed JSON, an invalid result).
+    Malformed,
+    /// The plugin runtime could not run the call (it is shutting down, or the plugin is unusable).
+    Unavailable,
 }
 
 impl ToolError {
@@ -13,12 +36,26 @@ impl ToolError {
     pub fn new(message: impl Into<String>) -> Self {
         ToolError {
             message: message.into(),
+            fault: None,
+        }
+    }
+
+    /// An error the host raised for `fault`, with the text the model sees.
+    pub fn host(fault: HostFault, message: impl Into<String>) -> Self {
+        ToolError {
+            message: message.into(),
+            fault: Some(fault),
         }
     }
 
     /// The message.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// Why the host ended the call, when it did; `None` for an error the tool raised itself.
+    pub fn host_fault(&self) -> Option<HostFault> {
+        self.fault
     }
 
     /// An I/O error as Node reports it for `syscall` on `path`, e.g.
@@ -44,7 +81,7 @@ impl std::error::Error for ToolError {}
 
 impl From<String> for ToolError {
     fn from(message: String) -> Self {
-        ToolError { message }
+        ToolError::new(message)
     }
 }
 

@@ -16,7 +16,7 @@ use crate::{
 pub mod tool_world {
     wit_bindgen::generate!({
         world: "tool-plugin",
-        path: "../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_tool_world",
         default_bindings_module: "::toolwright_sdk::guest::tool_world",
@@ -27,7 +27,7 @@ pub mod tool_world {
 pub mod handler_world {
     wit_bindgen::generate!({
         world: "handler-plugin",
-        path: "../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_handler_world",
         default_bindings_module: "::toolwright_sdk::guest::handler_world",

@@ -52,7 +52,7 @@ pub use ctx::{
     Access, CallOutcome, Command, Ctx, ExitStatus, FileKind, Files, LogLevel, Metadata,
     NESTED_CALLS_UNAVAILABLE, Process, ProcessEvent, TempFile,
 };
-pub use error::{ToolError, node_code};
+pub use error::{HostFault, ToolError, node_code};
 pub use handler::{Handler, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent};
 pub use loadout::{Loadout, LoadoutChanges, LoadoutTool};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};

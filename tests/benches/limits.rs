@@ -41,7 +41,7 @@ fn main() {
         let (mut deadline, mut cancel) = (Vec::new(), Vec::new());
         for _ in 0..10 {
             let started = Instant::now();
-            let out = toolset.pipeline(ws.path()).execute_tool_calls(&tools, &message, &EventLog::new(), &CancellationToken::new()).await;
+            let out = toolset.pipeline().execute_tool_calls(&tools, &message, &EventLog::new(), &CancellationToken::new()).await;
             assert!(out.messages[0].is_error);
             deadline.push(started.elapsed());
 
@@ -52,7 +52,7 @@ fn main() {
                 trigger.cancel();
                 Instant::now()
             });
-            toolset.pipeline(ws.path()).execute_tool_calls(&tools, &message, &EventLog::new(), &token).await;
+            toolset.pipeline().execute_tool_calls(&tools, &message, &EventLog::new(), &token).await;
             let returned = Instant::now();
             cancel.push(returned - fired.await.unwrap());
         }
@@ -74,7 +74,7 @@ fn main() {
         for _ in 0..10 {
             for (set, times) in [(&toolset, &mut plain_t), (&metered, &mut metered_t)] {
                 let started = Instant::now();
-                let out = set.pipeline(ws.path()).execute_tool_calls(&set.agent_tools(), &spin, &EventLog::new(), &CancellationToken::new()).await;
+                let out = set.pipeline().execute_tool_calls(&set.agent_tools(), &spin, &EventLog::new(), &CancellationToken::new()).await;
                 assert!(!out.messages[0].is_error, "{:?}", out.messages[0].content);
                 times.push(started.elapsed());
             }

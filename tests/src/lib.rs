@@ -14,6 +14,27 @@
 
 pub mod golden;
 
+/// The README's Rust examples, run as this crate's doctests, and what they are given.
+#[doc = include_str!("../../README.md")]
+pub mod readme {
+    use tempfile::TempDir;
+
+    /// A workspace with a file in it, and a plugin directory holding the `guard` handler plugin
+    /// (`plugins/examples/guard`) and the `nest` test program (`tests/programs/nested`), whose tools call others.
+    pub fn fixture() -> (TempDir, TempDir) {
+        let workspace = tempfile::tempdir().expect("a temporary workspace");
+        std::fs::write(workspace.path().join("notes.md"), "# Notes\n").expect("write into the workspace");
+        let plugins = tempfile::tempdir().expect("a temporary plugin directory");
+        let (_, guard) = super::programs::EXAMPLES
+            .iter()
+            .find(|(name, _)| name.ends_with("guard"))
+            .expect("the guard example is built");
+        std::fs::write(plugins.path().join("guard.wasm"), guard).expect("install guard.wasm");
+        std::fs::copy(super::programs::NESTED, plugins.path().join("nest.wasm")).expect("install nest.wasm");
+        (workspace, plugins)
+    }
+}
+
 /// Paths of the test programs (wasm components built by `build.rs`), and their tools as definitions.
 pub mod programs {
     include!(concat!(env!("OUT_DIR"), "/programs.rs"));
@@ -30,7 +51,7 @@ pub mod programs {
         let env = NativeEnv::builtin(cwd).expect("a native environment for the workspace");
         tools
             .into_iter()
-            .map(|t| toolwright::native::tool_definition(Arc::new(t), env.clone(), ToolSource::Sdk))
+            .map(|t| toolwright::native::tool_definition(Arc::new(t), env.clone(), ToolSource::Embedder))
             .collect()
     }
 

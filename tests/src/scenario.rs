@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolwright::hooks::{AfterToolCallResult, BeforeToolCallResult};
 use toolwright::{
-    AgentTool, AgentToolResult, AssistantMessage, ExecutionMode, Pipeline, StopReason, ToolCall, ToolError,
-    ToolExecution, after_tool_call, before_tool_call,
+    AgentTool, AssistantMessage, ExecutionMode, Pipeline, StopReason, ToolCall, ToolError, ToolExecution,
+    ToolResult, after_tool_call, before_tool_call,
 };
 
 /// One scenario: tools, hooks, mode and the calls of one assistant message.
@@ -64,10 +64,10 @@ pub struct Step {
     pub sleep: Option<u64>,
     /// Send this partial result.
     #[serde(default)]
-    pub update: Option<AgentToolResult>,
+    pub update: Option<ToolResult>,
     /// Send this partial result 20 ms after `execute` returned (it must be ignored).
     #[serde(default)]
-    pub late_update: Option<AgentToolResult>,
+    pub late_update: Option<ToolResult>,
     /// Abort the batch.
     #[serde(default)]
     pub abort: bool,
@@ -235,7 +235,7 @@ async fn run_steps(
     steps: &[Step],
     run: ToolExecution,
     abort: CancellationToken,
-) -> Result<AgentToolResult, ToolError> {
+) -> Result<ToolResult, ToolError> {
     for step in steps {
         if let Some(ms) = step.sleep {
             tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -259,7 +259,7 @@ async fn run_steps(
         match &step.returns {
             Some(Value::String(s)) if s == "echo" => {
                 let text = serde_json::to_string(&run.params).map_err(|e| ToolError::new(e.to_string()))?;
-                return Ok(AgentToolResult::text(text).with_details(json!({"params": run.params})));
+                return Ok(ToolResult::text(text).with_details(json!({"params": run.params})));
             }
             Some(result) => {
                 return serde_json::from_value(result.clone()).map_err(|e| ToolError::new(e.to_string()));
@@ -267,7 +267,7 @@ async fn run_steps(
             None => {}
         }
     }
-    Ok(AgentToolResult::text("done"))
+    Ok(ToolResult::text("done"))
 }
 
 /// Folds top-level `oldText`/`newText` into `edits`, like the built-in edit's legacy shim.

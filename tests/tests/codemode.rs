@@ -3,19 +3,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolwright::codemode::CodemodeOptions;
-use toolwright::registry::{Registry, Selection};
+use toolwright::registry::Selection;
 use toolwright::toolset::{Toolset, ToolsetOptions};
-use toolwright::{AssistantMessage, EventLog, NestedCalls, Pipeline, ToolCall, ToolResultMessage};
+use toolwright::{AssistantMessage, Dispatcher, EventLog, ToolCall, ToolResultMessage};
 
 struct Session {
-    pipeline: Pipeline,
-    registry: Arc<Mutex<Registry>>,
+    dispatcher: Dispatcher,
     _toolset: Toolset,
 }
 
@@ -29,33 +27,30 @@ fn session(cwd: &Path, tools: &[&str], timeout: Duration) -> Session {
     options.policy_files = Vec::new();
     options.cache_dir = Some(cache_dir());
     let mut toolset = Toolset::load(&options).unwrap();
-    toolset.codemode = toolwright::codemode::definition(CodemodeOptions {
+    toolset.codemode = Some(toolwright::codemode::definition(CodemodeOptions {
         cwd: cwd.to_owned(),
         cache_dir: Some(cache_dir()),
         timeout: Some(timeout),
-    });
+    }));
     let selection = Selection {
         tools: Some(tools.iter().map(|t| t.to_string()).collect()),
         ..Default::default()
     };
     let registry = toolset.registry(&selection, Vec::new()).unwrap();
-    let pipeline = NestedCalls::install(&registry, toolset.pipeline(cwd), cwd, Arc::new(EventLog::new()));
     Session {
-        pipeline,
-        registry,
+        dispatcher: Dispatcher::new(registry, toolset.pipeline(), cwd),
         _toolset: toolset,
     }
 }
 
 impl Session {
     async fn run(&self, calls: Vec<ToolCall>) -> Vec<ToolResultMessage> {
-        let tools = self.registry.lock().unwrap().active_tools();
         let message = AssistantMessage {
             tool_calls: calls,
             ..Default::default()
         };
-        self.pipeline
-            .execute_tool_calls(&tools, &message, &EventLog::new(), &CancellationToken::new())
+        self.dispatcher
+            .run(&message, &EventLog::new(), &CancellationToken::new())
             .await
             .messages
     }

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolwright::registry::{Registry, RegistrySources, Selection};
+use toolwright::registry::{Registry, RegistrySources, Selection, SharedRegistry};
 use toolwright::toolset::{BuiltinMode, Toolset, ToolsetOptions};
 use toolwright::{
-    AgentEvent, AssistantMessage, EventLog, ExecutionMode, NestedCalls, Pipeline, ToolCall, ToolDefinition,
+    AgentEvent, AssistantMessage, Dispatcher, EventLog, ExecutionMode, Pipeline, ToolCall, ToolDefinition,
     ToolResultMessage,
 };
 use toolwright_tests::programs;
@@ -33,17 +33,21 @@ fn program_tools(variant: Variant, cwd: &Path) -> Vec<ToolDefinition> {
 }
 
 struct Session {
-    pipeline: Pipeline,
-    registry: Arc<Mutex<Registry>>,
+    dispatcher: Dispatcher,
     events: Arc<EventLog>,
 }
 
 impl Session {
-    fn new(builtins: Vec<ToolDefinition>, sdk: Vec<ToolDefinition>, pipeline: Pipeline, cwd: &Path) -> Self {
+    fn new(
+        builtins: Vec<ToolDefinition>,
+        embedder: Vec<ToolDefinition>,
+        pipeline: Pipeline,
+        cwd: &Path,
+    ) -> Self {
         let sources = RegistrySources {
             builtins,
             extensions: Vec::new(),
-            sdk,
+            embedder,
         };
         let selection = Selection {
             default_tools: Some(
@@ -53,13 +57,10 @@ impl Session {
             ),
             ..Default::default()
         };
-        let registry = Arc::new(Mutex::new(Registry::new(sources, &selection).unwrap()));
-        let events = Arc::new(EventLog::new());
-        let pipeline = NestedCalls::install(&registry, pipeline, cwd, events.clone());
+        let registry = SharedRegistry::new(Registry::new(sources, &selection).unwrap());
         Session {
-            pipeline,
-            registry,
-            events,
+            dispatcher: Dispatcher::new(registry, pipeline, cwd),
+            events: Arc::new(EventLog::new()),
         }
     }
 
@@ -76,13 +77,12 @@ impl Session {
         calls: Vec<ToolCall>,
         cancel: &CancellationToken,
     ) -> Vec<ToolResultMessage> {
-        let tools = self.registry.lock().unwrap().active_tools();
         let message = AssistantMessage {
             tool_calls: calls,
             ..Default::default()
         };
-        self.pipeline
-            .execute_tool_calls(&tools, &message, &*self.events, cancel)
+        self.dispatcher
+            .run(&message, &*self.events, cancel)
             .await
             .messages
     }

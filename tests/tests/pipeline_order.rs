@@ -80,7 +80,7 @@ async fn a_panicking_tool_is_an_error_result_not_a_crash() {
         if true {
             panic!("index out of bounds");
         }
-        Ok(toolwright::AgentToolResult::text("unreachable"))
+        Ok(toolwright::ToolResult::text("unreachable"))
     });
     let message = toolwright::AssistantMessage {
         tool_calls: vec![toolwright::ToolCall::new("c1", "panics", json!({}))],

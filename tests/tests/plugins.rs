@@ -13,8 +13,7 @@ use toolwright::{AssistantMessage, EventLog, Pipeline, ToolCall};
 use toolwright_tests::golden::test_cache_dir;
 
 fn example(name: &str) -> &'static [u8] {
-    toolwright::builtins::wasm::EXAMPLES
-        .unwrap()
+    toolwright_tests::programs::EXAMPLES
         .iter()
         .find(|(n, _)| *n == name)
         .unwrap()
@@ -22,7 +21,7 @@ fn example(name: &str) -> &'static [u8] {
 }
 
 fn builtin(name: &str) -> &'static [u8] {
-    toolwright::builtins::wasm::BUILTINS
+    toolwright::wasm::components::BUILTINS
         .unwrap()
         .iter()
         .find(|(n, _)| *n == name)
@@ -228,7 +227,7 @@ async fn a_handler_plugin_blocks_rewrites_and_redacts_in_the_call_path() {
     };
     let log = EventLog::new();
     let outcome = toolset
-        .pipeline(ws.path())
+        .pipeline()
         .execute_tool_calls(&toolset.agent_tools(), &message, &log, &CancellationToken::new())
         .await;
     let text = |i: usize| outcome.messages[i].content[0].as_text().unwrap().to_owned();
@@ -351,7 +350,7 @@ async fn images_a_tool_returns_are_normalised_by_the_session_without_handlers() 
         move |_run| {
             let data = data.clone();
             async move {
-                Ok(toolwright::AgentToolResult {
+                Ok(toolwright::ToolResult {
                     content: vec![toolwright_sdk::Content::image(data, "image/bmp")],
                     details: Some(json!({"kept": true})),
                     ..Default::default()
@@ -366,7 +365,7 @@ async fn images_a_tool_returns_are_normalised_by_the_session_without_handlers() 
         ..Default::default()
     };
     let out = toolset
-        .pipeline(ws.path())
+        .pipeline()
         .execute_tool_calls(&tools, &message, &EventLog::new(), &CancellationToken::new())
         .await
         .messages;

@@ -6,13 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolwright::native::NativeEnv;
 use toolwright::registry::transcript::{ToolChanges, ToolDeclaration, ToolReference};
-use toolwright::registry::{NoTools, Registry, RegistrySources, Selection};
+use toolwright::registry::{NoTools, Registry, RegistrySources, Selection, SharedRegistry};
 use toolwright::{ToolDefinition, ToolExecution, UpdateSink};
 
 #[derive(Clone, Copy, Debug)]
@@ -74,12 +73,9 @@ fn transcript(scenario: &Value) -> Vec<ToolChanges> {
         .unwrap_or_default()
 }
 
-async fn tool_search(registry: &Arc<Mutex<Registry>>, step: &Value) -> Value {
+async fn tool_search(registry: &SharedRegistry, step: &Value) -> Value {
     let definition = registry
-        .lock()
-        .unwrap()
-        .definition("tool_search")
-        .cloned()
+        .read(|r| r.definition("tool_search").cloned())
         .expect("tool_search is registered");
     let mut params = json!({"query": step["query"]});
     if let Some(limit) = step.get("limit") {
@@ -129,35 +125,29 @@ async fn replay(fixture: &Value, variant: Variant) -> Vec<Value> {
     let sources = RegistrySources {
         builtins: toolwright::builtins::definitions(&NativeEnv::builtin(cwd.path()).unwrap()),
         extensions: strings(&scenario["tools"]).iter().map(|n| named(n)).collect(),
-        sdk: Vec::new(),
+        embedder: Vec::new(),
     };
     let registry = Registry::with_tool_search(sources, &selection(scenario)).unwrap();
-    {
-        let mut r = registry.lock().unwrap();
+    registry.update(|r| {
         let messages = transcript(scenario);
         if r.uses_default_tools() {
             r.restore_from_transcript(&messages);
         }
-        r.take_loadout_errors(); // pi reports errors of the session's creation before anyone can listen.
-    }
+    });
+    // pi reports errors of the session's creation before anyone can listen.
+    registry.update(|r| r.take_loadout_errors());
     let mut recorded_transcript = Vec::new();
     let mut steps = Vec::new();
     for step in scenario["steps"].as_array().unwrap() {
         let mut out = step.clone();
         match step["op"].as_str().unwrap() {
             "snapshot" => {}
-            "setActiveTools" => registry
-                .lock()
-                .unwrap()
-                .set_active_tools(&strings(&step["names"])),
-            "register" => registry
-                .lock()
-                .unwrap()
-                .register_extension(named(step["name"].as_str().unwrap())),
+            "setActiveTools" => registry.update(|r| r.set_active_tools(&strings(&step["names"]))),
+            "register" => registry.update(|r| r.register_extension(named(step["name"].as_str().unwrap()))),
             "toolSearch" => out["result"] = tool_search(&registry, step).await,
             other => panic!("unknown op {other}"),
         }
-        out["expect"] = snapshot(&mut registry.lock().unwrap(), &mut recorded_transcript);
+        out["expect"] = registry.update(|r| snapshot(r, &mut recorded_transcript));
         steps.push(out);
     }
     steps

@@ -84,7 +84,7 @@ impl Sandbox {
         };
         let tools = self.toolset.agent_tools();
         self.toolset
-            .pipeline(self.ws.path())
+            .pipeline()
             .execute_tool_calls(&tools, &message, &EventLog::new(), &cancel)
             .await
             .messages
@@ -300,7 +300,7 @@ async fn deep_recursion_floods_and_printing_leave_the_host_serving() {
     let tools = s.toolset.agent_tools();
     let out = s
         .toolset
-        .pipeline(s.ws.path())
+        .pipeline()
         .execute_tool_calls(&tools, &message, &log, &CancellationToken::new())
         .await
         .messages;
@@ -602,7 +602,7 @@ async fn malformed_json_from_a_plugin_without_the_sdk_is_an_error_naming_it() {
     };
     let log = EventLog::new();
     let out = toolset
-        .pipeline(ws.path())
+        .pipeline()
         .execute_tool_calls(&toolset.agent_tools(), &message, &log, &CancellationToken::new())
         .await
         .messages;
@@ -658,7 +658,7 @@ async fn a_plugins_look_ahead_pattern_is_enforced_and_its_recursive_schema_is_bo
         ..Default::default()
     };
     let out = toolset
-        .pipeline(ws.path())
+        .pipeline()
         .execute_tool_calls(
             &toolset.agent_tools(),
             &message,
@@ -712,7 +712,7 @@ async fn the_builtins_policy_limits_the_wasm_builtins() {
     };
     let started = Instant::now();
     let out = toolset
-        .pipeline(ws.path())
+        .pipeline()
         .execute_tool_calls(
             &toolset.agent_tools(),
             &message,

@@ -10,7 +10,9 @@
 
 use std::cmp::Ordering;
 
+#[cfg(feature = "icu")]
 use icu_collator::options::CollatorOptions;
+#[cfg(feature = "icu")]
 use icu_collator::{Collator, CollatorBorrowed};
 use serde_json::{Value, json};
 use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, Notices, truncate_head};
@@ -100,10 +102,12 @@ impl Tool for Ls {
 }
 
 /// ICU's root collation, as `localeCompare` uses it; `None` if its data failed to load.
+#[cfg(feature = "icu")]
 fn root_collator() -> Option<CollatorBorrowed<'static>> {
     Collator::try_new(Default::default(), CollatorOptions::default()).ok()
 }
 
+#[cfg(feature = "icu")]
 fn compare(collator: Option<&CollatorBorrowed<'static>>, a: &str, b: &str) -> Ordering {
     match collator {
         Some(c) => c.compare(a, b),
@@ -111,11 +115,24 @@ fn compare(collator: Option<&CollatorBorrowed<'static>>, a: &str, b: &str) -> Or
     }
 }
 
+/// Built without ICU: no collator.
+#[cfg(not(feature = "icu"))]
+fn root_collator() -> Option<()> {
+    None
+}
+
+/// Built without ICU: code point order.
+#[cfg(not(feature = "icu"))]
+fn compare(_collator: Option<&()>, a: &str, b: &str) -> Ordering {
+    a.cmp(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "icu")]
     fn sorts_like_locale_compare() {
         let mut names = vec![
             "f.txt", "éclair", "ab", "a b", "9.txt", "10.txt", "-dash", "_under",

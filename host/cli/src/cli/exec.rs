@@ -1,0 +1,168 @@
+//! `toolwright exec`: one batch of tool calls through the full pipeline, events as JSON lines
+//! (`spec/cli-contract.md`), or rendered for people on a terminal.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+use toolwright::{AgentEvent, AssistantMessage, BoxFuture, EventSink, ExecutionMode, StopReason, ToolCall};
+
+/// Arguments of `toolwright exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The calls file: `{"toolCalls": [{"id", "name", "arguments"}…], "mode"?, "stopReason"?}`.
+    calls: PathBuf,
+    /// The workspace the tools work in (default: the current directory).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Run the batch sequentially (the same as `"mode": "sequential"`).
+    #[arg(long)]
+    sequential: bool,
+    /// Print JSON lines even on a terminal.
+    #[arg(long)]
+    json: bool,
+    /// After the batch, write `{"type":"timing","batchMs":…,"calls":…}` to stderr: the batch alone, from the first
+    /// event to the last result message, with start-up and plugin loading excluded (for benchmarks).
+    #[arg(long)]
+    timing: bool,
+    #[command(flatten)]
+    tools: super::ToolArgs,
+}
+
+/// The calls file.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CallsFile {
+    tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    mode: Option<ExecutionMode>,
+    #[serde(default)]
+    stop_reason: Option<StopReason>,
+}
+
+pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.calls)
+        .with_context(|| format!("cannot read the calls file {}", args.calls.display()))?;
+    let file: CallsFile = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a valid calls file", args.calls.display()))?;
+    let cwd = super::workspace(args.cwd)?;
+    let mode = if args.sequential {
+        ExecutionMode::Sequential
+    } else {
+        file.mode.unwrap_or_default()
+    };
+    let message = AssistantMessage {
+        tool_calls: file.tool_calls,
+        stop_reason: file.stop_reason.unwrap_or_default(),
+    };
+    let session = args.tools.session(&cwd, mode)?;
+    let human = !args.json && std::io::stdout().is_terminal();
+    let sink = StdoutSink { human };
+
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let cancel = CancellationToken::new();
+        let on_interrupt = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_interrupt.cancel();
+            }
+        });
+        let started = std::time::Instant::now();
+        // The active tools, as pi's agent loop sees them: a call to any other tool is `Tool NAME not found`.
+        // Nested calls' events go to the same stream.
+        session.run(&message, &sink, &cancel).await;
+        if args.timing {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!(
+                    "{}",
+                    serde_json::json!({
+                        "type": "timing",
+                        "batchMs": started.elapsed().as_secs_f64() * 1000.0,
+                        "calls": message.tool_calls.len(),
+                    })
+                );
+            }
+        }
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes each event to stdout as it happens.
+struct StdoutSink {
+    human: bool,
+}
+
+impl EventSink for StdoutSink {
+    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
+        let line = if self.human {
+            render(&event)
+        } else {
+            serde_json::to_string(&event).ok()
+        };
+        if let Some(line) = line {
+            let mut out = std::io::stdout().lock();
+            // A closed stdout (a reader that went away) must not stop the batch: results still matter on disk.
+            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        }
+        Box::pin(async {})
+    }
+}
+
+/// One event for people: the call, its progress, and the result text; nested calls indented by depth, and
+/// the nested-call record under the result it belongs to.
+fn render(event: &AgentEvent) -> Option<String> {
+    let indent = |id: &str| "  ".repeat(id.matches('/').count());
+    match event {
+        AgentEvent::ToolExecutionStart {
+            tool_call_id,
+            tool_name,
+            args,
+            ..
+        } => Some(format!(
+            "{}\x1b[1m▶ {tool_name}\x1b[0m \x1b[2m{tool_call_id}\x1b[0m {args}",
+            indent(tool_call_id)
+        )),
+        AgentEvent::ToolExecutionUpdate { .. } | AgentEvent::MessageStart { .. } => None,
+        AgentEvent::ToolExecutionEnd {
+            tool_call_id,
+            tool_name,
+            result,
+            is_error,
+            duration_ms,
+            ..
+        } => {
+            let (mark, colour) = if *is_error { ("✗", "31") } else { ("✓", "32") };
+            let time = duration_ms.map(|ms| format!(" in {ms} ms")).unwrap_or_default();
+            let text = result.text_content();
+            let pad = indent(tool_call_id);
+            let body: String = text.lines().map(|l| format!("\n{pad}  {l}")).collect();
+            Some(format!(
+                "{pad}\x1b[{colour}m{mark} {tool_name}\x1b[0m \x1b[2m{tool_call_id}{time}\x1b[0m{body}"
+            ))
+        }
+        AgentEvent::MessageEnd { message } => message.nested_calls.as_ref().map(|record| {
+            let calls: Vec<String> = record
+                .calls
+                .iter()
+                .map(|c| format!("{} {} ({})", c.id, c.name, c.status))
+                .collect();
+            let note = if record.complete {
+                ""
+            } else {
+                ", record incomplete"
+            };
+            format!(
+                "\x1b[2m  {} made {} nested call(s){note}: {}\x1b[0m",
+                message.tool_call_id,
+                record.calls.len(),
+                calls.join(", ")
+            )
+        }),
+    }
+}

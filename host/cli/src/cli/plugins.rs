@@ -1,0 +1,231 @@
+//! `toolwright plugins`: what is loaded, what each plugin requests (with its reasons), and what failed.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::json;
+use toolwright::identity::PinStatus;
+use toolwright::sdk::Capability;
+
+/// Arguments of `toolwright plugins`.
+#[derive(Debug, Args)]
+pub struct PluginsArgs {
+    /// The workspace (default: the current directory).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    tools: super::ToolArgs,
+}
+
+fn describe(capability: &Capability) -> String {
+    match capability {
+        Capability::Read(p) => format!("read files below {p}"),
+        Capability::Write(p) => format!("write files below {p}"),
+        Capability::Spawn(p) => format!("start {p}"),
+        Capability::Env(v) => format!("see the environment variable {v}"),
+        Capability::Network(h) => format!("connect to {h}"),
+    }
+}
+
+/// How the programs granted to a plugin run: confined by Landlock, refused, or unconfined by the policy's
+/// choice (none when it has no program).
+fn spawn_confinement(e: &toolwright::policy::Effective) -> Option<(&'static str, String)> {
+    use toolwright::native::{Confinement, Tcp, landlock_abi};
+    if e.programs.is_empty() {
+        return None;
+    }
+    let confinement = Confinement {
+        read: Vec::new(),
+        write: Vec::new(),
+        programs: Vec::new(),
+        tcp: Tcp::from_patterns(&e.network),
+        unconfined_ok: e.unconfined_spawn,
+    };
+    Some(match confinement.unavailable() {
+        None => (
+            "landlock",
+            format!(
+                "confined by Landlock (ABI {}) to its own grants and the system's read-only paths, {}",
+                landlock_abi(),
+                confinement.tcp
+            ),
+        ),
+        Some(why) if e.unconfined_spawn => (
+            "unconfined",
+            format!("started UNCONFINED: {why}, and the policy sets unconfined-spawn = true"),
+        ),
+        Some(why) => (
+            "refused",
+            format!("refused: {why}; unconfined-spawn = true in its policy would start them unconfined"),
+        ),
+    })
+}
+
+/// A third-party plugin's limits when its policy sets none.
+const DEFAULT_TIMEOUT_MS: u64 = toolwright::wasm::DEFAULT_TIMEOUT.as_secs() * 1000;
+const MAX_MEMORY_MIB: u64 = (toolwright::wasm::MAX_MEMORY >> 20) as u64;
+
+pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
+    let cwd = super::workspace(args.cwd)?;
+    let toolset = args.tools.load(&cwd)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let plugins: Vec<_> = toolset
+            .plugins
+            .iter()
+            .map(|p| {
+                let effective = toolset
+                    .grants
+                    .iter()
+                    .find(|(n, _)| *n == p.metadata.name)
+                    .map(|(_, e)| e);
+                let grants = effective.map(|e| &e.decisions);
+                let limits = effective.map(|e| {
+                    json!({
+                        "timeoutMs": e.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+                        "memoryMib": e.memory_mib.unwrap_or(MAX_MEMORY_MIB).min(MAX_MEMORY_MIB),
+                        "fuel": e.fuel,
+                    })
+                });
+                let identity = toolset.identity(p);
+                let programs = effective
+                    .and_then(spawn_confinement)
+                    .map(|(how, text)| json!({"confinement": how, "text": text}));
+                json!({
+                    "path": p.path,
+                    "name": p.metadata.name,
+                    "location": identity.map(|i| i.location),
+                    "sha256": identity.map(|i| &i.sha256),
+                    "pin": identity.map(|i| &i.pin),
+                    "version": p.metadata.version,
+                    "description": p.metadata.description,
+                    "tools": p.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+                    "handler": p.is_handler,
+                    "requested": p.metadata.capabilities,
+                    "decisions": grants,
+                    "limits": limits,
+                    "programs": programs,
+                    "cached": p.origin == toolwright::wasm::Origin::Cached,
+                    "loadMs": p.load_time.as_secs_f64() * 1000.0,
+                })
+            })
+            .collect();
+        let errors: Vec<String> = toolset.errors.iter().map(ToString::to_string).collect();
+        writeln!(
+            out,
+            "{}",
+            json!({"plugins": plugins, "errors": errors, "ignoredFromProject": toolset.policy.ignored})
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if toolset.plugins.is_empty() && toolset.errors.is_empty() {
+        writeln!(
+            out,
+            "No plugins. Put .wasm files in {} or pass --plugins DIR.",
+            cwd.join(".toolwright/plugins").display()
+        )?;
+    }
+    for p in &toolset.plugins {
+        let m = &p.metadata;
+        let origin = match p.origin {
+            toolwright::wasm::Origin::Cached => "from the cache",
+            toolwright::wasm::Origin::Compiled => "compiled",
+        };
+        writeln!(
+            out,
+            "{} {} ({}; {origin} in {:.1} ms)",
+            m.name,
+            m.version,
+            p.path.display(),
+            p.load_time.as_secs_f64() * 1000.0
+        )?;
+        if let Some(identity) = toolset.identity(p) {
+            writeln!(
+                out,
+                "  from: {} ({}); sha256 {}",
+                identity.location.as_str(),
+                identity.location.describe(),
+                identity.sha256
+            )?;
+            match &identity.pin {
+                PinStatus::Unpinned => {}
+                PinStatus::Matches => writeln!(out, "  pin: sha256 matches")?,
+                PinStatus::Mismatch { pinned, actual } => writeln!(
+                    out,
+                    "  pin: DOES NOT MATCH: the policy pins sha256 = \"{pinned}\", the file's is {actual}; nothing is \
+                     granted until the pin is updated"
+                )?,
+            }
+        }
+        if !m.description.is_empty() {
+            writeln!(out, "  {}", m.description)?;
+        }
+        let tools: Vec<&str> = p.tools.iter().map(|t| t.name.as_str()).collect();
+        if !tools.is_empty() {
+            writeln!(out, "  tools: {}", tools.join(", "))?;
+        }
+        if p.is_handler {
+            writeln!(out, "  handler: tool_call / tool_result")?;
+        }
+        if m.capabilities.is_empty() {
+            writeln!(out, "  requests: nothing")?;
+        }
+        let effective = toolset.grants.iter().find(|(n, _)| *n == m.name).map(|(_, e)| e);
+        let decisions = effective.map(|e| &e.decisions);
+        if let Some(e) = effective {
+            let mut limits = format!(
+                "  limits: {} ms per call, {} MiB of memory",
+                e.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+                e.memory_mib.unwrap_or(MAX_MEMORY_MIB).min(MAX_MEMORY_MIB)
+            );
+            if let Some(fuel) = e.fuel {
+                limits.push_str(&format!(", {fuel} units of fuel"));
+            }
+            writeln!(out, "{limits}")?;
+            if let Some((_, text)) = spawn_confinement(e) {
+                writeln!(out, "  programs: {text}")?;
+            }
+        }
+        for (i, c) in m.capabilities.iter().enumerate() {
+            writeln!(
+                out,
+                "  requests: {} (because: {})",
+                describe(&c.capability),
+                c.reason
+            )?;
+            match decisions.and_then(|d| d.get(i)) {
+                None => writeln!(
+                    out,
+                    "    granted: the built-ins' default grant (or the policy's [builtins])"
+                )?,
+                Some(d) => {
+                    for g in &d.granted {
+                        writeln!(out, "    granted: {}", describe(g))?;
+                    }
+                    if let Some(why) = &d.refused {
+                        writeln!(out, "    refused: {why}")?;
+                    }
+                }
+            }
+        }
+    }
+    for error in &toolset.errors {
+        writeln!(out, "skipped: {error}")?;
+    }
+    if !toolset.policy.ignored.is_empty() {
+        writeln!(
+            out,
+            "ignored from the project's toolwright.toml (the project is not trusted; list it in trusted-projects \
+             in your own toolwright.toml, or grant these there):"
+        )?;
+        for line in &toolset.policy.ignored {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,241 @@
+//! [`Dispatcher`]: a session's registry, pipeline and nested-call runner, wired together once.
+//!
+//! Building one wires nested calls in (a runner over the registry's callable tools, and every tool's context
+//! bound to it), so no caller can forget it or get the order wrong. Every batch takes the active tools afresh
+//! (after `tool_search` changed them), its result messages get their `nestedCalls` records, and the events of
+//! its nested calls go to the batch's own sink, in order with the batch's.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::nested::{CallableInfos, CallableTools, NestedCalls};
+use crate::pipeline::{BatchOutcome, EventSink, NoEvents, Pipeline};
+use crate::registry::SharedRegistry;
+use crate::tool::{AgentTool, BoxFuture};
+use crate::types::{AgentEvent, AssistantMessage, ToolCall, ToolResult, ToolResultMessage};
+
+/// The registry, the pipeline and the nested-call runner of one session. Cloning is cheap and shares them.
+#[derive(Clone)]
+pub struct Dispatcher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: SharedRegistry,
+    pipeline: Pipeline,
+    nested: Arc<NestedCalls>,
+    cwd: PathBuf,
+    calls: AtomicU64,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("cwd", &self.inner.cwd)
+            .field("pipeline", &self.inner.pipeline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The outcome of one call made with [`Dispatcher::call`].
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    /// The final result, with its structured content.
+    pub result: ToolResult,
+    /// The result message, as the transcript would get it (with the record of the nested calls made).
+    pub message: ToolResultMessage,
+}
+
+impl CallOutcome {
+    /// Whether the call ended in an error.
+    pub fn is_error(&self) -> bool {
+        self.message.is_error
+    }
+}
+
+impl Dispatcher {
+    /// A dispatcher over `registry` whose calls (and the nested calls of its tools) run through `pipeline`'s
+    /// hooks and mode, with tools working in `cwd`. It binds every tool's context to its nested-call runner:
+    /// give a registry one dispatcher (a second takes the contexts over).
+    ///
+    /// A tool must not block the thread that polls [`Dispatcher::run`] while it waits for a nested call (an
+    /// async tool awaits it; native and wasm tools call from blocking threads).
+    pub fn new(registry: SharedRegistry, pipeline: Pipeline, cwd: impl Into<PathBuf>) -> Self {
+        let cwd = cwd.into();
+        let weak = registry.downgrade();
+        let weak_infos = weak.clone();
+        let tools: CallableTools = Arc::new(move || {
+            weak.upgrade()
+                .map(|r| r.read(|r| r.callable_tools()))
+                .unwrap_or_default()
+        });
+        let infos: CallableInfos = Arc::new(move || {
+            weak_infos
+                .upgrade()
+                .map(|r| r.read(|r| r.callable_infos()))
+                .unwrap_or_default()
+        });
+        let nested = NestedCalls::new(&pipeline, tools, infos, Arc::new(NoEvents));
+        let factory = nested.context_factory(cwd.clone());
+        registry.update(|r| r.set_context_factory(Some(factory)));
+        Dispatcher {
+            inner: Arc::new(Inner {
+                registry,
+                pipeline,
+                nested,
+                cwd,
+                calls: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &SharedRegistry {
+        &self.inner.registry
+    }
+
+    /// The pipeline calls run through.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.inner.pipeline
+    }
+
+    /// The nested-call runner.
+    pub fn nested_calls(&self) -> &Arc<NestedCalls> {
+        &self.inner.nested
+    }
+
+    /// The workspace.
+    pub fn cwd(&self) -> &Path {
+        &self.inner.cwd
+    }
+
+    /// The active tools now, as pi's agent loop sees them.
+    pub fn active_tools(&self) -> Vec<AgentTool> {
+        self.inner.registry.read(|r| r.active_tools())
+    }
+
+    /// Run the tool calls of `message` against the active tools (pi's `executeToolCalls`), emitting every
+    /// event, the nested calls' included, to `sink`. A call to a tool that is not active is `Tool NAME not
+    /// found`; `cancel` aborts the batch.
+    pub async fn run(
+        &self,
+        message: &AssistantMessage,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> BatchOutcome {
+        let tools = self.active_tools();
+        let nested = &self.inner.nested;
+        // Nested events travel to this batch's sink through a channel, each acknowledged once written: they keep
+        // their order with the batch's own events (a nested end comes before its parent's end). The write of a
+        // forwarded event is polled beside the batch, so a sink that waits (a lock, a full pipe) stalls neither.
+        let (tx, mut rx) = mpsc::unbounded_channel::<(AgentEvent, oneshot::Sender<()>)>();
+        let forward: Arc<dyn EventSink> = Arc::new(Forward { tx });
+        let _routes = Routes::new(nested, &message.tool_calls, &forward);
+        let batch = self
+            .inner
+            .pipeline
+            .execute_tool_calls_recorded(&tools, message, sink, cancel, &**nested);
+        tokio::pin!(batch);
+        let mut writing: Option<(BoxFuture<'_, ()>, oneshot::Sender<()>)> = None;
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                () = finish(&mut writing), if writing.is_some() => {
+                    if let Some((_, ack)) = writing.take() {
+                        let _ = ack.send(());
+                    }
+                }
+                Some((event, ack)) = rx.recv(), if writing.is_none() => {
+                    writing = Some((sink.emit(event), ack));
+                }
+                outcome = &mut batch => break outcome,
+            }
+        };
+        if let Some((write, ack)) = writing.take() {
+            write.await;
+            let _ = ack.send(());
+        }
+        drop(_routes);
+        drop(forward);
+        // What nested calls sent before their batch ended is written; a nested call still running after it (a
+        // tool returned without awaiting it) has its later events dropped.
+        while let Ok((event, ack)) = rx.try_recv() {
+            sink.emit(event).await;
+            let _ = ack.send(());
+        }
+        outcome
+    }
+
+    /// Run one call of `name` with `args` (id `call-N`), without events: its result and result message.
+    pub async fn call(&self, name: &str, args: Value, cancel: &CancellationToken) -> CallOutcome {
+        let n = self.inner.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let message = AssistantMessage {
+            tool_calls: vec![ToolCall::new(format!("call-{n}"), name, args)],
+            ..Default::default()
+        };
+        let outcome = self.run(&message, &NoEvents, cancel).await;
+        // A batch of one call with no stop reason always has one result and one message.
+        let pair = outcome.results.into_iter().zip(outcome.messages).next();
+        let (result, message) = pair.unwrap_or_else(|| unreachable!("one call, one result"));
+        CallOutcome { result, message }
+    }
+}
+
+/// Wait for the write in progress, if any.
+async fn finish(writing: &mut Option<(BoxFuture<'_, ()>, oneshot::Sender<()>)>) {
+    match writing {
+        Some((write, _)) => write.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The routes of one batch's nested events, removed when the batch ends or its future is dropped.
+struct Routes<'a> {
+    nested: &'a NestedCalls,
+    ids: Vec<String>,
+    sink: Arc<dyn EventSink>,
+}
+
+impl<'a> Routes<'a> {
+    fn new(nested: &'a NestedCalls, calls: &[ToolCall], sink: &Arc<dyn EventSink>) -> Self {
+        let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+        for id in &ids {
+            nested.route(id, sink.clone());
+        }
+        Routes {
+            nested,
+            ids,
+            sink: sink.clone(),
+        }
+    }
+}
+
+impl Drop for Routes<'_> {
+    fn drop(&mut self) {
+        for id in &self.ids {
+            self.nested.unroute(id, &self.sink);
+        }
+    }
+}
+
+/// Hands events to [`Dispatcher::run`]'s loop and waits until they are written.
+struct Forward {
+    tx: mpsc::UnboundedSender<(AgentEvent, oneshot::Sender<()>)>,
+}
+
+impl EventSink for Forward {
+    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
+        let (ack, written) = oneshot::channel();
+        let sent = self.tx.send((event, ack)).is_ok();
+        Box::pin(async move {
+            if sent {
+                let _ = written.await;
+            }
+        })
+    }
+}

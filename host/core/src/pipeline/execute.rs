@@ -1,0 +1,174 @@
+//! Execution and finalisation of a prepared call (pi's `executePreparedToolCall` and `finalizeExecutedToolCall`).
+
+use std::time::Instant;
+
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use super::EventSink;
+use super::prepare::{CallContext, Ready, panicked};
+use crate::hooks::{AfterToolCallContext, merge_after};
+use crate::tool::{ToolExecution, UpdateSink};
+use crate::types::{AgentEvent, ToolCall, ToolResult};
+
+/// The outcome of `execute`.
+pub(super) struct Executed {
+    pub result: ToolResult,
+    pub is_error: bool,
+    pub duration_ms: u64,
+}
+
+/// Execute `ready`, emitting each partial result as a `tool_execution_update` before returning.
+pub(super) async fn execute_with_events(
+    ready: &Ready,
+    call: &ToolCall,
+    cancel: &CancellationToken,
+    sink: &dyn EventSink,
+    parent: Option<&str>,
+) -> Executed {
+    execute(ready, call, cancel, Forward::Events { sink, parent }).await
+}
+
+/// Where partial results go. (An enum rather than an async closure: futures holding async closures are not
+/// provably `Send` for every lifetime, which a server spawning calls on tasks needs.)
+pub(super) enum Forward<'a> {
+    /// As `tool_execution_update` events.
+    Events {
+        sink: &'a dyn EventSink,
+        parent: Option<&'a str>,
+    },
+    /// To the caller's update sink.
+    Updates(UpdateSink),
+    /// A nested call's: to the calling tool's sink, and as events with the parent.
+    Nested {
+        sink: &'a dyn EventSink,
+        parent: &'a str,
+        updates: UpdateSink,
+    },
+}
+
+impl Forward<'_> {
+    async fn send(&self, call: &ToolCall, partial_result: ToolResult) {
+        match self {
+            Forward::Events { sink, parent } => {
+                let event = AgentEvent::ToolExecutionUpdate {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    args: call.arguments.clone(),
+                    partial_result,
+                    parent_tool_call_id: parent.map(str::to_owned),
+                };
+                sink.emit(event).await;
+            }
+            Forward::Updates(updates) => updates.update(partial_result),
+            Forward::Nested {
+                sink,
+                parent,
+                updates,
+            } => {
+                updates.update(partial_result.clone());
+                let event = AgentEvent::ToolExecutionUpdate {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    args: call.arguments.clone(),
+                    partial_result,
+                    parent_tool_call_id: Some((*parent).to_owned()),
+                };
+                sink.emit(event).await;
+            }
+        }
+    }
+}
+
+/// Run `execute`, handing each partial result to `forward` while the call runs, in the order they were sent.
+/// Every update sent before `execute` settled is forwarded before this returns; later ones are dropped.
+pub(super) async fn execute(
+    ready: &Ready,
+    call: &ToolCall,
+    cancel: &CancellationToken,
+    forward: Forward<'_>,
+) -> Executed {
+    let (updates, mut receiver) = UpdateSink::channel();
+    let started = Instant::now();
+    let run = ToolExecution {
+        call_id: call.id.clone(),
+        params: ready.args.clone(),
+        cancel: cancel.clone(),
+        updates,
+    };
+    let execution = std::panic::AssertUnwindSafe(ready.tool.execute(run)).catch_unwind();
+    tokio::pin!(execution);
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            partial = receiver.recv() => forward.send(call, partial).await,
+            outcome = &mut execution => break outcome,
+        }
+    };
+    let duration_ms = elapsed_ms(started);
+    receiver.close();
+    while let Some(partial) = receiver.try_recv() {
+        forward.send(call, partial).await;
+    }
+    settle(&call.name, outcome, duration_ms)
+}
+
+type ExecuteOutcome = Result<Result<ToolResult, crate::ToolError>, Box<dyn std::any::Any + Send>>;
+
+fn settle(tool: &str, outcome: ExecuteOutcome, duration_ms: u64) -> Executed {
+    match outcome {
+        Ok(Ok(result)) => Executed {
+            is_error: result.is_error(),
+            result,
+            duration_ms,
+        },
+        Ok(Err(error)) => Executed {
+            result: ToolResult::error(error.message()),
+            is_error: true,
+            duration_ms,
+        },
+        Err(panic) => {
+            let error = panicked(tool, "execute", &*panic);
+            Executed {
+                result: ToolResult::error(error.message()),
+                is_error: true,
+                duration_ms,
+            }
+        }
+    }
+}
+
+/// `Math.round` of the elapsed milliseconds.
+fn elapsed_ms(started: Instant) -> u64 {
+    (started.elapsed().as_secs_f64() * 1000.0).round() as u64
+}
+
+/// Apply the `after_tool_call` hook (pi's merge); a failing hook turns the result into an error result.
+pub(super) async fn finalize(
+    ctx: &CallContext<'_>,
+    call: &ToolCall,
+    ready: &Ready,
+    result: ToolResult,
+    is_error: bool,
+) -> (ToolResult, bool) {
+    let Some(hook) = &ctx.pipeline.after_tool_call else {
+        return (result, is_error);
+    };
+    let hook_ctx = AfterToolCallContext {
+        assistant_message: ctx.assistant.clone(),
+        tool_call: call.clone(),
+        args: ready.args.clone(),
+        result: result.clone(),
+        is_error,
+        parent_tool_call_id: ctx.parent.clone(),
+    };
+    let outcome = std::panic::AssertUnwindSafe(hook(hook_ctx, ctx.cancel.clone()))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(panicked(&call.name, "afterToolCall", &*panic)));
+    match outcome {
+        Ok(Some(after)) => merge_after(result, is_error, after),
+        Ok(None) => (result, is_error),
+        Err(error) => (ToolResult::error(error.message()), true),
+    }
+}

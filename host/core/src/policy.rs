@@ -1,0 +1,417 @@
+//! Policy files: what each plugin is granted. A plugin gets the intersection of what it requests and what the
+//! policy grants; a deny always wins; a third-party plugin starts with nothing.
+//!
+//! ```toml
+//! # ~/.config/toolwright/toolwright.toml (the user's), files given with --policy, and the project's
+//! # toolwright.toml, which is confined unless the user trusts the project (see below)
+//! trusted-projects = ["~/src/my-app"]   # only read from the user's file
+//!
+//! [plugins.my-indexer]
+//! read = ["."]              # "." is the workspace; "~" the home directory
+//! write = ["./index"]
+//! spawn = ["git", { program = "rg", args = [["--json"]] }]   # a name (any arguments) or argument prefixes
+//! env = ["LANG"]
+//! network = ["api.example.com:443", "127.0.0.1:*"]   # outbound connections: HOST:PORT, `*` for any
+//! timeout-ms = 30000        # wall-clock limit per call (default 60 s for third-party plugins)
+//! memory-mib = 128          # memory limit per instance (default and maximum 256)
+//! fuel = 5_000_000_000      # optional budget of wasm instructions per call (metered plugins run slower)
+//! sha256 = "5e0b…"         # optional: only the .wasm file with this SHA-256 gets these grants
+//! deny = { read = ["./secrets"] }
+//!
+//! [builtins]                # replaces the built-ins' default grants (read "/", write ".", spawn any, env "*")
+//! write = ["./src"]
+//! ```
+//!
+//! A project's `toolwright.toml` comes with the repository, so it is not trusted by default: it may deny,
+//! lower limits, and grant directories inside the workspace, but its grants of programs, variables, network
+//! and directories outside the workspace are ignored (and listed by `toolwright plugins`) until the user's
+//! config names the project in `trusted-projects`. Otherwise cloning a repository with a plugin and a policy
+//! granting it `spawn = ["sh"]` would hand that plugin the machine.
+//!
+//! Grants of the trusted files reach only plugins from trusted locations; the project's grants are kept apart in
+//! [`Policy::project_plugins`]. Which entry applies to which plugin is decided in `toolwright_wasm::identity`.
+
+mod decide;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use decide::within;
+pub use decide::{Decision, DirGrant, Effective, decide, decide_granted, resolve};
+pub use rules::{NetPattern, SpawnRule};
+
+/// A policy file's contents.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Workspaces whose own `toolwright.toml` is trusted in full (honoured in the user's files only).
+    #[serde(default, rename = "trusted-projects")]
+    pub trusted_projects: Vec<String>,
+    /// What was ignored from an untrusted project's file, one line each (`[plugins.x] spawn = "sh"`).
+    #[serde(skip)]
+    pub ignored: Vec<String>,
+    /// Grants by plugin name, from the trusted files (the user's config, `--policy` files): they apply only to
+    /// plugins from trusted locations (see `toolwright_wasm::identity`).
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginPolicy>,
+    /// Grants by plugin name from the project's `toolwright.toml` (confined unless the project is trusted): they
+    /// apply to every plugin of that name, wherever it was loaded from.
+    #[serde(skip)]
+    pub project_plugins: BTreeMap<String, PluginPolicy>,
+    /// Grants of the built-in tools, replacing their defaults.
+    #[serde(default)]
+    pub builtins: Option<PluginPolicy>,
+    /// Bounds on the host's memory that hold for every plugin together.
+    #[serde(default)]
+    pub limits: HostLimits,
+}
+
+/// The `[limits]` section: how much of the host's memory plugins may take. Files combine by the stricter value,
+/// so a project's file can lower them but never raise them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HostLimits {
+    /// The linear memory of every live plugin instance together, in MiB (default 192).
+    pub host_memory_mib: Option<u64>,
+    /// The bytes one call may carry into the host (its result, partial updates and nested results), in MiB
+    /// (default 16).
+    pub result_mib: Option<u64>,
+}
+
+/// What one plugin is granted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PluginPolicy {
+    /// Directories it may read below.
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// Directories it may read and write below.
+    #[serde(default)]
+    pub write: Vec<String>,
+    /// Programs it may start: a name (`"git"`, any arguments) or a table restricting the arguments
+    /// (`{ program = "git", args = [["status"], ["log"]] }`).
+    #[serde(default)]
+    pub spawn: Vec<SpawnRule>,
+    /// Let it start its granted programs without Landlock confinement where the system offers none (or, on a
+    /// system that has it, not at all: confinement is always applied when available).
+    #[serde(default)]
+    pub unconfined_spawn: bool,
+    /// Environment variables it may see (`*`: all).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Addresses it may connect to: `HOST:PORT`, HOST an IP address, a name or `*`, PORT a number or `*`.
+    #[serde(default)]
+    pub network: Vec<String>,
+    /// What it may not have, whatever else says so.
+    #[serde(default)]
+    pub deny: Deny,
+    /// Wall-clock limit per call, in milliseconds.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Memory limit per instance, in MiB.
+    #[serde(default)]
+    pub memory_mib: Option<u64>,
+    /// Fuel per call: a budget of wasm instructions, roughly (none: unmetered). Metered plugins run slower.
+    #[serde(default)]
+    pub fuel: Option<u64>,
+    /// Pinned SHA-256 digests of the plugin's `.wasm` file (lower-case hex; `sha256 = "…"` in a file, one per
+    /// file that pins): a plugin whose file does not match every pin gets no grant.
+    #[serde(default, deserialize_with = "one_pin")]
+    pub sha256: Vec<String>,
+}
+
+/// `sha256 = "…"`: one pin per file (several files may each pin; every pin must match).
+fn one_pin<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    let pin = String::deserialize(deserializer)?;
+    Ok(vec![pin.trim().to_ascii_lowercase()])
+}
+
+/// Denials: they win over every grant.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deny {
+    /// Directories.
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// Directories (writing).
+    #[serde(default)]
+    pub write: Vec<String>,
+    /// Programs.
+    #[serde(default)]
+    pub spawn: Vec<String>,
+    /// Environment variables.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Hosts.
+    #[serde(default)]
+    pub network: Vec<String>,
+}
+
+/// A policy file that could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct PolicyError {
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The user's policy file: `$XDG_CONFIG_HOME/toolwright/toolwright.toml` (or
+/// `~/.config/toolwright/toolwright.toml`).
+pub fn default_files() -> Vec<PathBuf> {
+    config_dir()
+        .map(|c| c.join("toolwright.toml"))
+        .into_iter()
+        .collect()
+}
+
+/// The project's policy file: `<cwd>/toolwright.toml` (confined unless the project is trusted).
+pub fn project_file(cwd: &Path) -> PathBuf {
+    cwd.join("toolwright.toml")
+}
+
+/// The user's Toolwright configuration directory: `$XDG_CONFIG_HOME/toolwright`, else `~/.config/toolwright`.
+pub fn config_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|c| c.join("toolwright"))
+}
+
+impl Policy {
+    /// Parse one file's text.
+    pub fn parse(path: &Path, text: &str) -> Result<Policy, PolicyError> {
+        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        // Keys that would do nothing are errors, like unknown keys: a grant (or a denial) must never be
+        // silently void.
+        let sections = policy
+            .plugins
+            .iter()
+            .map(|(name, p)| (format!("[plugins.{name}]"), p))
+            .chain(policy.builtins.iter().map(|b| ("[builtins]".to_owned(), b)));
+        for (section, p) in sections {
+            if let Some(bad) = p.sha256.iter().find(|d| !is_sha256(d)) {
+                return Err(PolicyError {
+                    path: path.to_owned(),
+                    message: format!(
+                        "{section} sha256: {bad:?} is not a SHA-256 digest (64 hex digits, as `sha256sum` or \
+                         `toolwright plugins` prints it)"
+                    ),
+                });
+            }
+            let patterns = p.network.iter().chain(&p.deny.network);
+            if let Some(bad) = patterns.into_iter().find(|n| NetPattern::parse(n).is_none()) {
+                return Err(PolicyError {
+                    path: path.to_owned(),
+                    message: format!(
+                        "{section} network: {bad:?} is not HOST:PORT (HOST an IP address, a name or *, PORT a \
+                         number or *)"
+                    ),
+                });
+            }
+        }
+        if let Some(b) = &policy.builtins {
+            let void = [
+                (
+                    b.unconfined_spawn,
+                    "unconfined-spawn: the built-in tools' programs are not confined",
+                ),
+                (
+                    !b.network.is_empty() || !b.deny.network.is_empty(),
+                    "network: the built-in tools open no sockets",
+                ),
+                (
+                    b.fuel.is_some(),
+                    "fuel: the built-in tools are not metered (use timeout-ms)",
+                ),
+                (
+                    !b.sha256.is_empty(),
+                    "sha256: the built-in tools are part of the host binary",
+                ),
+            ];
+            if let Some((_, why)) = void.iter().find(|(set, _)| *set) {
+                return Err(PolicyError {
+                    path: path.to_owned(),
+                    message: format!("[builtins] cannot set {why}"),
+                });
+            }
+        }
+        Ok(policy)
+    }
+
+    /// The union of the files that exist (grants add up; denials add up and win). A file that exists but
+    /// cannot be read or parsed is an error: a broken policy must not silently grant or refuse.
+    pub fn load(files: &[PathBuf]) -> Result<Policy, PolicyError> {
+        let mut policy = Policy::default();
+        for path in files {
+            let text = match std::fs::read_to_string(path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(PolicyError {
+                        path: path.clone(),
+                        message: e.to_string(),
+                    });
+                }
+            };
+            policy.merge(Policy::parse(path, &text)?);
+        }
+        Ok(policy)
+    }
+
+    /// The trusted `files` (the user's config, `--policy` files), then the project's file `project` for the
+    /// workspace `cwd`: in full when a trusted file lists the workspace in `trusted-projects`, else confined
+    /// (what it may not grant is dropped and recorded in [`Policy::ignored`]).
+    pub fn load_with_project(
+        files: &[PathBuf],
+        project: Option<&Path>,
+        cwd: &str,
+        home: Option<&str>,
+    ) -> Result<Policy, PolicyError> {
+        let mut policy = Policy::load(files)?;
+        let Some(project) = project.filter(|p| !files.iter().any(|f| f == p)) else {
+            return Ok(policy);
+        };
+        let mut theirs = Policy::load(&[project.to_owned()])?;
+        if !theirs.trusted_projects.is_empty() {
+            policy.ignored.push(format!(
+                "trusted-projects = {:?} (only the user's config can trust a project)",
+                theirs.trusted_projects
+            ));
+            theirs.trusted_projects.clear();
+        }
+        let workspace = canonical(cwd);
+        let trusted = policy
+            .trusted_projects
+            .iter()
+            .any(|t| canonical(&resolve(t, cwd, home)) == workspace);
+        if !trusted {
+            for (name, p) in &mut theirs.plugins {
+                policy
+                    .ignored
+                    .extend(p.confine(&format!("[plugins.{name}]"), &workspace, cwd, home, true));
+            }
+            if let Some(b) = &mut theirs.builtins {
+                // The built-ins' default already reads anywhere and starts any program: only writing outside
+                // the workspace would widen it.
+                policy
+                    .ignored
+                    .extend(b.confine("[builtins]", &workspace, cwd, home, false));
+            }
+        }
+        // The project's grants are kept apart: a trusted file's grants are for plugins from trusted locations
+        // only, the project's for any plugin of the name (crate::identity).
+        let project_plugins = std::mem::take(&mut theirs.plugins);
+        policy.merge(theirs);
+        for (name, p) in project_plugins {
+            policy.project_plugins.entry(name).or_default().merge(p);
+        }
+        Ok(policy)
+    }
+
+    fn merge(&mut self, other: Policy) {
+        self.trusted_projects.extend(other.trusted_projects);
+        self.ignored.extend(other.ignored);
+        for (name, p) in other.plugins {
+            self.plugins.entry(name).or_default().merge(p);
+        }
+        for (name, p) in other.project_plugins {
+            self.project_plugins.entry(name).or_default().merge(p);
+        }
+        if let Some(b) = other.builtins {
+            self.builtins.get_or_insert_with(PluginPolicy::default).merge(b);
+        }
+        self.limits.host_memory_mib = min_opt(self.limits.host_memory_mib, other.limits.host_memory_mib);
+        self.limits.result_mib = min_opt(self.limits.result_mib, other.limits.result_mib);
+    }
+}
+
+/// `path` with symlinks resolved when it exists (a granted `./link` to `/` is `/`), else as written.
+fn canonical(path: &str) -> String {
+    std::fs::canonicalize(path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_owned())
+}
+
+impl PluginPolicy {
+    /// Drop what an untrusted project may not grant: directories outside the workspace (after symlinks), and,
+    /// when `all` is set, every program, variable and network grant. Returns what was dropped, one line each.
+    fn confine(
+        &mut self,
+        section: &str,
+        workspace: &str,
+        cwd: &str,
+        home: Option<&str>,
+        all: bool,
+    ) -> Vec<String> {
+        let mut dropped = Vec::new();
+        let inside = |dir: &String| within(&canonical(&resolve(dir, cwd, home)), workspace);
+        for (key, list) in [("read", &mut self.read), ("write", &mut self.write)] {
+            if !all && key == "read" {
+                continue;
+            }
+            let (kept, outside): (Vec<String>, Vec<String>) = list.drain(..).partition(inside);
+            *list = kept;
+            dropped.extend(
+                outside
+                    .into_iter()
+                    .map(|d| format!("{section} {key} = \"{d}\" (outside the workspace)")),
+            );
+        }
+        if all {
+            dropped.extend(self.spawn.drain(..).map(|r| format!("{section} spawn = {r}")));
+            if std::mem::take(&mut self.unconfined_spawn) {
+                dropped.push(format!("{section} unconfined-spawn = true"));
+            }
+            for (key, list) in [("env", &mut self.env), ("network", &mut self.network)] {
+                dropped.extend(list.drain(..).map(|v| format!("{section} {key} = \"{v}\"")));
+            }
+        }
+        dropped
+    }
+
+    /// Add `other`'s grants, denials and pins to these; the stricter limit wins.
+    pub fn merge(&mut self, other: PluginPolicy) {
+        for pin in other.sha256 {
+            if !self.sha256.contains(&pin) {
+                self.sha256.push(pin);
+            }
+        }
+        self.read.extend(other.read);
+        self.write.extend(other.write);
+        self.spawn.extend(other.spawn);
+        self.unconfined_spawn |= other.unconfined_spawn;
+        self.env.extend(other.env);
+        self.network.extend(other.network);
+        self.deny.read.extend(other.deny.read);
+        self.deny.write.extend(other.deny.write);
+        self.deny.spawn.extend(other.deny.spawn);
+        self.deny.env.extend(other.deny.env);
+        self.deny.network.extend(other.deny.network);
+        // The stricter limit wins.
+        self.timeout_ms = min_opt(self.timeout_ms, other.timeout_ms);
+        self.memory_mib = min_opt(self.memory_mib, other.memory_mib);
+        self.fuel = min_opt(self.fuel, other.fuel);
+    }
+}
+
+/// Whether `text` is a SHA-256 digest in hex (64 digits).
+fn is_sha256(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

@@ -1,0 +1,459 @@
+//! The runtime layer: [`AgentTool`], what the pipeline runs (pi's `AgentTool`).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use toolwright_sdk::ExecutionMode;
+
+use crate::schema::{SchemaDefinitionError, Validator};
+use crate::types::ToolResult;
+
+/// A boxed, sendable future: what tools and hooks return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+pub use toolwright_sdk::{HostFault, ToolError};
+
+/// How many partial results may wait for the consumer of one call. A tool that sends faster than they are
+/// consumed is slowed down ([`UpdateSink::update_blocking`]) or has its newest pending update replaced
+/// ([`UpdateSink::update`]): memory stays bounded whatever a plugin sends.
+pub const PENDING_UPDATES: usize = 64;
+
+/// Where a running tool sends partial results (pi's `onUpdate`).
+///
+/// Updates sent after the call settled are ignored, as pi ignores late `onUpdate` calls. At most
+/// [`PENDING_UPDATES`] wait for the consumer at a time. Cloning is cheap; a sink from [`UpdateSink::discard`]
+/// drops everything.
+#[derive(Clone, Default)]
+pub struct UpdateSink {
+    inner: Option<Arc<UpdateChannel>>,
+}
+
+struct UpdateChannel {
+    accepting: AtomicBool,
+    queue: Mutex<VecDeque<ToolResult>>,
+    /// Signalled when an update is queued.
+    ready: Notify,
+    /// Signalled when the consumer takes one.
+    room: Notify,
+}
+
+impl UpdateChannel {
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<ToolResult>> {
+        // A panic while holding the lock leaves a valid queue behind.
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl UpdateSink {
+    /// A sink that drops every update.
+    pub fn discard() -> Self {
+        UpdateSink { inner: None }
+    }
+
+    /// Report a partial result without waiting. Ignored once the call has settled. When [`PENDING_UPDATES`]
+    /// already wait, it replaces the newest of them: partial results are snapshots, and the latest one wins.
+    pub fn update(&self, partial: ToolResult) {
+        let Some(inner) = &self.inner else { return };
+        let mut queue = inner.queue();
+        if !inner.accepting.load(Ordering::Acquire) {
+            return;
+        }
+        let full = queue.len() >= PENDING_UPDATES;
+        match queue.back_mut() {
+            Some(newest) if full => *newest = partial,
+            _ => queue.push_back(partial),
+        }
+        drop(queue);
+        inner.ready.notify_one();
+    }
+
+    /// Report a partial result, waiting while [`PENDING_UPDATES`] wait for the consumer (backpressure), or
+    /// until `stop` finishes (then the update is dropped and this returns `false`). Ignored once the call has
+    /// settled.
+    pub async fn update_or_stop(&self, partial: ToolResult, stop: impl Future<Output = ()>) -> bool {
+        let Some(inner) = &self.inner else { return true };
+        tokio::pin!(stop);
+        loop {
+            let room = inner.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            {
+                let mut queue = inner.queue();
+                if !inner.accepting.load(Ordering::Acquire) {
+                    return true;
+                }
+                if queue.len() < PENDING_UPDATES {
+                    queue.push_back(partial);
+                    drop(queue);
+                    inner.ready.notify_one();
+                    return true;
+                }
+            }
+            tokio::select! {
+                () = &mut room => {}
+                () = &mut stop => return false,
+            }
+        }
+    }
+
+    /// [`UpdateSink::update_or_stop`] for a tool running on a blocking thread of `runtime` (never call it from
+    /// async code: it blocks the thread).
+    pub fn update_blocking(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        partial: ToolResult,
+        stop: impl Future<Output = ()>,
+    ) -> bool {
+        if self.inner.is_none() {
+            return true;
+        }
+        runtime.block_on(self.update_or_stop(partial, stop))
+    }
+
+    /// A connected sink and the receiving end of its updates.
+    pub(crate) fn channel() -> (Self, UpdateReceiver) {
+        let inner = Arc::new(UpdateChannel {
+            accepting: AtomicBool::new(true),
+            queue: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
+            room: Notify::new(),
+        });
+        (
+            UpdateSink {
+                inner: Some(inner.clone()),
+            },
+            UpdateReceiver { inner },
+        )
+    }
+}
+
+impl fmt::Debug for UpdateSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UpdateSink")
+            .field("connected", &self.inner.is_some())
+            .finish()
+    }
+}
+
+/// The receiving end of an [`UpdateSink`].
+pub(crate) struct UpdateReceiver {
+    inner: Arc<UpdateChannel>,
+}
+
+impl UpdateReceiver {
+    /// The next update, waiting for one.
+    pub(crate) async fn recv(&self) -> ToolResult {
+        loop {
+            let ready = self.inner.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            if let Some(partial) = self.try_recv() {
+                return partial;
+            }
+            ready.await;
+        }
+    }
+
+    /// The next update, if one waits.
+    pub(crate) fn try_recv(&self) -> Option<ToolResult> {
+        let partial = self.inner.queue().pop_front();
+        if partial.is_some() {
+            self.inner.room.notify_waiters();
+        }
+        partial
+    }
+
+    /// Stop accepting updates; the ones already sent can still be drained. Senders waiting for room give up.
+    pub(crate) fn close(&mut self) {
+        let _queue = self.inner.queue();
+        self.inner.accepting.store(false, Ordering::Release);
+        self.inner.room.notify_waiters();
+    }
+}
+
+/// One execution of a tool: what `execute` receives.
+#[derive(Debug, Clone)]
+pub struct ToolExecution {
+    /// The tool call id.
+    pub call_id: String,
+    /// The validated (possibly coerced, possibly hook-rewritten) arguments.
+    pub params: Value,
+    /// Cancelled when the batch is aborted; long-running tools should watch it.
+    pub cancel: CancellationToken,
+    /// Where partial results go.
+    pub updates: UpdateSink,
+}
+
+/// The code behind an [`AgentTool`]: does the work of one call.
+///
+/// Return `Err` to "throw" (the error's message becomes the result text), or `Ok` with `is_error` set to return
+/// an error result that keeps its details. Any `Fn(ToolExecution) -> impl Future` closure is an executor.
+pub trait ToolExecutor: Send + Sync {
+    /// Run one call.
+    fn execute(&self, run: ToolExecution) -> BoxFuture<'static, Result<ToolResult, ToolError>>;
+}
+
+impl<F, Fut> ToolExecutor for F
+where
+    F: Fn(ToolExecution) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<ToolResult, ToolError>> + Send + 'static,
+{
+    fn execute(&self, run: ToolExecution) -> BoxFuture<'static, Result<ToolResult, ToolError>> {
+        Box::pin(self(run))
+    }
+}
+
+/// A compatibility shim run on the raw arguments before validation (pi's `prepareArguments`).
+pub type PrepareArguments = Arc<dyn Fn(&Value) -> Result<Value, ToolError> + Send + Sync>;
+
+/// A tool as the pipeline runs it (pi's `AgentTool`): a declaration plus the code that executes it.
+///
+/// It knows nothing of prompts, exposure or UI; see [`crate::ToolDefinition`] for those. Cloning is cheap.
+#[derive(Clone)]
+pub struct AgentTool {
+    name: String,
+    label: String,
+    description: String,
+    parameters: Value,
+    constrained_sampling: Option<Value>,
+    output_schema: Option<Value>,
+    execution_mode: Option<ExecutionMode>,
+    prepare_arguments: Option<PrepareArguments>,
+    executor: Arc<dyn ToolExecutor>,
+    validator: Arc<OnceLock<Result<Validator, SchemaDefinitionError>>>,
+}
+
+impl AgentTool {
+    /// A tool named `name` with its model-visible description, its JSON Schema parameters and its executor. The
+    /// label defaults to the name.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+        executor: impl ToolExecutor + 'static,
+    ) -> Self {
+        Self::from_executor(name.into(), description.into(), parameters, Arc::new(executor))
+    }
+
+    pub(crate) fn from_executor(
+        name: String,
+        description: String,
+        parameters: Value,
+        executor: Arc<dyn ToolExecutor>,
+    ) -> Self {
+        AgentTool {
+            label: name.clone(),
+            name,
+            description,
+            parameters,
+            constrained_sampling: None,
+            output_schema: None,
+            execution_mode: None,
+            prepare_arguments: None,
+            executor,
+            validator: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// This tool with a UI label.
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.label = label.into();
+        self
+    }
+
+    /// This tool with another model-visible description (a loadout override); the code is shared.
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
+    /// This tool with an output schema for `structuredContent`.
+    pub fn with_output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// This tool with a constrained-sampling request (pi's `constrainedSampling`), passed through to providers.
+    pub fn with_constrained_sampling(mut self, request: Value) -> Self {
+        self.constrained_sampling = Some(request);
+        self
+    }
+
+    /// This tool with an execution mode; `Sequential` makes every batch it is in run sequentially.
+    pub fn with_execution_mode(mut self, mode: ExecutionMode) -> Self {
+        self.execution_mode = Some(mode);
+        self
+    }
+
+    /// This tool with an argument shim run before validation.
+    pub fn with_prepare_arguments(
+        mut self,
+        prepare: impl Fn(&Value) -> Result<Value, ToolError> + Send + Sync + 'static,
+    ) -> Self {
+        self.prepare_arguments = Some(Arc::new(prepare));
+        self
+    }
+
+    pub(crate) fn with_prepare_arguments_shared(mut self, prepare: Option<PrepareArguments>) -> Self {
+        self.prepare_arguments = prepare;
+        self
+    }
+
+    /// The name the model calls.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The UI label.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The model-visible description.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The parameters' JSON Schema.
+    pub fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    /// The constrained-sampling request, if any.
+    pub fn constrained_sampling(&self) -> Option<&Value> {
+        self.constrained_sampling.as_ref()
+    }
+
+    /// The output schema, if any.
+    pub fn output_schema(&self) -> Option<&Value> {
+        self.output_schema.as_ref()
+    }
+
+    /// The execution mode, if the tool sets one.
+    pub fn execution_mode(&self) -> Option<ExecutionMode> {
+        self.execution_mode
+    }
+
+    /// The argument shim, if any.
+    pub fn prepare_arguments(&self) -> Option<&PrepareArguments> {
+        self.prepare_arguments.as_ref()
+    }
+
+    /// The executor.
+    pub fn executor(&self) -> &Arc<dyn ToolExecutor> {
+        &self.executor
+    }
+
+    /// The validator of the parameters, compiled on first use and shared by clones, or why the host cannot
+    /// enforce the schema; every call of such a tool is then an error result naming the problem.
+    pub fn validator(&self) -> Result<&Validator, &SchemaDefinitionError> {
+        self.validator
+            .get_or_init(|| Validator::new(self.parameters.clone()))
+            .as_ref()
+    }
+
+    /// Run the tool directly, outside the pipeline (no validation, no hooks, no events).
+    pub fn execute(&self, run: ToolExecution) -> BoxFuture<'static, Result<ToolResult, ToolError>> {
+        self.executor.execute(run)
+    }
+}
+
+impl fmt::Debug for AgentTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentTool")
+            .field("name", &self.name)
+            .field("label", &self.label)
+            .field("execution_mode", &self.execution_mode)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(receiver: &UpdateReceiver) -> Vec<String> {
+        std::iter::from_fn(|| receiver.try_recv())
+            .map(|r| r.text_lines())
+            .collect()
+    }
+
+    #[test]
+    fn a_flood_without_a_consumer_keeps_the_oldest_and_the_newest_within_the_bound() {
+        let (sink, receiver) = UpdateSink::channel();
+        for i in 0..10_000 {
+            sink.update(ToolResult::text(format!("{i}")));
+        }
+        let got = texts(&receiver);
+        assert_eq!(got.len(), PENDING_UPDATES);
+        assert_eq!(got[0], "0");
+        assert_eq!(got[PENDING_UPDATES - 2], format!("{}", PENDING_UPDATES - 2));
+        assert_eq!(
+            got[PENDING_UPDATES - 1],
+            "9999",
+            "the newest update wins the last place"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_blocking_producer_waits_for_room_and_loses_nothing() {
+        let (sink, receiver) = UpdateSink::channel();
+        let runtime = tokio::runtime::Handle::current();
+        let producer = tokio::task::spawn_blocking(move || {
+            (0..1000).all(|i| {
+                sink.update_blocking(&runtime, ToolResult::text(format!("{i}")), std::future::pending())
+            })
+        });
+        let mut got = Vec::new();
+        while got.len() < 1000 {
+            let partial = receiver.recv().await;
+            got.push(partial.text_lines());
+            if got.len() % 100 == 0 {
+                // A slow consumer: the producer must wait, never exceed the bound.
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                assert!(receiver.inner.queue().len() <= PENDING_UPDATES);
+            }
+        }
+        assert!(producer.await.unwrap());
+        let expected: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+        assert_eq!(got, expected);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_producer_gives_up_when_stopped_or_when_the_call_settles() {
+        let (sink, mut receiver) = UpdateSink::channel();
+        for i in 0..PENDING_UPDATES {
+            sink.update(ToolResult::text(format!("{i}")));
+        }
+        let stopped = sink
+            .update_or_stop(ToolResult::text("late"), std::future::ready(()))
+            .await;
+        assert!(!stopped, "a full queue and a stop: the update is dropped");
+        let waiting = tokio::spawn({
+            let sink = sink.clone();
+            async move {
+                sink.update_or_stop(ToolResult::text("after"), std::future::pending())
+                    .await
+            }
+        });
+        tokio::task::yield_now().await;
+        receiver.close();
+        assert!(
+            waiting.await.unwrap(),
+            "released, not stuck, when the call settles"
+        );
+        sink.update(ToolResult::text("ignored"));
+        let got = texts(&receiver);
+        assert_eq!(got.len(), PENDING_UPDATES);
+        assert!(!got.contains(&"ignored".to_string()) && !got.contains(&"after".to_string()));
+    }
+}

@@ -1,0 +1,74 @@
+//! The built-in tools: `read`, `bash`, `edit`, `write`, `grep`, `find` and `ls`, pi 1.6.0's semantics, linked
+//! natively from their plugin crates and run under the built-ins' default grants.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use toolwright_sdk::Tool;
+
+use crate::{NativeEnv, tool_definition};
+use toolwright_core::definition::{ToolDefinition, ToolSource, wrap_tool_definition};
+use toolwright_core::hooks::{AfterToolCall, AfterToolCallContext, AfterToolCallResult, after_tool_call};
+use toolwright_core::tool::AgentTool;
+
+/// The built-in tools' names, in pi's order.
+pub const NAMES: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+
+/// The built-in tools as SDK tools, in pi's order.
+pub fn tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(toolwright_tool_read::Read),
+        Arc::new(toolwright_tool_bash::Bash),
+        Arc::new(toolwright_tool_edit::Edit),
+        Arc::new(toolwright_tool_write::Write),
+        Arc::new(toolwright_tool_grep::Grep),
+        Arc::new(toolwright_tool_find::Find),
+        Arc::new(toolwright_tool_ls::Ls),
+    ]
+}
+
+/// pi's image normalisation of every result (auto-resize on: too large images scaled down, unsupported formats
+/// converted), as an `after_tool_call` hook. A session runs it after every other hook, whoever added the
+/// images; the structured content is kept.
+pub fn normalize_images() -> AfterToolCall {
+    after_tool_call(|ctx: AfterToolCallContext, _cancel| async move {
+        let content = toolwright_tool_read::normalize_images(&ctx.result.content);
+        Ok(content.map(|content| AfterToolCallResult {
+            content: Some(content),
+            structured_content: ctx.result.structured_content,
+            ..Default::default()
+        }))
+    })
+}
+
+/// The built-in tools' definitions, running natively in `env`.
+pub fn definitions(env: &NativeEnv) -> Vec<ToolDefinition> {
+    tools()
+        .into_iter()
+        .map(|tool| tool_definition(tool, env.clone(), ToolSource::Builtin))
+        .collect()
+}
+
+/// The built-in tools for the workspace `cwd`, with their default grants, ready for the pipeline.
+pub fn agent_tools(cwd: &Path) -> std::io::Result<Vec<AgentTool>> {
+    let env = NativeEnv::builtin(cwd)?;
+    Ok(definitions(&env)
+        .iter()
+        .map(|d| wrap_tool_definition(d, None))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_schema_can_be_enforced() {
+        for tool in tools() {
+            let spec = tool.spec();
+            if let Err(e) = toolwright_core::schema::Validator::new(spec.parameters.clone()) {
+                panic!("{}: {e}", spec.name);
+            }
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! # toolwright-native
+//!
+//! Native tools: an [`sdk::Tool`](toolwright_sdk::Tool) linked into the host becomes a [`ToolDefinition`]
+//! whose calls run on a blocking thread with a [`Ctx`] backed by cap-std grants and real processes.
+//!
+//! ## Map
+//!
+//! - this file: [`NativeEnv`] (what a native tool may touch) and [`tool_definition`], the adapter.
+//! - [`grants`]: directories as cap-std capabilities ([`grants::GrantedFiles`]), and the refusal texts that name
+//!   the grant which would allow an access.
+//! - [`builtins`]: the seven built-in tools, linked natively from their plugin crates.
+//! - `programs`: which programs a tool may start, resolved from the host's `PATH` ([`Programs`],
+//!   [`ProgramGrant`]); `confine`: Landlock rules for them ([`Confinement`]); `scope`: a per-call cgroup
+//!   ([`CallScope`]); `process`: the processes themselves ([`NativeProcess`]); `mutation`: pi's file mutation
+//!   queue ([`FileMutationQueue`]).
+
+pub mod builtins;
+mod confine;
+pub mod grants;
+mod mutation;
+mod process;
+mod programs;
+mod scope;
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolwright_sdk::{
+    CallOutcome, Command, Ctx, Files, LogLevel, Process, TempFile, Tool, ToolError, ToolResult, paths,
+};
+
+pub use confine::{Confinement, SYSTEM_DEVICES, SYSTEM_EXEC, SYSTEM_READ, Tcp, landlock_abi};
+pub use mutation::FileMutationQueue;
+pub use process::NativeProcess;
+pub use programs::{GrantedProgram, Launch, ProgramGrant, Programs, Unresolved, steers_code};
+pub use scope::CallScope;
+
+use crate::grants::GrantedFiles;
+use toolwright_core::definition::{ToolContext, ToolDefinition, ToolSource};
+use toolwright_core::tool::{ToolExecution, UpdateSink};
+
+/// What grants are made from in the host's own process environment: read once, by whoever assembles a
+/// session ([`HostEnv::current`]), and passed down, so nothing below reads `std::env` to decide a grant.
+#[derive(Debug, Clone, Default)]
+pub struct HostEnv {
+    /// The host's `PATH`, where granted programs are looked up.
+    pub path: String,
+    /// The home directory.
+    pub home: Option<String>,
+    /// The temporary directory.
+    pub temp_dir: PathBuf,
+    /// Every variable, as `(name, value)`.
+    pub vars: Vec<(String, String)>,
+}
+
+impl HostEnv {
+    /// `PATH` when a host has none.
+    pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+    /// This process's environment.
+    pub fn current() -> Self {
+        HostEnv {
+            path: std::env::var("PATH").unwrap_or_else(|_| Self::DEFAULT_PATH.into()),
+            home: std::env::var("HOME").ok(),
+            temp_dir: std::env::temp_dir(),
+            vars: std::env::vars().collect(),
+        }
+    }
+
+    /// The variables named in `granted` (`*`: all), minus `denied` (`*`: all).
+    pub fn vars_granted(&self, granted: &[String], denied: &[String]) -> Vec<(String, String)> {
+        if denied.iter().any(|d| d == "*") {
+            return Vec::new();
+        }
+        let all = granted.iter().any(|v| v == "*");
+        self.vars
+            .iter()
+            .filter(|(k, _)| (all || granted.contains(k)) && !denied.contains(k))
+            .cloned()
+            .collect()
+    }
+}
+
+/// What native tools run with: the workspace, the grants, the environment and the shared file queue.
+#[derive(Debug, Clone)]
+pub struct NativeEnv {
+    /// The workspace (absolute).
+    pub cwd: String,
+    /// The user's home directory.
+    pub home: Option<String>,
+    /// The files the tools may touch.
+    pub files: Arc<GrantedFiles>,
+    /// The programs they may start.
+    pub programs: ProgramGrant,
+    /// The environment variables they see.
+    pub env: Arc<Vec<(String, String)>>,
+    /// Where temporary files go.
+    pub temp_dir: PathBuf,
+    /// pi's file mutation queue, shared by every tool of a session.
+    pub mutations: Arc<FileMutationQueue>,
+}
+
+impl NativeEnv {
+    /// The built-ins' default: read anywhere, write in `cwd`, start any program, this process's environment.
+    pub fn builtin(cwd: &std::path::Path) -> io::Result<Self> {
+        Self::builtin_in(cwd, &HostEnv::current())
+    }
+
+    /// The built-ins' default in the host environment `host`: read anywhere, write in `cwd`, start any program,
+    /// every variable.
+    pub fn builtin_in(cwd: &std::path::Path, host: &HostEnv) -> io::Result<Self> {
+        let files = GrantedFiles::open(&grants::builtin_default(cwd))?;
+        Ok(NativeEnv {
+            cwd: paths::normalize(&cwd.to_string_lossy()),
+            home: host.home.clone(),
+            files: Arc::new(files),
+            programs: ProgramGrant::Any,
+            env: Arc::new(host.vars.clone()),
+            temp_dir: host.temp_dir.clone(),
+            mutations: Arc::default(),
+        })
+    }
+}
+
+/// The [`Ctx`] of one native call.
+struct NativeCtx {
+    env: NativeEnv,
+    cwd: String,
+    cancel: CancellationToken,
+    updates: UpdateSink,
+    tool: String,
+    /// The session context: nested calls go through it.
+    session: Option<ToolContext>,
+    /// The runtime the call's blocking thread belongs to, for nested calls.
+    runtime: tokio::runtime::Handle,
+    /// The processes the call started: all killed when the call ends (this context is dropped).
+    processes: CallScope,
+}
+
+impl NativeCtx {
+    fn run_nested(&self, calls: &[(String, Value)]) -> Vec<CallOutcome> {
+        let Some(session) = &self.session else {
+            return calls
+                .iter()
+                .map(|_| CallOutcome::error(toolwright_sdk::NESTED_CALLS_UNAVAILABLE))
+                .collect();
+        };
+        // The tool runs on a blocking thread of the runtime: waiting here blocks no async worker.
+        self.runtime.block_on(futures::future::join_all(calls.iter().map(
+            |(name, args)| async move {
+                let outcome = session
+                    .execute_tool(name, args.clone(), UpdateSink::discard())
+                    .await;
+                CallOutcome {
+                    result: outcome.result,
+                    is_error: outcome.is_error,
+                    duration_ms: outcome.duration_ms,
+                }
+            },
+        )))
+    }
+}
+
+impl Ctx for NativeCtx {
+    fn cwd(&self) -> &str {
+        &self.cwd
+    }
+
+    fn home(&self) -> Option<String> {
+        self.env.home.clone()
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    fn update(&self, partial: ToolResult) {
+        // On the call's blocking thread: a tool sending faster than its updates are consumed waits for room.
+        self.updates
+            .update_blocking(&self.runtime, partial, self.cancel.cancelled());
+    }
+
+    fn log(&self, level: LogLevel, message: &str) {
+        let tool = &self.tool;
+        match level {
+            LogLevel::Debug => tracing::debug!(tool, "{message}"),
+            LogLevel::Info => tracing::info!(tool, "{message}"),
+            LogLevel::Warn => tracing::warn!(tool, "{message}"),
+            LogLevel::Error => tracing::error!(tool, "{message}"),
+        }
+    }
+
+    fn files(&self) -> &dyn Files {
+        &*self.env.files
+    }
+
+    fn spawn(&self, command: &Command) -> io::Result<Box<dyn Process>> {
+        let launch = self
+            .env
+            .programs
+            .launch(command, &self.env.env, &self.tool)
+            .map_err(|message| io::Error::new(io::ErrorKind::PermissionDenied, message))?;
+        Ok(Box::new(NativeProcess::spawn(command, &launch, &self.processes)?))
+    }
+
+    fn temp_file(&self, prefix: &str, suffix: &str) -> io::Result<TempFile> {
+        let name = format!("{prefix}-{:016x}{suffix}", random_u64());
+        let path = self.env.temp_dir.join(name);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        Ok(TempFile {
+            path: path.to_string_lossy().into_owned(),
+            writer: Box::new(file),
+        })
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        self.env.env.as_ref().clone()
+    }
+
+    fn call_tool(&self, name: &str, arguments: &Value) -> CallOutcome {
+        let calls = [(name.to_owned(), arguments.clone())];
+        self.run_nested(&calls)
+            .pop()
+            .unwrap_or_else(|| CallOutcome::error(toolwright_sdk::NESTED_CALLS_UNAVAILABLE))
+    }
+
+    fn call_tools(&self, calls: &[(String, Value)]) -> Vec<CallOutcome> {
+        self.run_nested(calls)
+    }
+
+    fn tools(&self) -> Vec<toolwright_sdk::LoadoutTool> {
+        self.session.as_ref().map(ToolContext::tools).unwrap_or_default()
+    }
+}
+
+/// 64 random bits from the standard library's per-process random hash keys.
+fn random_u64() -> u64 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(std::process::id().into());
+    hasher.finish()
+}
+
+/// The [`ToolDefinition`] of a native tool: calls run on a blocking thread; calls modifying the same file wait
+/// for each other in call order.
+pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) -> ToolDefinition {
+    let spec = tool.spec();
+    let mutates = spec.mutates_files;
+    let name = spec.name.clone();
+    let runner = tool.clone();
+    let execute = move |run: ToolExecution, ctx: Option<ToolContext>| {
+        let (tool, env, name) = (runner.clone(), env.clone(), name.clone());
+        async move {
+            // pi's built-ins resolve against the context's cwd when one is given.
+            let cwd = ctx
+                .as_ref()
+                .map_or_else(|| env.cwd.clone(), |c| paths::normalize(&c.cwd.to_string_lossy()));
+            let target = if mutates {
+                tool.mutated_path(&run.params)
+            } else {
+                None
+            };
+            let _turn = match target {
+                Some(path) => Some(
+                    env.mutations
+                        .lock(&paths::resolve_to_cwd(&path, &cwd, env.home.as_deref()))
+                        .await,
+                ),
+                None => None,
+            };
+            let ctx = NativeCtx {
+                tool: name,
+                env,
+                cwd,
+                cancel: run.cancel,
+                updates: run.updates,
+                session: ctx,
+                runtime: tokio::runtime::Handle::current(),
+                processes: CallScope::new(),
+            };
+            let call_id = run.call_id;
+            let params = run.params;
+            match tokio::task::spawn_blocking(move || tool.execute(&call_id, params, &ctx)).await {
+                Ok(result) => result,
+                Err(join) if join.is_panic() => Err(ToolError::new(format!(
+                    "execute of a native tool panicked: {}",
+                    panic_message(join.into_panic())
+                ))),
+                Err(_) => Err(ToolError::new("Operation aborted")),
+            }
+        }
+    };
+    let mut definition = ToolDefinition::from_spec(&spec, source, execute);
+    if spec.prepares_loadout {
+        let hook = tool.clone();
+        definition.prepare_loadout = Some(Arc::new(
+            move |loadout: &toolwright_core::definition::ToolLoadout| hook.prepare_loadout(&loadout.to_sdk()),
+        ));
+    }
+    if spec.prepares_arguments {
+        let shim = tool;
+        definition.prepare_arguments = Some(Arc::new(move |args: &Value| {
+            Ok(shim.prepare_arguments(args)?.unwrap_or_else(|| args.clone()))
+        }));
+    }
+    definition
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}

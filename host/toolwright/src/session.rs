@@ -1,0 +1,346 @@
+//! [`Session`]: everything a batch of tool calls needs, in one object an embedder builds once.
+//!
+//! A session owns the registry, the pipeline, the nested-call runner, the plugin host (feature `wasm`) and the
+//! hooks. Its hooks are one documented chain ([`HookChain`]), the embedder's first, then the handler plugins',
+//! then pi's image normalisation: before execution the embedder's `before_tool_call` hooks in the order given,
+//! then the handler plugins' `tool_call` handlers in load order; after it, the embedder's `after_tool_call`
+//! hooks, then the handler plugins' `tool_result` handlers, then image normalisation. Nothing replaces anything
+//! else. Nested calls, `tool_search` activation and loadout hooks work through it with no
+//! further step: every batch takes the active tools afresh.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolwright_core::dispatch::{CallOutcome, Dispatcher};
+
+use crate::hooks::{AfterToolCall, BeforeToolCall, HookChain};
+use crate::pipeline::{BatchOutcome, EventSink, Pipeline};
+#[cfg(not(feature = "wasm"))]
+use crate::registry::RegistrySources;
+use crate::registry::{Selection, SelectionError, SharedRegistry};
+use crate::toolset::{BuiltinMode, ToolsetError, ToolsetOptions};
+use crate::types::AssistantMessage;
+use crate::{ExecutionMode, Exposure, ToolDefinition};
+
+/// Why a session could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The selection cannot be used (checked before any plugin is compiled).
+    #[error(transparent)]
+    Selection(#[from] SelectionError),
+    /// The tools could not be assembled.
+    #[error(transparent)]
+    Toolset(#[from] ToolsetError),
+    /// An exposure was set for a tool no source has.
+    #[error("there is no tool named `{0}` to expose")]
+    UnknownTool(String),
+}
+
+/// How to build a [`Session`]; from [`Session::builder`].
+#[must_use]
+pub struct SessionBuilder {
+    options: ToolsetOptions,
+    selection: Selection,
+    tools: Vec<ToolDefinition>,
+    before: Vec<BeforeToolCall>,
+    after: Vec<AfterToolCall>,
+    mode: ExecutionMode,
+    exposures: Vec<(String, Exposure)>,
+}
+
+impl std::fmt::Debug for SessionBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionBuilder")
+            .field("options", &self.options)
+            .field("selection", &self.selection)
+            .field("tools", &self.tools.len())
+            .field("hooks", &(self.before.len(), self.after.len()))
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionBuilder {
+    /// Load plugins from every `.wasm` in `dir` (repeatable; trusted: the policy files' grants apply).
+    #[cfg(feature = "wasm")]
+    pub fn plugins(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.options.plugin_dirs.push(dir.into());
+        self
+    }
+
+    /// Grant what the policy file `file` grants (repeatable; grants add up, denials win).
+    pub fn policy(mut self, file: impl Into<PathBuf>) -> Self {
+        self.options.policy_files.push(file.into());
+        self
+    }
+
+    /// Also load what the `toolwright` command line loads: the user's and the project's plugin directories and
+    /// policy files.
+    pub fn user_config(mut self) -> Self {
+        let defaults = ToolsetOptions::new(&self.options.cwd);
+        let mut dirs = defaults.plugin_dirs;
+        dirs.append(&mut self.options.plugin_dirs);
+        self.options.plugin_dirs = dirs;
+        let mut files = defaults.policy_files;
+        files.append(&mut self.options.policy_files);
+        self.options.policy_files = files;
+        self.options.project_plugin_dir = defaults.project_plugin_dir;
+        self.options.project_policy = defaults.project_policy;
+        self.options.cache_dir = self.options.cache_dir.or(defaults.cache_dir);
+        self
+    }
+
+    /// Everything to load, as the command line builds it (replaces what was set before, the workspace
+    /// included: `options.cwd` is the session's).
+    pub fn options(mut self, options: ToolsetOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Cache compiled plugins in `dir` (none: compile on every load).
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.options.cache_dir = dir;
+        self
+    }
+
+    /// Run the built-ins natively or as wasm plugins (feature `wasm`).
+    pub fn builtins(mut self, mode: BuiltinMode) -> Self {
+        self.options.builtins = mode;
+        self
+    }
+
+    /// Which tools are registered and active (pi's `--tools`, `--exclude-tools`, `--no-tools`).
+    pub fn selection(mut self, selection: Selection) -> Self {
+        self.selection = selection;
+        self
+    }
+
+    /// Register a tool of the embedding application (pi's SDK custom tool); it replaces a built-in or plugin
+    /// tool of the same name.
+    pub fn tool(mut self, definition: ToolDefinition) -> Self {
+        self.tools.push(definition);
+        self
+    }
+
+    /// Add a `before_tool_call` hook; it runs before the handler plugins' (see the module docs).
+    pub fn before_tool_call(mut self, hook: BeforeToolCall) -> Self {
+        self.before.push(hook);
+        self
+    }
+
+    /// Add an `after_tool_call` hook; it runs before the handler plugins' `tool_result` and image normalisation.
+    pub fn after_tool_call(mut self, hook: AfterToolCall) -> Self {
+        self.after.push(hook);
+        self
+    }
+
+    /// Run every batch sequentially or in parallel (the default).
+    pub fn execution_mode(mut self, mode: ExecutionMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Change how the model reaches the built-in or plugin tool `tool`; building fails when no tool has the name.
+    pub fn expose(mut self, tool: impl Into<String>, exposure: Exposure) -> Self {
+        self.exposures.push((tool.into(), exposure));
+        self
+    }
+
+    /// Load the tools and wire the session. Plugins that fail to load are reported in
+    /// [`Session::plugin_errors`], not fatal.
+    pub fn build(self) -> Result<Session, SessionError> {
+        // A bad selection is reported before any plugin is compiled.
+        self.selection.check()?;
+        let parts = Parts::load(&self.options)?;
+        self.finish(parts)
+    }
+
+    fn finish(self, mut parts: Parts) -> Result<Session, SessionError> {
+        for (tool, exposure) in &self.exposures {
+            if !parts.set_exposure(tool, *exposure) {
+                return Err(SessionError::UnknownTool(tool.clone()));
+            }
+        }
+        let registry = parts.registry(&self.selection, self.tools)?;
+        let mut chain = HookChain::new();
+        for hook in self.before {
+            chain.push_before(hook);
+        }
+        let plugin_hooks = parts.hooks();
+        let (handlers_before, handlers_after) = plugin_hooks.into_parts();
+        for hook in handlers_before {
+            chain.push_before(hook);
+        }
+        for hook in self.after {
+            chain.push_after(hook);
+        }
+        for hook in handlers_after {
+            chain.push_after(hook);
+        }
+        chain.push_after(crate::builtins::normalize_images());
+        let pipeline = Pipeline::new().with_tool_execution(self.mode).with_hooks(&chain);
+        let dispatcher = Dispatcher::new(registry, pipeline, &self.options.cwd);
+        Ok(Session {
+            dispatcher,
+            parts,
+            options: self.options,
+        })
+    }
+}
+
+/// The tools a session is made of: the loaded toolset with `wasm`, else the native built-ins.
+#[cfg(feature = "wasm")]
+type Parts = crate::toolset::Toolset;
+
+#[cfg(not(feature = "wasm"))]
+struct Parts {
+    builtins: Vec<ToolDefinition>,
+}
+
+#[cfg(not(feature = "wasm"))]
+impl Parts {
+    fn load(options: &ToolsetOptions) -> Result<Self, ToolsetError> {
+        if options.builtins == BuiltinMode::Wasm || !options.wasm_builtins.is_empty() {
+            return Err(ToolsetError::NotBuilt(
+                "the built-ins cannot run as wasm plugins: this toolwright was built without the `wasm` feature",
+            ));
+        }
+        if !options.plugin_dirs.is_empty() {
+            tracing::warn!(
+                "plugin directories are not loaded: this toolwright was built without the `wasm` feature"
+            );
+        }
+        let host = crate::native::HostEnv::current();
+        let policy = crate::toolset::load_policy(options, &host)?;
+        let mutations = std::sync::Arc::new(crate::native::FileMutationQueue::default());
+        Ok(Parts {
+            builtins: crate::toolset::native_builtins(options, &policy, &host, &mutations)?,
+        })
+    }
+
+    fn set_exposure(&mut self, tool: &str, exposure: Exposure) -> bool {
+        let mut found = false;
+        for definition in self.builtins.iter_mut().filter(|d| d.name == tool) {
+            definition.exposure = exposure;
+            found = true;
+        }
+        found
+    }
+
+    fn registry(
+        &self,
+        selection: &Selection,
+        embedder: Vec<ToolDefinition>,
+    ) -> Result<SharedRegistry, SelectionError> {
+        let sources = RegistrySources {
+            builtins: self.builtins.clone(),
+            extensions: Vec::new(),
+            embedder,
+        };
+        crate::registry::Registry::with_tool_search(sources, selection)
+    }
+
+    fn hooks(&self) -> HookChain {
+        HookChain::new()
+    }
+}
+
+/// A session: tools, hooks and nested calls wired together (see the module docs).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), toolwright::session::SessionError> {
+/// use toolwright::{AssistantMessage, EventLog, Session, ToolCall};
+/// let session = Session::builder("/path/to/workspace").build()?;
+/// let message = AssistantMessage {
+///     tool_calls: vec![ToolCall::new("c1", "ls", serde_json::json!({}))],
+///     ..Default::default()
+/// };
+/// let events = EventLog::new();
+/// let outcome = session.run(&message, &events, &Default::default()).await;
+/// # Ok(()) }
+/// ```
+pub struct Session {
+    dispatcher: Dispatcher,
+    /// Keeps the plugins loaded as long as their tools can run.
+    #[cfg_attr(not(feature = "wasm"), allow(dead_code))]
+    parts: Parts,
+    options: ToolsetOptions,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("dispatcher", &self.dispatcher)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// A builder for a session working in `cwd`: the seven built-ins natively, nothing else until asked for
+    /// (no plugin directory, no policy file, no cache; see [`SessionBuilder::user_config`]).
+    pub fn builder(cwd: impl Into<PathBuf>) -> SessionBuilder {
+        let cwd = cwd.into();
+        SessionBuilder {
+            options: ToolsetOptions::bare(cwd),
+            selection: Selection {
+                default_tools: Some(crate::builtins::NAMES.iter().map(|s| s.to_string()).collect()),
+                ..Default::default()
+            },
+            tools: Vec::new(),
+            before: Vec::new(),
+            after: Vec::new(),
+            mode: ExecutionMode::Parallel,
+            exposures: Vec::new(),
+        }
+    }
+
+    /// Run the tool calls of `message` (pi's `executeToolCalls`) against the active tools, every event (nested
+    /// calls' included) to `sink`; `cancel` aborts the batch.
+    pub async fn run(
+        &self,
+        message: &AssistantMessage,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> BatchOutcome {
+        self.dispatcher.run(message, sink, cancel).await
+    }
+
+    /// Run one call of `name` with `args`, without events.
+    pub async fn call(&self, name: &str, args: Value) -> CallOutcome {
+        self.dispatcher.call(name, args, &CancellationToken::new()).await
+    }
+
+    /// The registry, pipeline and nested-call runner (for an MCP server, or to read the registry).
+    pub fn dispatcher(&self) -> &Dispatcher {
+        &self.dispatcher
+    }
+
+    /// The registry: registered, active, declared and callable tools.
+    pub fn registry(&self) -> &SharedRegistry {
+        self.dispatcher.registry()
+    }
+
+    /// The workspace.
+    pub fn cwd(&self) -> &Path {
+        &self.options.cwd
+    }
+
+    /// What was loaded.
+    pub fn options(&self) -> &ToolsetOptions {
+        &self.options
+    }
+
+    /// The loaded toolset: plugins, their grants and identities, what failed to load.
+    #[cfg(feature = "wasm")]
+    pub fn toolset(&self) -> &crate::toolset::Toolset {
+        &self.parts
+    }
+
+    /// The plugins that could not be loaded, and why.
+    #[cfg(feature = "wasm")]
+    pub fn plugin_errors(&self) -> &[crate::wasm::PluginError] {
+        &self.parts.errors
+    }
+}

@@ -1,0 +1,212 @@
+//! Assembling the tools of a session: the built-ins (native or as wasm plugins) and the plugins of the plugin
+//! directories, with clear reports of what could not be loaded.
+//!
+//! [`Toolset::load`] runs named steps in order: [`load_policy`], [`native_builtins`], then (feature `wasm`) the
+//! plugins, each under its decided grants, a wasm built-in taking the place of its native twin, and codemode.
+
+#[cfg(feature = "wasm")]
+mod plugins;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::definition::ToolDefinition;
+use crate::grants::{Grant, GrantedFiles};
+use crate::native::{FileMutationQueue, HostEnv, NativeEnv, ProgramGrant};
+use crate::policy::{PluginPolicy, Policy};
+#[cfg(feature = "wasm")]
+pub use plugins::Toolset;
+
+/// How the built-in tools run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BuiltinMode {
+    /// Linked into the host.
+    #[default]
+    Native,
+    /// As wasm plugins, from the same source (feature `wasm`).
+    Wasm,
+}
+
+/// What to load.
+#[derive(Debug, Clone)]
+pub struct ToolsetOptions {
+    /// The workspace.
+    pub cwd: PathBuf,
+    /// How the built-ins run.
+    pub builtins: BuiltinMode,
+    /// Built-ins that run as wasm plugins even when the others run natively.
+    pub wasm_builtins: Vec<String>,
+    /// Trusted plugin directories, in load order: the user's (`~/.config/toolwright/plugins`), those given
+    /// with `--plugins` or by the embedding application. Grants of the trusted policy files apply to their
+    /// plugins.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// The project's plugin directory (`<cwd>/.toolwright/plugins`), loaded first and untrusted: its plugins get
+    /// only what the project's own policy grants, and never take the name of a trusted plugin
+    /// (`toolwright::identity`). When it is also one of `plugin_dirs`, it was trusted on purpose and counts as
+    /// that.
+    pub project_plugin_dir: Option<PathBuf>,
+    /// Where compiled components are cached (none: compile every time).
+    pub cache_dir: Option<PathBuf>,
+    /// Trusted policy files: the user's config and files given on the command line (grants add up, denials
+    /// win).
+    pub policy_files: Vec<PathBuf>,
+    /// The project's policy file, confined unless a trusted file lists the workspace in `trusted-projects`.
+    pub project_policy: Option<PathBuf>,
+}
+
+impl ToolsetOptions {
+    /// The built-ins, natively, in `cwd`, with the user's and the project's plugin directories and policy
+    /// files, and the default cache: what the `toolwright` command line loads.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        let cwd = cwd.into();
+        ToolsetOptions {
+            plugin_dirs: user_plugin_dir().into_iter().collect(),
+            project_plugin_dir: Some(project_plugin_dir(&cwd)),
+            policy_files: crate::policy::default_files(),
+            project_policy: Some(crate::policy::project_file(&cwd)),
+            #[cfg(feature = "wasm")]
+            cache_dir: Some(crate::wasm::default_cache_dir()),
+            ..Self::bare(cwd)
+        }
+    }
+
+    /// The built-ins, natively, in `cwd`, and nothing else: no plugin directory, no policy file, no cache
+    /// (what [`Session::builder`](crate::Session::builder) starts from).
+    pub fn bare(cwd: impl Into<PathBuf>) -> Self {
+        ToolsetOptions {
+            cwd: cwd.into(),
+            builtins: BuiltinMode::Native,
+            wasm_builtins: Vec::new(),
+            plugin_dirs: Vec::new(),
+            project_plugin_dir: None,
+            cache_dir: None,
+            policy_files: Vec::new(),
+            project_policy: None,
+        }
+    }
+}
+
+/// The user's plugin directory: `$XDG_CONFIG_HOME/toolwright/plugins` (or `~/.config/toolwright/plugins`).
+pub fn user_plugin_dir() -> Option<PathBuf> {
+    crate::policy::config_dir().map(|c| c.join("plugins"))
+}
+
+/// The project's plugin directory: `<cwd>/.toolwright/plugins`.
+pub fn project_plugin_dir(cwd: &Path) -> PathBuf {
+    cwd.join(".toolwright").join("plugins")
+}
+
+/// Why a toolset could not be assembled at all (a plugin that fails to load is reported, not fatal).
+#[derive(Debug, thiserror::Error)]
+pub enum ToolsetError {
+    /// The workspace cannot be opened for the built-ins' grants.
+    #[error("cannot open the workspace {path}")]
+    Workspace {
+        /// The workspace.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A built-in named to run as wasm does not exist.
+    #[error("`{0}` is not a built-in tool (the built-ins are {names})", names = crate::builtins::NAMES.join(", "))]
+    UnknownBuiltin(String),
+    /// The wasm runtime could not start.
+    #[error("the plugin runtime cannot start: {0}")]
+    Runtime(String),
+    /// What was asked for needs a part this build does not have.
+    #[error("{0}")]
+    NotBuilt(&'static str),
+    /// A policy file is unreadable or invalid.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+}
+
+/// Step 1: the policy in force for `options` (trusted files, then the project's, confined unless trusted).
+/// What the project's file may not set is logged and left out.
+pub fn load_policy(options: &ToolsetOptions, host: &HostEnv) -> Result<Policy, ToolsetError> {
+    let cwd = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
+    let policy = Policy::load_with_project(
+        &options.policy_files,
+        options.project_policy.as_deref(),
+        &cwd,
+        host.home.as_deref(),
+    )?;
+    for line in &policy.ignored {
+        tracing::warn!("ignored from the project's untrusted toolwright.toml: {line}");
+    }
+    Ok(policy)
+}
+
+/// Step 2: the built-in tools running natively in `options.cwd`, under the policy's `[builtins]` grants when it
+/// has them (else the defaults: read anywhere, write in the workspace and the temp directory), sharing
+/// `mutations` with the other tools.
+pub fn native_builtins(
+    options: &ToolsetOptions,
+    policy: &Policy,
+    host: &HostEnv,
+    mutations: &Arc<FileMutationQueue>,
+) -> Result<Vec<ToolDefinition>, ToolsetError> {
+    let workspace_error = |source| ToolsetError::Workspace {
+        path: options.cwd.clone(),
+        source,
+    };
+    let mut env = NativeEnv::builtin_in(&options.cwd, host).map_err(workspace_error)?;
+    if let Some(b) = &policy.builtins {
+        let granted = BuiltinGrants::decide(b, &options.cwd, host);
+        env.files = Arc::new(GrantedFiles::open(&granted.dirs).map_err(workspace_error)?);
+        env.programs = granted.programs;
+        env.env = Arc::new(granted.vars);
+    }
+    env.mutations = mutations.clone();
+    Ok(crate::builtins::definitions(&env))
+}
+
+/// What a policy's `[builtins]` section gives the built-ins: decided by the same rule as a plugin's requests
+/// ([`crate::policy::decide_granted`]: what the section grants, deny wins), then made concrete here.
+pub(crate) struct BuiltinGrants {
+    /// The granted directories that exist.
+    pub dirs: Vec<Grant>,
+    /// The programs.
+    pub programs: ProgramGrant,
+    /// The environment variables, with their values from the host.
+    pub vars: Vec<(String, String)>,
+}
+
+impl BuiltinGrants {
+    pub(crate) fn decide(section: &PluginPolicy, cwd: &Path, host: &HostEnv) -> Self {
+        let cwd_text = toolwright_sdk::paths::normalize(&cwd.to_string_lossy());
+        let effective = crate::policy::decide_granted(section, &cwd_text, host.home.as_deref());
+        let dirs: Vec<Grant> = effective
+            .dirs
+            .iter()
+            .filter(|d| d.path.is_dir())
+            .map(|d| {
+                if d.write {
+                    Grant::read_write(d.path.clone())
+                } else {
+                    Grant::read_only(d.path.clone())
+                }
+            })
+            .collect();
+        let any_program = effective
+            .spawn_rules
+            .iter()
+            .any(|r| r.program == "*" && r.args.is_none());
+        let programs = if any_program && section.deny.spawn.is_empty() {
+            ProgramGrant::Any
+        } else {
+            let writable: Vec<PathBuf> = dirs.iter().filter(|g| g.write).map(|g| g.path.clone()).collect();
+            // The built-ins' programs are resolved like a plugin's, but run unconfined with any variables, as
+            // they always have: the built-in tools are the host's own code.
+            ProgramGrant::Only(crate::native::Programs::new(
+                &effective.spawn_rules,
+                &host.path,
+                &writable,
+                None,
+                None,
+            ))
+        };
+        let vars = host.vars_granted(&effective.env, &section.deny.env);
+        BuiltinGrants { dirs, programs, vars }
+    }
+}

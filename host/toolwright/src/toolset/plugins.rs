@@ -1,0 +1,397 @@
+//! [`Toolset`]: the built-ins and the plugins of a session, loaded (feature `wasm`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{
+    BuiltinGrants, BuiltinMode, ToolsetError, ToolsetOptions, load_policy, native_builtins, user_plugin_dir,
+};
+use crate::definition::{ToolDefinition, ToolSource, wrap_tool_definition};
+use crate::hooks::HookChain;
+use crate::native::{FileMutationQueue, HostEnv, ProgramGrant};
+use crate::policy::{Effective, Policy};
+use crate::tool::AgentTool;
+use crate::wasm::identity::{self, PinStatus, PluginIdentity, PluginLocation};
+use crate::wasm::{Plugin, PluginError, PluginHost, Preopen, WasmGrants};
+
+impl ToolsetOptions {
+    /// The `.wasm` files of the plugin directories in load order (the project's directory first, then the
+    /// trusted ones in order; files by name), each with where it was found.
+    pub fn plugin_files(&self) -> Vec<(PathBuf, PluginLocation)> {
+        let user = user_plugin_dir();
+        let same = |a: &Path, b: &Path| {
+            a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
+        };
+        let mut dirs: Vec<(&Path, PluginLocation)> = Vec::new();
+        if let Some(project) = &self.project_plugin_dir
+            && !self.plugin_dirs.iter().any(|d| same(d, project))
+        {
+            dirs.push((project, PluginLocation::Project));
+        }
+        for dir in &self.plugin_dirs {
+            let location = match &user {
+                Some(user) if same(user, dir) => PluginLocation::User,
+                _ => PluginLocation::Cli,
+            };
+            dirs.push((dir, location));
+        }
+        dirs.into_iter()
+            .flat_map(|(dir, location)| {
+                PluginHost::discover(&[dir.to_owned()])
+                    .into_iter()
+                    .map(move |file| (file, location))
+            })
+            .collect()
+    }
+}
+
+/// The tools of a session, and what happened while loading them.
+pub struct Toolset {
+    /// The built-in tools, native or wasm, in pi's order.
+    pub builtins: Vec<ToolDefinition>,
+    /// The plugins' tools, in load order (the first plugin to offer a name wins).
+    pub extension_tools: Vec<ToolDefinition>,
+    /// The plugins that loaded (built-ins included when they run as wasm).
+    pub plugins: Vec<Plugin>,
+    /// The plugins that did not, and why.
+    pub errors: Vec<PluginError>,
+    /// Tools of later sources that replaced an earlier tool of the same name: (name, replaced by).
+    pub overrides: Vec<(String, PathBuf)>,
+    /// The runtime, when any wasm plugin is loaded.
+    pub host: Option<Arc<PluginHost>>,
+    /// The policy in force.
+    pub policy: Policy,
+    /// What each third-party plugin was granted and refused, by plugin name.
+    pub grants: Vec<(String, Effective)>,
+    /// Where each loaded plugin came from, its file's digest and its pin status.
+    pub identities: Vec<PluginIdentity>,
+    handler_grants: Vec<WasmGrants>,
+    /// pi's `codemode` (registered as an extension tool, inactive until named; feature `codemode`).
+    pub codemode: Option<ToolDefinition>,
+}
+
+impl std::fmt::Debug for Toolset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let definitions = self.definitions();
+        let names: Vec<_> = definitions.iter().map(|d| d.name.as_str()).collect();
+        f.debug_struct("Toolset")
+            .field("tools", &names)
+            .field("errors", &self.errors)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The plugins found, loaded and kept, with where each came from.
+struct Loaded {
+    plugins: Vec<Plugin>,
+    locations: Vec<PluginLocation>,
+    errors: Vec<PluginError>,
+    host: Option<Arc<PluginHost>>,
+}
+
+impl Toolset {
+    /// Load the built-ins and every plugin of the plugin directories. Plugins compile in parallel, or come from
+    /// the cache.
+    pub fn load(options: &ToolsetOptions) -> Result<Self, ToolsetError> {
+        let host = HostEnv::current();
+        let policy = load_policy(options, &host)?;
+        if let Some(unknown) = options
+            .wasm_builtins
+            .iter()
+            .find(|w| !crate::builtins::NAMES.contains(&w.as_str()))
+        {
+            return Err(ToolsetError::UnknownBuiltin(unknown.clone()));
+        }
+        let mutations = Arc::new(FileMutationQueue::default());
+        // Every built-in has its slot in pi's order, native or wasm.
+        let builtins = match options.builtins {
+            BuiltinMode::Native => native_builtins(options, &policy, &host, &mutations)?,
+            BuiltinMode::Wasm => Vec::new(),
+        };
+        let loaded = load_plugins(options, &policy)?;
+        let mut toolset = Toolset {
+            builtins,
+            extension_tools: Vec::new(),
+            plugins: Vec::new(),
+            errors: loaded.errors,
+            overrides: Vec::new(),
+            host: loaded.host,
+            policy,
+            grants: Vec::new(),
+            identities: Vec::new(),
+            handler_grants: Vec::new(),
+            codemode: codemode(options),
+        };
+        for (plugin, location) in loaded.plugins.into_iter().zip(loaded.locations) {
+            toolset.add_plugin(options, &host, plugin, location, &mutations);
+        }
+        Ok(toolset)
+    }
+
+    /// Step 5, for one plugin: decide its grants (a built-in's from `[builtins]`, a third party's from its
+    /// requests and the policy entry that applies where it came from), then take its tools.
+    fn add_plugin(
+        &mut self,
+        options: &ToolsetOptions,
+        host: &HostEnv,
+        mut plugin: Plugin,
+        location: PluginLocation,
+        mutations: &Arc<FileMutationQueue>,
+    ) {
+        let is_builtin = location == PluginLocation::Builtin;
+        let cwd = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
+        let mut identity = PluginIdentity {
+            path: plugin.path.clone(),
+            location,
+            sha256: identity::hex(&plugin.sha256()),
+            pin: PinStatus::Unpinned,
+        };
+        let mut grants = if is_builtin {
+            self.builtin_grants(&options.cwd, host)
+        } else {
+            let name = &plugin.metadata.name;
+            let entry = identity::policy_for(&self.policy, name, location);
+            identity.pin = identity::pin_status(entry.as_ref(), &identity.sha256);
+            let effective = identity::decide(
+                name,
+                &plugin.metadata.capabilities,
+                &self.policy,
+                &identity,
+                &cwd,
+                host.home.as_deref(),
+            );
+            // Directories that do not exist are not mapped (nor given to the plugin's programs).
+            let mut existing = effective.clone();
+            existing.dirs.retain(|d| d.path.is_dir());
+            let env = host.vars_granted(&existing.env, &[]);
+            let programs = ProgramGrant::for_plugin(&existing, &host.path);
+            let grants = WasmGrants::from_effective(&existing, &options.cwd, env, programs);
+            self.grants.push((name.clone(), effective));
+            grants
+        };
+        // A fuel budget needs the plugin compiled with metering: load it again on the metered engine.
+        if grants.fuel.is_some()
+            && let Some(host) = &self.host
+        {
+            match host.metered(&plugin) {
+                Ok(metered) => plugin = metered,
+                Err(e) => {
+                    self.errors.push(e);
+                    if !is_builtin {
+                        self.grants.pop();
+                    }
+                    return;
+                }
+            }
+        }
+        self.identities.push(identity);
+        grants.mutations = mutations.clone();
+        if let Some(mib) = self.policy.limits.result_mib {
+            grants.result_cap = mib_bytes(mib);
+        }
+        if plugin.is_handler {
+            self.handler_grants.push(grants.clone());
+        }
+        for mut definition in plugin.tool_definitions(&grants) {
+            if is_builtin {
+                definition.source = ToolSource::Builtin;
+                // A wasm built-in takes the place of its native twin, in pi's order.
+                match self.builtins.iter_mut().find(|d| d.name == definition.name) {
+                    Some(native) => *native = definition,
+                    None => self.builtins.push(definition),
+                }
+                continue;
+            }
+            // pi's precedence: an extension's tool replaces a built-in of the same name; between extensions,
+            // the first in load order wins.
+            if let Some(existing) = self.extension_tools.iter().find(|d| d.name == definition.name) {
+                self.errors.push(PluginError::ToolClash {
+                    path: plugin.path.clone(),
+                    tool: definition.name.clone(),
+                    other: match &existing.source {
+                        ToolSource::Plugin { path } => path.clone(),
+                        _ => PathBuf::from("builtin"),
+                    },
+                });
+                continue;
+            }
+            if self.builtins.iter().any(|d| d.name == definition.name) {
+                self.overrides
+                    .push((definition.name.clone(), plugin.path.clone()));
+            }
+            self.extension_tools.push(definition);
+        }
+        self.plugins.push(plugin);
+    }
+
+    /// The wasm built-ins' grants: the defaults, or the policy's `[builtins]` section with its limits (which
+    /// bind the wasm built-ins; natively they are the host's own code, as in pi).
+    fn builtin_grants(&self, cwd: &Path, host: &HostEnv) -> WasmGrants {
+        let mut grants = WasmGrants::builtin(cwd, host);
+        if let Some(section) = &self.policy.builtins {
+            let granted = BuiltinGrants::decide(section, cwd, host);
+            let temp = grants.preopens.pop();
+            grants.preopens = granted
+                .dirs
+                .iter()
+                .map(|g| Preopen {
+                    host: g.path.clone(),
+                    guest: g.path.to_string_lossy().into_owned(),
+                    write: g.write,
+                })
+                .chain(temp)
+                .collect();
+            grants.programs = granted.programs;
+            grants.env = Arc::new(granted.vars);
+            grants.limit(section.timeout_ms, section.memory_mib);
+        }
+        grants
+    }
+
+    /// Where `plugin` came from, its digest and pin status.
+    pub fn identity(&self, plugin: &Plugin) -> Option<&PluginIdentity> {
+        self.identities.iter().find(|id| id.path == plugin.path)
+    }
+
+    /// The handler plugins' hooks, each handler under its own grants, in load order: `tool_call` handlers to run
+    /// before execution and `tool_result` handlers after it (image normalisation is the session's, after all).
+    pub fn hooks(&self) -> HookChain {
+        let handlers: Vec<&Plugin> = self.plugins.iter().filter(|p| p.is_handler).collect();
+        let (before, after) = crate::wasm::handler_hooks(&handlers, &self.handler_grants);
+        let mut chain = HookChain::new();
+        if let Some(before) = before {
+            chain.push_before(before);
+        }
+        if let Some(after) = after {
+            chain.push_after(after);
+        }
+        chain
+    }
+
+    /// A pipeline with the hooks a session chains for these tools (the handler plugins', then image
+    /// normalisation), for running [`Toolset::agent_tools`] without a [`Session`](crate::Session).
+    pub fn pipeline(&self) -> crate::pipeline::Pipeline {
+        let mut chain = self.hooks();
+        chain.push_after(crate::builtins::normalize_images());
+        crate::pipeline::Pipeline::new().with_hooks(&chain)
+    }
+
+    /// Every tool, in registration order (built-ins first, then plugins in load order), a plugin's tool in the
+    /// place of a built-in it replaces.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        let mut definitions = self.builtins.clone();
+        for tool in &self.extension_tools {
+            match definitions.iter_mut().find(|d| d.name == tool.name) {
+                Some(slot) => *slot = tool.clone(),
+                None => definitions.push(tool.clone()),
+            }
+        }
+        definitions
+    }
+
+    /// Change how the model reaches every tool named `tool` (built-in or plugin), as `--expose` does; false when
+    /// no tool has the name.
+    pub fn set_exposure(&mut self, tool: &str, exposure: toolwright_sdk::Exposure) -> bool {
+        let mut found = false;
+        for definition in self.builtins.iter_mut().chain(self.extension_tools.iter_mut()) {
+            if definition.name == tool {
+                definition.exposure = exposure;
+                found = true;
+            }
+        }
+        found
+    }
+
+    /// The registry of these tools with pi's `tool_search`, and `embedder` tools of the application: the sets,
+    /// loadouts and declarations for `selection`.
+    pub fn registry(
+        &self,
+        selection: &crate::registry::Selection,
+        embedder: Vec<ToolDefinition>,
+    ) -> Result<crate::registry::SharedRegistry, crate::registry::SelectionError> {
+        let mut extensions: Vec<ToolDefinition> = self.codemode.iter().cloned().collect();
+        extensions.extend(self.extension_tools.iter().cloned());
+        let sources = crate::registry::RegistrySources {
+            builtins: self.builtins.clone(),
+            extensions,
+            embedder,
+        };
+        crate::registry::Registry::with_tool_search(sources, selection)
+    }
+
+    /// Every tool as the pipeline runs it, whatever its exposure (no registry: see [`Toolset::registry`]).
+    pub fn agent_tools(&self) -> Vec<AgentTool> {
+        self.definitions()
+            .iter()
+            .map(|d| wrap_tool_definition(d, None))
+            .collect()
+    }
+}
+
+/// Step 3: the wasm built-ins asked for and the plugin files, loaded in parallel (or from the cache), with
+/// duplicates between locations resolved by trust ([`identity::dedupe`]).
+fn load_plugins(options: &ToolsetOptions, policy: &Policy) -> Result<Loaded, ToolsetError> {
+    let as_wasm =
+        |name: &str| options.builtins == BuiltinMode::Wasm || options.wasm_builtins.iter().any(|w| w == name);
+    let files = options.plugin_files();
+    let wasm_builtins = crate::builtins::NAMES.iter().any(|n| as_wasm(n));
+    if !wasm_builtins && files.is_empty() {
+        return Ok(Loaded {
+            plugins: Vec::new(),
+            locations: Vec::new(),
+            errors: Vec::new(),
+            host: None,
+        });
+    }
+    let host =
+        PluginHost::shared(options.cache_dir.clone()).map_err(|e| ToolsetError::Runtime(e.to_string()))?;
+    if let Some(mib) = policy.limits.host_memory_mib {
+        host.memory_budget().set_cap(mib_bytes(mib));
+    }
+    let mut sources: Vec<(PathBuf, Option<&'static [u8]>)> = Vec::new();
+    if wasm_builtins {
+        let builtins = crate::wasm::components::BUILTINS.ok_or(ToolsetError::NotBuilt(
+            "this toolwright was built without the wasm built-ins (TOOLWRIGHT_SKIP_WASM_BUILD)",
+        ))?;
+        sources.extend(
+            builtins
+                .iter()
+                .filter(|(name, _)| as_wasm(name))
+                .map(|(name, bytes)| (PathBuf::from(format!("builtin:{name}")), Some(*bytes))),
+        );
+    }
+    let mut locations = vec![PluginLocation::Builtin; sources.len()];
+    locations.extend(files.iter().map(|(_, location)| *location));
+    sources.extend(files.into_iter().map(|(p, _)| (p, None)));
+    let loaded = host.load_all(&sources);
+    let (kept, errors) = identity::dedupe(loaded.into_iter().zip(locations).collect());
+    let (plugins, locations) = kept.into_iter().unzip();
+    Ok(Loaded {
+        plugins,
+        locations,
+        errors,
+        host: Some(host),
+    })
+}
+
+/// Step 4: pi's `codemode`, when this build has it.
+fn codemode(options: &ToolsetOptions) -> Option<ToolDefinition> {
+    #[cfg(feature = "codemode")]
+    {
+        Some(crate::codemode::definition(crate::codemode::CodemodeOptions {
+            cwd: options.cwd.clone(),
+            cache_dir: options.cache_dir.clone(),
+            timeout: Some(crate::wasm::DEFAULT_TIMEOUT),
+        }))
+    }
+    #[cfg(not(feature = "codemode"))]
+    {
+        let _ = options;
+        None
+    }
+}
+
+/// MiB as bytes, saturating.
+fn mib_bytes(mib: u64) -> usize {
+    usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+}

@@ -1,0 +1,68 @@
+//! Builds the reference plugins (the seven built-in tools, and codemode with the `codemode` feature) as
+//! `wasm32-wasip2` components from their crates' sources and embeds them, so a plain `cargo build` needs no
+//! other step. Adds the wasm target with rustup when it is missing.
+//!
+//! Each plugin crate is a dependency of this one and says where its source is through `links` metadata
+//! (`DEP_TOOLWRIGHT_TOOL_<NAME>_SRC`), so this works wherever the crates sit: in this workspace, in a git
+//! checkout, or unpacked from a registry.
+
+use std::path::PathBuf;
+
+#[path = "build/wasm.rs"]
+mod wasm;
+
+const PLUGINS: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+
+/// Where cargo says the dependency `links = "toolwright-<name>"` has its source.
+fn source(name: &str) -> PathBuf {
+    let var = format!("DEP_TOOLWRIGHT_{}_SRC", name.replace('-', "_").to_uppercase());
+    println!("cargo:rerun-if-env-changed={var}");
+    PathBuf::from(std::env::var(&var).unwrap_or_else(|_| panic!("{var} is set by cargo through `links`")))
+}
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=TOOLWRIGHT_SKIP_WASM_BUILD");
+    println!("cargo:rerun-if-changed=build");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
+    let generated = out_dir.join("components.rs");
+    let codemode = std::env::var_os("CARGO_FEATURE_CODEMODE").is_some();
+
+    if std::env::var_os("TOOLWRIGHT_SKIP_WASM_BUILD").is_some() {
+        println!("cargo:warning=TOOLWRIGHT_SKIP_WASM_BUILD is set: the wasm built-ins are not built");
+        let code = "/// Not built (TOOLWRIGHT_SKIP_WASM_BUILD).\npub const BUILTINS: Option<&[(&str, &[u8])]> = None;\n\
+                    /// Not built.\npub const CODEMODE: Option<&[u8]> = None;\n";
+        std::fs::write(&generated, code).expect("write the generated file");
+        return;
+    }
+    let sdk = source("sdk");
+    println!("cargo:rerun-if-changed={}", sdk.display());
+    wasm::ensure_target();
+    let target_dir = wasm::target_dir(&out_dir);
+    let mut code = String::from(
+        "/// The built-in tools as wasm components: (name, component bytes).\npub const BUILTINS: Option<&[(&str, &[u8])]> = Some(&[\n",
+    );
+    for plugin in PLUGINS {
+        let dir = source(&format!("tool-{plugin}"));
+        println!("cargo:rerun-if-changed={}", dir.display());
+        let wasm = wasm::build(&dir, &target_dir, &format!("toolwright-tool-{plugin}"));
+        code.push_str(&format!(
+            "    ({plugin:?}, include_bytes!({:?})),\n",
+            wasm.display().to_string()
+        ));
+    }
+    code.push_str("]);\n");
+    if codemode {
+        let dir = source("tool-codemode");
+        println!("cargo:rerun-if-changed={}", dir.display());
+        let wasm = wasm::build(&dir, &target_dir, "toolwright-tool-codemode");
+        code.push_str(&format!(
+            "/// The codemode tool (the Boa engine inside) as a wasm component.\npub const CODEMODE: Option<&[u8]> = Some(include_bytes!({:?}));\n",
+            wasm.display().to_string()
+        ));
+    } else {
+        code.push_str(
+            "/// Built without the `codemode` feature.\npub const CODEMODE: Option<&[u8]> = None;\n",
+        );
+    }
+    std::fs::write(&generated, code).expect("write the generated file");
+}

@@ -1,0 +1,16 @@
+//! Private bindings of `wit/plugin.wit`: generated code stays here; the rest of the module speaks the host's
+//! own types.
+
+#![allow(missing_docs, unreachable_pub, clippy::unwrap_used)] // Generated code.
+
+wasmtime::component::bindgen!({
+    path: "wit",
+    world: "full-plugin",
+    with: {
+        "toolwright:plugin/process.child": super::process::ChildProcess,
+    },
+    imports: { default: trappable },
+});
+
+pub use self::exports::toolwright::plugin::{handler, tool};
+pub use self::toolwright::plugin::{host, process, types};

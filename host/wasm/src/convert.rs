@@ -1,0 +1,283 @@
+//! Conversions between the generated WIT types and the host's own types. JSON-by-nature values cross as text
+//! and are parsed here; a plugin that sends malformed JSON gets an error naming the field.
+
+use serde_json::Value;
+use toolwright_sdk::{
+    Capability, CapabilityRequest, Content, Cost, ExecutionMode, Exposure, PluginMetadata, ToolAnnotations,
+    ToolNamespace, ToolSpec, Usage,
+};
+
+use super::bindings::types as wit;
+use toolwright_core::types::ToolResult;
+
+fn json(field: &str, text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("`{field}` is not JSON: {e}"))
+}
+
+fn json_opt(field: &str, text: Option<String>) -> Result<Option<Value>, String> {
+    text.map(|t| json(field, &t)).transpose()
+}
+
+/// A plugin's result as the host's.
+pub fn result_from_wit(r: wit::ToolResult) -> Result<ToolResult, String> {
+    Ok(ToolResult {
+        content: r
+            .content
+            .into_iter()
+            .map(content_from_wit)
+            .collect::<Result<_, _>>()?,
+        details: json_opt("details", r.details)?,
+        structured_content: json_opt("structured-content", r.structured_content)?,
+        usage: r.usage.map(usage_from_wit),
+        is_error: r.is_error,
+        terminate: r.terminate,
+    })
+}
+
+/// The host's result as the plugin's.
+pub fn result_to_wit(r: &ToolResult) -> wit::ToolResult {
+    wit::ToolResult {
+        content: r.content.iter().map(content_to_wit).collect(),
+        details: r.details.as_ref().map(Value::to_string),
+        structured_content: r.structured_content.as_ref().map(Value::to_string),
+        usage: r.usage.as_ref().map(usage_to_wit),
+        is_error: r.is_error,
+        terminate: r.terminate,
+    }
+}
+
+/// The image types a model accepts; anything else would be refused by the provider, or misread.
+const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// A content block from a plugin; an image must be base64 of one of [`IMAGE_TYPES`] before a model sees it.
+fn content_from_wit(c: wit::Content) -> Result<Content, String> {
+    match c {
+        wit::Content::Text(text) => Ok(Content::Text { text }),
+        wit::Content::Image(i) => {
+            if !IMAGE_TYPES.contains(&i.mime_type.as_str()) {
+                return Err(format!(
+                    "an image's `mimeType` must be one of {}, not `{}`",
+                    IMAGE_TYPES.join(", "),
+                    i.mime_type
+                ));
+            }
+            use base64::Engine as _;
+            if let Err(e) = base64::engine::general_purpose::STANDARD.decode(&i.data) {
+                return Err(format!("an image's `data` is not valid base64: {e}"));
+            }
+            Ok(Content::Image {
+                data: i.data,
+                mime_type: i.mime_type,
+            })
+        }
+    }
+}
+
+fn content_to_wit(c: &Content) -> wit::Content {
+    match c {
+        Content::Text { text } => wit::Content::Text(text.clone()),
+        Content::Image { data, mime_type } => wit::Content::Image(wit::Image {
+            data: data.clone(),
+            mime_type: mime_type.clone(),
+        }),
+    }
+}
+
+fn usage_from_wit(u: wit::Usage) -> Usage {
+    Usage {
+        input: u.input,
+        output: u.output,
+        cache_read: u.cache_read,
+        cache_write: u.cache_write,
+        cache_write_1h: u.cache_write_1h,
+        reasoning: u.reasoning,
+        total_tokens: u.total_tokens,
+        cost: Cost {
+            input: u.cost.input,
+            output: u.cost.output,
+            cache_read: u.cost.cache_read,
+            cache_write: u.cost.cache_write,
+            total: u.cost.total,
+            total_from_provider: u.cost.total_from_provider,
+        },
+    }
+}
+
+fn usage_to_wit(u: &Usage) -> wit::Usage {
+    wit::Usage {
+        input: u.input,
+        output: u.output,
+        cache_read: u.cache_read,
+        cache_write: u.cache_write,
+        cache_write_1h: u.cache_write_1h,
+        reasoning: u.reasoning,
+        total_tokens: u.total_tokens,
+        cost: wit::Cost {
+            input: u.cost.input,
+            output: u.cost.output,
+            cache_read: u.cost.cache_read,
+            cache_write: u.cost.cache_write,
+            total: u.cost.total,
+            total_from_provider: u.cost.total_from_provider,
+        },
+    }
+}
+
+/// A plugin's tool declaration as the SDK's.
+pub fn spec_from_wit(s: wit::ToolSpec) -> Result<ToolSpec, String> {
+    let parameters = json("parameters", &s.parameters)?;
+    if !parameters.is_object() {
+        return Err(format!(
+            "tool `{}` must define an object parameter schema",
+            s.name
+        ));
+    }
+    Ok(ToolSpec {
+        parameters,
+        output_schema: json_opt("output-schema", s.output_schema)?,
+        constrained_sampling: json_opt("constrained-sampling", s.constrained_sampling)?,
+        name: s.name,
+        label: s.label,
+        description: s.description,
+        prompt_snippet: s.prompt_snippet,
+        prompt_guidelines: s.prompt_guidelines,
+        execution_mode: s.execution_mode.map(|m| match m {
+            wit::ExecutionMode::Parallel => ExecutionMode::Parallel,
+            wit::ExecutionMode::Sequential => ExecutionMode::Sequential,
+        }),
+        exposure: match s.exposure {
+            wit::Exposure::Direct => Exposure::Direct,
+            wit::Exposure::ModelOnly => Exposure::ModelOnly,
+            wit::Exposure::Codemode => Exposure::Codemode,
+            wit::Exposure::Deferred => Exposure::Deferred,
+            wit::Exposure::Hidden => Exposure::Hidden,
+        },
+        annotations: s.annotations.map(|a| ToolAnnotations {
+            read_only_hint: a.read_only,
+            destructive_hint: a.destructive,
+            idempotent_hint: a.idempotent,
+            open_world_hint: a.open_world,
+        }),
+        namespace: s.namespace.map(|n| ToolNamespace {
+            name: n.name,
+            aliases: n.aliases,
+            description: n.description,
+            instructions: n.instructions,
+        }),
+        default_active: s.default_active,
+        renders_own_frame: s.renders_own_frame,
+        prepares_arguments: s.prepares_arguments,
+        mutates_files: s.mutates_files,
+        prepares_loadout: s.prepares_loadout,
+    })
+}
+
+/// A plugin's metadata as the SDK's.
+pub fn metadata_from_wit(m: wit::PluginMetadata) -> PluginMetadata {
+    PluginMetadata {
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        capabilities: m
+            .capabilities
+            .into_iter()
+            .map(|c| {
+                let capability = match c.capability {
+                    wit::Capability::Read(p) => Capability::Read(p),
+                    wit::Capability::Write(p) => Capability::Write(p),
+                    wit::Capability::Spawn(p) => Capability::Spawn(p),
+                    wit::Capability::Env(v) => Capability::Env(v),
+                    wit::Capability::Network(h) => Capability::Network(h),
+                };
+                CapabilityRequest {
+                    capability,
+                    reason: c.reason,
+                }
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(details: Option<&str>, structured: Option<&str>) -> wit::ToolResult {
+        wit::ToolResult {
+            content: vec![wit::Content::Text("t".into())],
+            details: details.map(str::to_owned),
+            structured_content: structured.map(str::to_owned),
+            usage: None,
+            is_error: None,
+            terminate: None,
+        }
+    }
+
+    #[test]
+    fn malformed_json_from_a_plugin_names_the_field() {
+        let err = result_from_wit(result(Some("{not json"), None)).unwrap_err();
+        assert_eq!(
+            err,
+            "`details` is not JSON: key must be a string at line 1 column 2"
+        );
+        let err = result_from_wit(result(None, Some("[1,"))).unwrap_err();
+        assert!(err.starts_with("`structured-content` is not JSON: "), "{err}");
+        assert!(result_from_wit(result(Some("{\"a\":1}"), Some("\"s\""))).is_ok());
+    }
+
+    fn image(data: &str, mime_type: &str) -> Result<ToolResult, String> {
+        result_from_wit(wit::ToolResult {
+            content: vec![wit::Content::Image(wit::Image {
+                data: data.into(),
+                mime_type: mime_type.into(),
+            })],
+            ..result(None, None)
+        })
+    }
+
+    #[test]
+    fn an_image_from_a_plugin_must_be_base64_of_a_known_type() {
+        assert!(image("iVBORw0KGgo=", "image/png").is_ok());
+        assert!(image("", "image/webp").is_ok());
+        assert_eq!(
+            image("iVBORw0KGgo=", "image/svg+xml").unwrap_err(),
+            "an image's `mimeType` must be one of image/png, image/jpeg, image/gif, image/webp, not `image/svg+xml`"
+        );
+        assert_eq!(
+            image("iVBORw0KGgo=", "IMAGE/PNG").unwrap_err(),
+            "an image's `mimeType` must be one of image/png, image/jpeg, image/gif, image/webp, not `IMAGE/PNG`"
+        );
+        let err = image("not base64!", "image/jpeg").unwrap_err();
+        assert!(
+            err.starts_with("an image's `data` is not valid base64: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_tool_spec_needs_an_object_schema() {
+        let spec = wit::ToolSpec {
+            name: "t".into(),
+            label: "t".into(),
+            description: String::new(),
+            parameters: "[]".into(),
+            output_schema: None,
+            prompt_snippet: None,
+            prompt_guidelines: Vec::new(),
+            constrained_sampling: None,
+            execution_mode: None,
+            exposure: wit::Exposure::Direct,
+            annotations: None,
+            namespace: None,
+            default_active: None,
+            renders_own_frame: false,
+            prepares_arguments: false,
+            mutates_files: false,
+            prepares_loadout: false,
+        };
+        assert_eq!(
+            spec_from_wit(spec).unwrap_err(),
+            "tool `t` must define an object parameter schema"
+        );
+    }
+}

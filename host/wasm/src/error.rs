@@ -1,0 +1,85 @@
+//! [`PluginError`]: why a plugin could not be loaded.
+
+use std::path::PathBuf;
+
+/// Why a plugin could not be loaded: which file, what was wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The file could not be read.
+    #[error("{path}: cannot read the plugin: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not a valid component, or compiled code that cannot run here.
+    #[error("{path}: not a valid WebAssembly component: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What the compiler said.
+        message: String,
+    },
+    /// It imports something the host does not offer, or exports neither interface.
+    #[error("{path}: incompatible plugin: {message}")]
+    Incompatible {
+        /// The file.
+        path: PathBuf,
+        /// What does not fit.
+        message: String,
+    },
+    /// Its metadata or tool declarations are invalid, or it failed while describing itself.
+    #[error("{path}: invalid plugin metadata: {message}")]
+    Metadata {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// Another plugin already has this name.
+    #[error("{path}: a plugin named `{name}` is already loaded from {other}")]
+    NameClash {
+        /// The file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+        /// Where the first one came from.
+        other: PathBuf,
+    },
+    /// A plugin of the project's `.toolwright/plugins` claims the name of a plugin from a trusted location: the
+    /// trusted one is loaded (with the grants for the name), this one is skipped, whatever the load order.
+    #[error(
+        "{path}: the project's plugin claims the name `{name}` of the plugin {other} from {location}; that one is \
+         loaded and keeps the grants for `{name}`, this one is skipped"
+    )]
+    NameTaken {
+        /// The project's file.
+        path: PathBuf,
+        /// The name both claim.
+        name: String,
+        /// The trusted plugin's file.
+        other: PathBuf,
+        /// Where the trusted one was found (`the user's plugin directory`).
+        location: String,
+    },
+    /// Another plugin already provides a tool of this name; the first in load order keeps it.
+    #[error("{path}: the tool `{tool}` is already provided by {other}; this one is skipped")]
+    ToolClash {
+        /// The file.
+        path: PathBuf,
+        /// The tool.
+        tool: String,
+        /// Who has it.
+        other: PathBuf,
+    },
+    /// The file was replaced after it was loaded, so it cannot be loaded again as the same plugin.
+    #[error("{path}: the file changed after it was loaded; it is loaded again at the next start")]
+    Changed {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The engine could not be set up.
+    #[error("cannot start the WebAssembly engine: {0}")]
+    Engine(String),
+}

@@ -1,0 +1,168 @@
+//! The one door into a plugin's code. Every call into a component — `metadata` and `list-tools` at load,
+//! `execute`, `prepare-arguments`, `mutated-path`, `prepare-loadout`, both handler exports — passes through
+//! [`PluginInner::enter`]: it takes an instance slot, builds a fresh store under the call's grants (deadline,
+//! memory limit, cancellation, fuel), instantiates, runs the export, sends the plugin's output to the log, and
+//! turns every failure into an error that names the plugin and the limit or fault. A second path into a component
+//! would be where the sandbox leaks, so there is none.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use toolwright_sdk::{HostFault, ToolError};
+use wasmtime::Store;
+use wasmtime::component::Instance;
+
+use super::state::PluginState;
+use super::{PluginInner, WasmGrants};
+use toolwright_core::definition::ToolContext;
+use toolwright_core::tool::UpdateSink;
+
+/// How long a plugin may take to describe itself at load (its `metadata` and `list-tools`) when its policy sets
+/// no `timeout-ms`: a plugin that loops there is skipped after this, so it cannot hold a start hostage.
+pub const LOAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often a caller waiting for an instance slot on a plain thread looks again (and at its deadline).
+const SLOT_POLL: Duration = Duration::from_millis(1);
+
+/// What one call into a plugin gets besides its grants.
+pub(crate) struct Entry {
+    /// The export, for errors and logs (`execute`, `tool_call`, …).
+    pub export: &'static str,
+    /// The call's cancellation.
+    pub cancel: CancellationToken,
+    /// Where partial results go.
+    pub updates: UpdateSink,
+    /// The session context (nested calls), for tool executions only.
+    pub session: Option<ToolContext>,
+}
+
+impl Entry {
+    /// An entry with no cancellation of its own, no updates and no session: hooks and descriptions.
+    pub fn bare(export: &'static str) -> Self {
+        Entry {
+            export,
+            cancel: CancellationToken::new(),
+            updates: UpdateSink::discard(),
+            session: None,
+        }
+    }
+}
+
+impl PluginInner {
+    /// Run `body` in a fresh instance under `grants`, on this (blocking-capable) thread: the gate's synchronous
+    /// side. Waiting for a slot ends at the call's cancellation or deadline.
+    pub(crate) fn enter<T>(
+        &self,
+        grants: &WasmGrants,
+        entry: Entry,
+        body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
+    ) -> Result<T, ToolError> {
+        let deadline = grants.timeout.map(|t| Instant::now() + t);
+        let _slot = loop {
+            match self.slots.clone().try_acquire_owned() {
+                Ok(slot) => break slot,
+                Err(tokio::sync::TryAcquireError::Closed) => {
+                    return Err(ToolError::host(
+                        HostFault::Unavailable,
+                        "the plugin runtime is shutting down",
+                    ));
+                }
+                Err(tokio::sync::TryAcquireError::NoPermits) => {}
+            }
+            if entry.cancel.is_cancelled() {
+                return Err(ToolError::host(HostFault::Cancelled, "Operation aborted"));
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(self.stopped_message(grants, None));
+            }
+            std::thread::sleep(SLOT_POLL);
+        };
+        self.enter_with_slot(grants, entry, body)
+    }
+
+    /// The gate's asynchronous side: the slot is awaited (ending with the call's cancellation, so a nested call
+    /// queued behind its own ancestors is released by them), then the call runs on a blocking thread.
+    pub(crate) async fn enter_async<T: Send + 'static>(
+        self: &Arc<Self>,
+        grants: Arc<WasmGrants>,
+        entry: Entry,
+        body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        let slot = tokio::select! {
+            slot = self.slots.clone().acquire_owned() => {
+                slot.map_err(|_| ToolError::host(HostFault::Unavailable, "the plugin runtime is shutting down"))?
+            }
+            () = entry.cancel.cancelled() => return Err(ToolError::host(HostFault::Cancelled, "Operation aborted")),
+        };
+        let inner = self.clone();
+        let export = entry.export;
+        let joined = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            inner.enter_with_slot(&grants, entry, body)
+        })
+        .await;
+        joined.unwrap_or_else(|e| {
+            Err(ToolError::host(
+                HostFault::Trap,
+                format!(
+                    "The plugin {} failed: its `{export}` call did not finish: {e}",
+                    self.name
+                ),
+            ))
+        })
+    }
+
+    fn enter_with_slot<T>(
+        &self,
+        grants: &WasmGrants,
+        entry: Entry,
+        body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
+    ) -> Result<T, ToolError> {
+        let Entry {
+            export,
+            cancel,
+            updates,
+            session,
+        } = entry;
+        let mut store = self
+            .store(grants, cancel.clone(), updates, session)
+            .map_err(|e| self.fault("cannot set up the sandbox", &e))?;
+        let instance = match self.pre.instantiate(&mut store) {
+            Ok(instance) => instance,
+            // A start function (or a constructor in another language's runtime) may loop or trap too.
+            Err(e)
+                if e.downcast_ref::<wasmtime::Trap>().is_some()
+                    || e.downcast_ref::<super::state::Stopped>().is_some() =>
+            {
+                return Err(self.describe_trap(&e, grants));
+            }
+            Err(e) => return Err(self.fault("cannot instantiate", &e)),
+        };
+        let outcome = body(&mut store, &instance);
+        store.data().flush_output();
+        match outcome {
+            Ok(value) => Ok(value),
+            Err(_) if cancel.is_cancelled() => {
+                Err(ToolError::host(HostFault::Cancelled, "Operation aborted"))
+            }
+            Err(trap) => {
+                tracing::debug!(plugin = %self.name, export, "the call failed: {trap:#}");
+                Err(self.describe_trap(&trap, grants))
+            }
+        }
+    }
+}
+
+/// Run `f`, a synchronous call into a plugin, from wherever a synchronous hook is called (the pipeline's
+/// `prepare_arguments`, a loadout hook, a tool's `mutated-path` before its first await): on a multi-threaded
+/// tokio runtime the worker hands its other tasks off first, so a plugin that takes its time (up to its
+/// deadline) does not stall them; elsewhere it simply runs here.
+pub(crate) fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}

@@ -1,0 +1,245 @@
+//! Handler plugins as the pipeline's hooks: `tool_call` handlers run in load order before execution (block,
+//! rewrite, allow), `tool_result` handlers in load order after it, with pi's runner semantics (§8.1, §8.2). A
+//! handler that fails blocks the call (`tool_call`) or is reported and skipped (`tool_result`), as pi treats
+//! throwing extension handlers.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolwright_sdk::ToolError;
+
+use super::gate::Entry;
+use super::{Plugin, PluginInner, WasmGrants, bindings, convert};
+use toolwright_core::hooks::{
+    AfterToolCall, AfterToolCallContext, AfterToolCallResult, BeforeToolCall, BeforeToolCallContext,
+    BeforeToolCallResult, after_tool_call, before_tool_call,
+};
+use toolwright_core::types::ToolResult;
+
+type HandlerList = Arc<Vec<(Arc<PluginInner>, Arc<WasmGrants>)>>;
+
+/// The handler plugins' hooks: `before_tool_call` running `plugins`' `tool_call` handlers in load order, and
+/// `after_tool_call` running their `tool_result` handlers (both `None` when none of them is a handler). Each
+/// handler runs under its grants (`grants[i]` for the i-th handler). Image normalisation is not part of them:
+/// a session chains it after every other hook ([`toolwright_core::hooks::HookChain`]).
+pub fn hooks(plugins: &[&Plugin], grants: &[WasmGrants]) -> (Option<BeforeToolCall>, Option<AfterToolCall>) {
+    let handlers: Vec<_> = plugins
+        .iter()
+        .filter(|p| p.is_handler)
+        .zip(grants)
+        .map(|(p, g)| (p.inner.clone(), Arc::new(g.clone())))
+        .collect();
+    if handlers.is_empty() {
+        return (None, None);
+    }
+    let handlers: HandlerList = Arc::new(handlers);
+    let before = {
+        let handlers = handlers.clone();
+        before_tool_call(move |ctx, cancel| run_tool_call(handlers.clone(), ctx, cancel))
+    };
+    let after = after_tool_call(move |ctx, cancel| run_tool_result(handlers.clone(), ctx, cancel));
+    (Some(before), Some(after))
+}
+
+async fn run_tool_call(
+    handlers: HandlerList,
+    ctx: BeforeToolCallContext,
+    cancel: CancellationToken,
+) -> Result<Option<BeforeToolCallResult>, ToolError> {
+    let mut args = ctx.args.clone();
+    for (plugin, grants) in handlers.iter() {
+        let event = bindings::handler::ToolCallEvent {
+            tool_name: ctx.tool_call.name.clone(),
+            tool_call_id: ctx.tool_call.id.clone(),
+            parent_tool_call_id: ctx.parent_tool_call_id.clone(),
+            input: args.to_string(),
+        };
+        let decision = plugin.tool_call(grants.clone(), event, cancel.clone()).await?;
+        match decision {
+            bindings::handler::ToolCallDecision::Allow => {}
+            bindings::handler::ToolCallDecision::Block(block) => {
+                return Ok(Some(BeforeToolCallResult {
+                    block: true,
+                    reason: block.reason,
+                    terminate: block.terminate,
+                    args: None,
+                }));
+            }
+            bindings::handler::ToolCallDecision::Rewrite(text) => {
+                args = serde_json::from_str(&text).map_err(|e| {
+                    ToolError::new(format!(
+                        "The handler plugin {} rewrote the arguments to invalid JSON: {e}",
+                        plugin.name
+                    ))
+                })?;
+            }
+        }
+    }
+    Ok((args != ctx.args).then(|| BeforeToolCallResult::rewrite(args)))
+}
+
+/// The result as handlers see and change it (pi's working copy of the event).
+struct Working {
+    content: Vec<toolwright_sdk::Content>,
+    details: Option<Value>,
+    structured_content: Option<Value>,
+    is_error: bool,
+    usage: Option<toolwright_sdk::Usage>,
+}
+
+async fn run_tool_result(
+    handlers: HandlerList,
+    ctx: AfterToolCallContext,
+    cancel: CancellationToken,
+) -> Result<Option<AfterToolCallResult>, ToolError> {
+    let mut work = Working {
+        content: ctx.result.content.clone(),
+        details: ctx.result.details.clone(),
+        structured_content: ctx.result.structured_content.clone(),
+        is_error: ctx.is_error,
+        usage: ctx.result.usage.clone(),
+    };
+    let mut modified = false;
+    for (plugin, grants) in handlers.iter() {
+        let current = ToolResult {
+            content: work.content.clone(),
+            details: work.details.clone(),
+            structured_content: work.structured_content.clone(),
+            usage: work.usage.clone(),
+            ..Default::default()
+        };
+        let wit = convert::result_to_wit(&current);
+        let event = bindings::handler::ToolResultEvent {
+            tool_name: ctx.tool_call.name.clone(),
+            tool_call_id: ctx.tool_call.id.clone(),
+            parent_tool_call_id: ctx.parent_tool_call_id.clone(),
+            input: ctx.args.to_string(),
+            content: wit.content,
+            details: wit.details,
+            structured_content: wit.structured_content,
+            is_error: work.is_error,
+            usage: wit.usage,
+        };
+        // Error level, not warn: the CLI's default filter (no TOOLWRIGHT_LOG) shows errors only, and a handler
+        // that silently stops (say, a redactor) must be seen.
+        let changes = match plugin.tool_result(grants.clone(), event, cancel.clone()).await {
+            Ok(changes) => changes,
+            Err(error) => {
+                tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
+                continue;
+            }
+        };
+        let Some(changes) = changes else { continue };
+        match apply(&mut work, changes) {
+            Ok(()) => modified = true,
+            Err(e) => tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {e}"),
+        }
+    }
+    if !modified {
+        return Ok(None);
+    }
+    Ok(Some(AfterToolCallResult {
+        content: Some(work.content),
+        details: work.details,
+        structured_content: work.structured_content,
+        is_error: Some(work.is_error),
+        usage: work.usage,
+        terminate: None,
+    }))
+}
+
+/// pi's runner: new content drops the structured content unless the handler gives one; every other given
+/// field replaces the current one.
+fn apply(work: &mut Working, changes: bindings::handler::ToolResultChanges) -> Result<(), String> {
+    let parsed = convert::result_from_wit(bindings::types::ToolResult {
+        content: changes.content.clone().unwrap_or_default(),
+        details: changes.details,
+        structured_content: changes.structured_content,
+        usage: changes.usage,
+        is_error: None,
+        terminate: None,
+    })?;
+    if changes.content.is_some() {
+        work.content = parsed.content;
+        if parsed.structured_content.is_none() {
+            work.structured_content = None;
+        }
+    }
+    if let Some(details) = parsed.details {
+        work.details = Some(details);
+    }
+    if let Some(structured) = parsed.structured_content {
+        work.structured_content = Some(structured);
+    }
+    if let Some(is_error) = changes.is_error {
+        work.is_error = is_error;
+    }
+    if let Some(usage) = parsed.usage {
+        work.usage = Some(usage);
+    }
+    Ok(())
+}
+
+impl PluginInner {
+    /// The handler exports of a fresh instance.
+    fn handler_exports(
+        &self,
+        store: &mut wasmtime::Store<super::PluginState>,
+        instance: &wasmtime::component::Instance,
+    ) -> wasmtime::Result<bindings::handler::Guest> {
+        let indices = self
+            .handler
+            .as_ref()
+            .ok_or_else(|| wasmtime::format_err!("{} is not a handler plugin", self.name))?;
+        indices.load(store, instance)
+    }
+
+    async fn tool_call(
+        self: &Arc<Self>,
+        grants: Arc<WasmGrants>,
+        event: bindings::handler::ToolCallEvent,
+        cancel: CancellationToken,
+    ) -> Result<bindings::handler::ToolCallDecision, ToolError> {
+        let entry = Entry {
+            cancel,
+            ..Entry::bare("tool_call")
+        };
+        let plugin = self.clone();
+        self.enter_async(grants, entry, move |store, instance| {
+            plugin
+                .handler_exports(store, instance)?
+                .call_tool_call(store, &event)
+        })
+        .await
+        .map_err(handler_error)
+    }
+
+    async fn tool_result(
+        self: &Arc<Self>,
+        grants: Arc<WasmGrants>,
+        event: bindings::handler::ToolResultEvent,
+        cancel: CancellationToken,
+    ) -> Result<Option<bindings::handler::ToolResultChanges>, ToolError> {
+        let entry = Entry {
+            cancel,
+            ..Entry::bare("tool_result")
+        };
+        let plugin = self.clone();
+        self.enter_async(grants, entry, move |store, instance| {
+            plugin
+                .handler_exports(store, instance)?
+                .call_tool_result(store, &event)
+        })
+        .await
+        .map_err(handler_error)
+    }
+}
+
+/// A tool-plugin error text as a handler's: "The plugin X …" becomes "The handler plugin X …".
+fn handler_error(error: ToolError) -> ToolError {
+    match error.message().strip_prefix("The plugin ") {
+        Some(rest) => ToolError::new(format!("The handler plugin {rest}")),
+        None => error,
+    }
+}

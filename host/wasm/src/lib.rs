@@ -1,0 +1,401 @@
+//! # toolwright-wasm
+//!
+//! WebAssembly plugins: components built against `wit/plugin.wit`, compiled once and cached on disk, run in a
+//! fresh instance per call under the plugin's grants. The only crate of the host that names wasmtime.
+//!
+//! ## Map
+//!
+//! Layering as in wasmtime-wasi: this file holds the domain logic (loading, validating, turning tools into
+//! [`ToolDefinition`]s); `bindings` holds the generated code, private to this crate; `state` and `process`
+//! are the thin host implementations of the imports; `convert` maps between generated and domain types.
+//!
+//! - `gate`: the one door into every export of a component (slot, deadline, memory, cancellation, fuel).
+//! - `engine`, `cache` ([`ComponentCache`]), `budget` ([`MemoryBudget`]): the runtime, compiled components on
+//!   disk, and the host-wide memory budget.
+//! - `tool`, `handler`: a plugin's tools as [`ToolDefinition`]s, and a handler plugin's `tool_call` /
+//!   `tool_result` as hooks ([`handler_hooks`]).
+//! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
+//! - [`identity`]: where a plugin came from, its digest and pin, and which policy entry applies to it.
+//! - [`codemode`] (feature `codemode`): pi's `codemode` tool, its engine a component.
+//! - [`components`]: the reference plugins as components, built from their crates' sources by `build.rs`.
+//!
+//! ## Features
+//!
+//! - `codemode` (default): build and embed the codemode component.
+
+mod bindings;
+/// The reference plugins as wasm components, built by `build.rs` from their crates' sources (`None` when built
+/// with `TOOLWRIGHT_SKIP_WASM_BUILD`).
+pub mod components {
+    include!(concat!(env!("OUT_DIR"), "/components.rs"));
+}
+mod bounded_io;
+mod budget;
+mod cache;
+#[cfg(feature = "codemode")]
+pub mod codemode;
+mod convert;
+mod engine;
+mod error;
+mod gate;
+mod grants;
+mod handler;
+pub mod identity;
+mod process;
+mod state;
+mod store;
+mod tool;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use toolwright_sdk::{PluginMetadata, ToolSpec};
+use wasmtime::component::{HasSelf, InstancePre, Linker};
+
+pub use budget::{DEFAULT_HOST_MEMORY, DEFAULT_RESULT_CAP, MemoryBudget};
+pub use cache::{ComponentCache, Origin, default_dir as default_cache_dir};
+pub use engine::{MAX_INSTANCES, MAX_MEMORY};
+pub use error::PluginError;
+pub use gate::LOAD_TIMEOUT;
+pub use grants::{DEFAULT_TIMEOUT, NetRule, Preopen, WasmGrants};
+pub use handler::hooks as handler_hooks;
+pub use state::CallEnv;
+
+use state::PluginState;
+use toolwright_core::definition::ToolDefinition;
+
+/// Bytes of stdout or stderr a plugin may print per call; the rest is dropped (it goes to the log only).
+const OUTPUT_CAPTURE: usize = 64 * 1024;
+
+/// The plugin runtime: an engine, a linker and a cache (a second, metered set made on first need for plugins
+/// with a fuel budget), and a bound on live instances shared by both.
+pub struct PluginHost {
+    plain: Runtime,
+    metered: std::sync::OnceLock<Result<Runtime, String>>,
+    cache_dir: Option<PathBuf>,
+    slots: Arc<tokio::sync::Semaphore>,
+    load_timeout: std::time::Duration,
+    budget: Arc<MemoryBudget>,
+}
+
+/// One engine with its linker and cache.
+struct Runtime {
+    engine: engine::PluginEngine,
+    linker: Linker<PluginState>,
+    cache: ComponentCache,
+    metered: bool,
+}
+
+impl Runtime {
+    fn new(cache_dir: Option<PathBuf>, metered: bool) -> Result<Self, PluginError> {
+        let engine = engine::PluginEngine::new(metered).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(engine.engine());
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .and_then(|()| bounded_io::add_to_linker(&mut linker))
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        bindings::FullPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let cache = ComponentCache::new(cache_dir, engine.fingerprint());
+        Ok(Runtime {
+            engine,
+            linker,
+            cache,
+            metered,
+        })
+    }
+}
+
+impl std::fmt::Debug for PluginHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginHost")
+            .field("cache", &self.plain.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A loaded plugin: its metadata, its tools, and the pre-linked component every call instantiates.
+pub struct Plugin {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// What it says about itself.
+    pub metadata: PluginMetadata,
+    /// Its tools.
+    pub tools: Vec<ToolSpec>,
+    /// Whether it exports the handler interface.
+    pub is_handler: bool,
+    /// Whether its compiled code came from the cache.
+    pub origin: Origin,
+    /// How long loading took (compiling or reading the cache, and describing itself).
+    pub load_time: std::time::Duration,
+    pub(crate) inner: Arc<PluginInner>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("path", &self.path)
+            .field("name", &self.metadata.name)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct PluginInner {
+    name: String,
+    pre: InstancePre<PluginState>,
+    tool: Option<bindings::tool::GuestIndices>,
+    handler: Option<bindings::handler::GuestIndices>,
+    slots: Arc<tokio::sync::Semaphore>,
+    budget: Arc<MemoryBudget>,
+    /// Compiled with fuel: every store gets the grant's budget (or unlimited fuel).
+    metered: bool,
+    /// The SHA-256 of the component it was loaded from.
+    digest: cache::Digest,
+}
+
+impl PluginHost {
+    /// A runtime caching compiled components in `cache_dir` (none: compile every time).
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_INSTANCES as usize));
+        Ok(PluginHost {
+            plain: Runtime::new(cache_dir.clone(), false)?,
+            metered: std::sync::OnceLock::new(),
+            cache_dir,
+            slots,
+            load_timeout: LOAD_TIMEOUT,
+            budget: MemoryBudget::new(DEFAULT_HOST_MEMORY),
+        })
+    }
+
+    /// The host-wide budget for the linear memory of every live instance (its cap is set from the policy's
+    /// `host-memory-mib`).
+    pub fn memory_budget(&self) -> &Arc<MemoryBudget> {
+        &self.budget
+    }
+
+    /// How long a plugin may take to describe itself at load ([`LOAD_TIMEOUT`] unless set): one that takes
+    /// longer is not loaded (a [`PluginError::Metadata`] naming the limit), so it cannot stall a start.
+    pub fn with_load_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.load_timeout = timeout;
+        self
+    }
+
+    /// The process's plugin host for `cache_dir`, made on first need and shared while anything holds it: one
+    /// engine, one epoch thread and one bound on live instances for every toolset and codemode of the process
+    /// (DESIGN §5), so a reloaded toolset does not start a second runtime beside the first.
+    pub fn shared(cache_dir: Option<PathBuf>) -> Result<Arc<PluginHost>, PluginError> {
+        static HOSTS: std::sync::Mutex<Vec<(Option<PathBuf>, std::sync::Weak<PluginHost>)>> =
+            std::sync::Mutex::new(Vec::new());
+        let mut hosts = HOSTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        hosts.retain(|(_, host)| host.strong_count() > 0);
+        if let Some(host) = hosts
+            .iter()
+            .find(|(dir, _)| *dir == cache_dir)
+            .and_then(|(_, host)| host.upgrade())
+        {
+            return Ok(host);
+        }
+        let host = Arc::new(PluginHost::new(cache_dir.clone())?);
+        hosts.push((cache_dir, Arc::downgrade(&host)));
+        Ok(host)
+    }
+
+    /// Load the plugin in `bytes` (`path` names it in errors and listings).
+    pub fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<Plugin, PluginError> {
+        self.load_on(&self.plain, path, bytes, &cache::digest(bytes))
+    }
+
+    /// Load `plugin` again, compiled with fuel metering, for a grant with a fuel budget. Metered code runs
+    /// slower, so only plugins with a budget pay for it; the metered engine is made on first need.
+    pub fn metered(&self, plugin: &Plugin) -> Result<Plugin, PluginError> {
+        if plugin.inner.metered {
+            return Err(PluginError::Engine(format!(
+                "{} is already metered",
+                plugin.path.display()
+            )));
+        }
+        let runtime = self
+            .metered
+            .get_or_init(|| Runtime::new(self.cache_dir.clone(), true).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| PluginError::Engine(e.clone()))?;
+        let bytes = std::fs::read(&plugin.path).map_err(|source| PluginError::Read {
+            path: plugin.path.clone(),
+            source,
+        })?;
+        // The grant was decided for the component that was loaded: a file replaced since then is not it.
+        let digest = cache::digest(&bytes);
+        if digest != plugin.inner.digest {
+            return Err(PluginError::Changed {
+                path: plugin.path.clone(),
+            });
+        }
+        self.load_on(runtime, &plugin.path, &bytes, &digest)
+    }
+
+    fn load_on(
+        &self,
+        runtime: &Runtime,
+        path: &Path,
+        bytes: &[u8],
+        digest: &cache::Digest,
+    ) -> Result<Plugin, PluginError> {
+        let started = Instant::now();
+        let (component, origin) = runtime
+            .cache
+            .load(runtime.engine.engine(), bytes, digest)
+            .map_err(|e| PluginError::Invalid {
+                path: path.to_owned(),
+                message: format!("{e:#}"),
+            })?;
+        let incompatible = |message: String| PluginError::Incompatible {
+            path: path.to_owned(),
+            message,
+        };
+        let pre = runtime
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| incompatible(format!("{e:#}")))?;
+        let tool = bindings::tool::GuestIndices::new(&pre).ok();
+        let handler = bindings::handler::GuestIndices::new(&pre).ok();
+        if tool.is_none() && handler.is_none() {
+            return Err(incompatible(
+                "it exports neither `toolwright:plugin/tool@0.1.0` nor `toolwright:plugin/handler@0.1.0`"
+                    .into(),
+            ));
+        }
+        let metadata_error = |message: String| PluginError::Metadata {
+            path: path.to_owned(),
+            message,
+        };
+        let is_handler = handler.is_some();
+        let inner = PluginInner {
+            name: path.display().to_string(),
+            pre,
+            tool,
+            handler,
+            slots: self.slots.clone(),
+            budget: self.budget.clone(),
+            metered: runtime.metered,
+            digest: *digest,
+        };
+        let (metadata, tools) = inner.describe(self.load_timeout).map_err(metadata_error)?;
+        validate(&metadata, &tools).map_err(metadata_error)?;
+        let inner = Arc::new(PluginInner {
+            name: metadata.name.clone(),
+            ..inner
+        });
+        Ok(Plugin {
+            path: path.to_owned(),
+            metadata,
+            tools,
+            is_handler,
+            origin,
+            load_time: started.elapsed(),
+            inner,
+        })
+    }
+
+    /// Load one `.wasm` file.
+    pub fn load_file(&self, path: &Path) -> Result<Plugin, PluginError> {
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load_bytes(path, &bytes)
+    }
+
+    /// Load several plugins at once (compiling in parallel), keeping their order. Each gets its own result.
+    pub fn load_all(&self, sources: &[(PathBuf, Option<&'static [u8]>)]) -> Vec<Result<Plugin, PluginError>> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = sources
+                .iter()
+                .map(|(path, bytes)| {
+                    scope.spawn(move || match bytes {
+                        Some(bytes) => self.load_bytes(path, bytes),
+                        None => self.load_file(path),
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .zip(sources)
+                .map(|(h, (path, _))| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(PluginError::Invalid {
+                            path: path.clone(),
+                            message: "loading panicked".into(),
+                        })
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// The `.wasm` files of the plugin directories, in load order (directories in order, files by name). A
+    /// directory that does not exist is skipped.
+    pub fn discover(dirs: &[PathBuf]) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
+                .collect();
+            found.sort();
+            files.extend(found);
+        }
+        files
+    }
+}
+
+fn validate(metadata: &PluginMetadata, tools: &[ToolSpec]) -> Result<(), String> {
+    if metadata.name.trim().is_empty() {
+        return Err("the plugin has no name".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for tool in tools {
+        let valid = !tool.name.is_empty()
+            && tool
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(format!(
+                "tool name `{}` must be non-empty ASCII letters, digits, `_` or `-`",
+                tool.name
+            ));
+        }
+        if !seen.insert(tool.name.as_str()) {
+            return Err(format!("the plugin declares the tool `{}` twice", tool.name));
+        }
+        // A schema the host cannot enforce would accept values open or loop; the plugin is refused at load.
+        if let Err(e) = toolwright_core::schema::Validator::new(tool.parameters.clone()) {
+            return Err(format!(
+                "the parameter schema of tool `{}` is refused: {e}",
+                tool.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Plugin {
+    /// The SHA-256 of the component it was loaded from: the digest a grant's `sha256` pin is compared with.
+    pub fn sha256(&self) -> [u8; 32] {
+        self.inner.digest
+    }
+
+    /// Its tools as definitions, calling into fresh instances under `grants`.
+    pub fn tool_definitions(&self, grants: &WasmGrants) -> Vec<ToolDefinition> {
+        self.tools
+            .iter()
+            .map(|spec| tool::definition(&self.inner, &self.path, spec, grants))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,271 @@
+//! The state of one plugin call: WASI (preopens of the grants, no network, the granted environment, stdout and
+//! stderr captured for the log), the resource table, memory limits, and what the `host` import serves.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::{host, types};
+use super::convert;
+use toolwright_core::definition::ToolContext;
+use toolwright_core::tool::UpdateSink;
+use toolwright_core::types::AgentToolCallOutcome;
+use toolwright_native::ProgramGrant;
+
+/// What a call's plugin may reach, and where its results go.
+#[derive(Clone)]
+pub struct CallEnv {
+    /// The plugin's name, for logs and errors.
+    pub plugin: String,
+    /// The workspace, as the plugin sees it.
+    pub cwd: String,
+    /// The home directory, when granted.
+    pub home: Option<String>,
+    /// A writable temp directory, when granted.
+    pub temp_dir: Option<String>,
+    /// The call's cancellation.
+    pub cancel: CancellationToken,
+    /// Where partial results go.
+    pub updates: UpdateSink,
+    /// The programs the plugin may start.
+    pub programs: ProgramGrant,
+    /// The environment its processes get.
+    pub env: Arc<Vec<(String, String)>>,
+    /// When the call must end, and its limit.
+    pub deadline: Option<(std::time::Instant, std::time::Duration)>,
+    /// The session context of a tool call: nested calls go through it (none for handlers and loadout hooks).
+    pub session: Option<ToolContext>,
+}
+
+impl CallEnv {
+    /// Cancelled, or past its deadline: what the plugin sees through `is-cancelled`.
+    pub fn should_stop(&self) -> bool {
+        self.cancel.is_cancelled() || self.deadline.is_some_and(|(d, _)| std::time::Instant::now() >= d)
+    }
+
+    /// Finishes when the call is cancelled or its deadline passes.
+    pub async fn stopped(&self) {
+        let cancel = self.cancel.clone();
+        match self.deadline {
+            Some((at, _)) => tokio::select! {
+                () = cancel.cancelled() => {}
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
+            },
+            None => cancel.cancelled().await,
+        }
+    }
+
+    /// Why the call was cut short while the host blocked on its behalf: the trap the epoch callback would raise.
+    pub fn interrupted(&self) -> wasmtime::Error {
+        match self.deadline {
+            Some((at, limit)) if std::time::Instant::now() >= at && !self.cancel.is_cancelled() => {
+                wasmtime::Error::new(Stopped::Deadline(limit))
+            }
+            _ => wasmtime::format_err!("the call was cancelled"),
+        }
+    }
+}
+
+/// Why the host stopped a call (the trap's cause).
+#[derive(Debug, thiserror::Error)]
+pub enum Stopped {
+    /// The wall-clock limit passed.
+    #[error("it ran past its time limit of {} ms", .0.as_millis())]
+    Deadline(std::time::Duration),
+}
+
+/// The data of a plugin's store.
+pub struct PluginState {
+    pub(super) wasi: WasiCtx,
+    pub(super) table: ResourceTable,
+    pub(super) limits: super::budget::Limiter,
+    /// What the call has carried into the host so far, against its cap.
+    pub(super) carried: super::budget::Carried,
+    pub(super) call: CallEnv,
+    pub(super) stdout: MemoryOutputPipe,
+    pub(super) stderr: MemoryOutputPipe,
+    /// Every process the call started, and their descendants: killed when the store (the call) ends.
+    pub(super) processes: toolwright_native::CallScope,
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl PluginState {
+    /// Send what the plugin printed to the host's log, never to the protocol stream.
+    pub fn flush_output(&self) {
+        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let bytes = pipe.contents();
+            for line in String::from_utf8_lossy(&bytes).lines() {
+                tracing::info!(plugin = %self.call.plugin, stream, "{line}");
+            }
+        }
+    }
+}
+
+impl types::Host for PluginState {}
+
+impl host::Host for PluginState {
+    fn update(&mut self, partial: types::ToolResult) -> wasmtime::Result<()> {
+        self.carried
+            .add(super::budget::result_bytes(&partial))
+            .map_err(wasmtime::Error::new)?;
+        let result = match convert::result_from_wit(partial) {
+            Ok(result) => result,
+            Err(e) => {
+                tracing::warn!(plugin = %self.call.plugin, "dropping a malformed partial result: {e}");
+                return Ok(());
+            }
+        };
+        // A plugin sending faster than its updates are consumed waits for room, within its deadline.
+        let call = &self.call;
+        let sent = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => call.updates.update_blocking(&runtime, result, call.stopped()),
+            Err(_) => {
+                call.updates.update(result);
+                true
+            }
+        };
+        match sent {
+            true => Ok(()),
+            // Cancelled while waiting for room: the update is dropped and the plugin may wind down.
+            false if call.cancel.is_cancelled() => Ok(()),
+            false => Err(call.interrupted()),
+        }
+    }
+
+    fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.call.should_stop())
+    }
+
+    fn log(&mut self, level: types::LogLevel, message: String) -> wasmtime::Result<()> {
+        let plugin = &self.call.plugin;
+        match level {
+            types::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
+            types::LogLevel::Info => tracing::info!(plugin, "{message}"),
+            types::LogLevel::Warn => tracing::warn!(plugin, "{message}"),
+            types::LogLevel::Error => tracing::error!(plugin, "{message}"),
+        }
+        Ok(())
+    }
+
+    fn cwd(&mut self) -> wasmtime::Result<String> {
+        Ok(self.call.cwd.clone())
+    }
+
+    fn home(&mut self) -> wasmtime::Result<Option<String>> {
+        Ok(self.call.home.clone())
+    }
+
+    fn temp_dir(&mut self) -> wasmtime::Result<Option<String>> {
+        Ok(self.call.temp_dir.clone())
+    }
+
+    fn call_tool(&mut self, name: String, arguments: String) -> wasmtime::Result<types::CallOutcome> {
+        let mut outcomes = self.run_nested(vec![(name, arguments)]);
+        self.count_nested(&mut outcomes);
+        Ok(outcomes.pop().unwrap_or_else(unavailable))
+    }
+
+    fn call_tools(&mut self, calls: Vec<(String, String)>) -> wasmtime::Result<Vec<types::CallOutcome>> {
+        let mut outcomes = self.run_nested(calls);
+        self.count_nested(&mut outcomes);
+        Ok(outcomes)
+    }
+
+    fn callable_tools(&mut self) -> wasmtime::Result<String> {
+        let tools = self
+            .call
+            .session
+            .as_ref()
+            .map(ToolContext::tools)
+            .unwrap_or_default();
+        Ok(serde_json::to_string(&tools).unwrap_or_else(|_| "[]".into()))
+    }
+}
+
+/// An error outcome of a nested call that never reached the pipeline.
+fn error_outcome(text: &str) -> types::CallOutcome {
+    types::CallOutcome {
+        result: convert::result_to_wit(&toolwright_core::types::ToolResult::error(text)),
+        is_error: true,
+        duration_ms: None,
+    }
+}
+
+/// pi's answer when no nested-call runner is bound.
+fn unavailable() -> types::CallOutcome {
+    error_outcome(toolwright_sdk::NESTED_CALLS_UNAVAILABLE)
+}
+
+fn outcome_to_wit(outcome: AgentToolCallOutcome) -> types::CallOutcome {
+    types::CallOutcome {
+        result: convert::result_to_wit(&outcome.result),
+        is_error: outcome.is_error,
+        duration_ms: outcome.duration_ms,
+    }
+}
+
+impl PluginState {
+    /// Count nested results against the call's cap; one past it reaches the plugin as an error outcome naming the
+    /// cap instead (the plugin may still answer with what it has).
+    fn count_nested(&mut self, outcomes: &mut [types::CallOutcome]) {
+        for outcome in outcomes {
+            if let Err(over) = self.carried.add(super::budget::result_bytes(&outcome.result)) {
+                *outcome = error_outcome(&format!("The nested call's result was dropped: {over}"));
+            }
+        }
+    }
+
+    /// Run nested calls for the plugin, blocking its (blocking-pool) thread until all settle. Arguments that are
+    /// not JSON become error outcomes naming the tool. When the calling plugin's deadline passes, its nested
+    /// calls are cancelled, so a plugin waiting on them is stopped like one that loops.
+    fn run_nested(&self, calls: Vec<(String, String)>) -> Vec<types::CallOutcome> {
+        let (Some(session), Ok(runtime)) = (&self.call.session, tokio::runtime::Handle::try_current()) else {
+            return calls.iter().map(|_| unavailable()).collect();
+        };
+        let cancel = session.cancel.child_token();
+        let mut scoped = session.clone();
+        scoped.cancel = cancel.clone();
+        let deadline = self
+            .call
+            .deadline
+            .map(|(at, _)| tokio::time::Instant::from_std(at));
+        let plugin = self.call.plugin.clone();
+        runtime.block_on(async move {
+            let runs = futures::future::join_all(calls.into_iter().map(|(name, arguments)| {
+                let (scoped, plugin) = (&scoped, &plugin);
+                async move {
+                    match serde_json::from_str::<serde_json::Value>(&arguments) {
+                        Ok(args) => {
+                            outcome_to_wit(scoped.execute_tool(&name, args, UpdateSink::discard()).await)
+                        }
+                        Err(e) => error_outcome(&format!(
+                            "The plugin {plugin} passed arguments for {name} that are not JSON: {e}"
+                        )),
+                    }
+                }
+            }));
+            tokio::pin!(runs);
+            match deadline {
+                Some(at) => tokio::select! {
+                    outcomes = &mut runs => outcomes,
+                    () = tokio::time::sleep_until(at) => {
+                        cancel.cancel();
+                        runs.await
+                    }
+                },
+                None => runs.await,
+            }
+        })
+    }
+}

@@ -1,0 +1,76 @@
+use super::*;
+use crate::grants::network_allows;
+
+fn spec(name: &str, parameters: serde_json::Value) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        parameters,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_tool_schema_the_host_cannot_enforce_refuses_the_plugin_naming_the_tool() {
+    let metadata = PluginMetadata {
+        name: "hostile".into(),
+        version: "0.1.0".into(),
+        description: String::new(),
+        capabilities: Vec::new(),
+    };
+    let fine = spec("fine", serde_json::json!({"type": "object"}));
+    assert_eq!(validate(&metadata, std::slice::from_ref(&fine)), Ok(()));
+    let looping = spec("looping", serde_json::json!({"$ref": "#"}));
+    assert_eq!(
+        validate(&metadata, &[fine.clone(), looping]),
+        Err(
+            "the parameter schema of tool `looping` is refused: the schema at # refers to itself without \
+             descending into the value (# -> #)"
+                .into()
+        )
+    );
+    let pattern = spec(
+        "pattern",
+        serde_json::json!({"properties": {"a": {"pattern": "(?<!"}}}),
+    );
+    let err = validate(&metadata, &[pattern]).unwrap_err();
+    assert!(
+        err.starts_with(
+            "the parameter schema of tool `pattern` is refused: the pattern \"(?<!\" at #/properties/a/pattern \
+             does not compile: "
+        ),
+        "{err}"
+    );
+}
+
+fn addr(text: &str) -> std::net::SocketAddr {
+    text.parse().unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+#[tokio::test]
+async fn network_rules_match_addresses_ports_and_names_resolved_again() {
+    let pattern = |t: &str| toolwright_core::policy::NetPattern::parse(t).unwrap_or_else(|| panic!("{t}"));
+    let ip = NetRule::from_pattern(&pattern("127.0.0.1:8080"));
+    assert!(ip.allows(&addr("127.0.0.1:8080")));
+    assert!(
+        ip.allows(&addr("[::ffff:127.0.0.1]:8080")),
+        "an IPv4-mapped address is the same host"
+    );
+    assert!(!ip.allows(&addr("127.0.0.1:8081")));
+    assert!(!ip.allows(&addr("127.0.0.2:8080")));
+    let any = NetRule::from_pattern(&pattern("*:443"));
+    assert!(any.allows(&addr("10.1.2.3:443")) && !any.allows(&addr("10.1.2.3:80")));
+    // A name whose addresses were unknown at load (or changed since) is resolved when it is checked.
+    let stale = NetRule {
+        ips: Some(Vec::new()),
+        name: Some("localhost".into()),
+        port: Some(8080),
+    };
+    assert!(!stale.allows(&addr("127.0.0.1:8080")));
+    let (rules, none) = (Arc::new(vec![stale]), Arc::new(Vec::new()));
+    assert!(network_allows(rules.clone(), none.clone(), addr("127.0.0.1:8080")).await);
+    assert!(!network_allows(rules.clone(), none.clone(), addr("127.0.0.1:9090")).await);
+    assert!(!network_allows(rules.clone(), none, addr("10.9.9.9:8080")).await);
+    // Deny wins by address: a name that resolves to a denied address is refused.
+    let deny = Arc::new(vec![NetRule::from_pattern(&pattern("127.0.0.1:*"))]);
+    assert!(!network_allows(rules, deny, addr("127.0.0.1:8080")).await);
+}

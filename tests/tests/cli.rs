@@ -1,0 +1,206 @@
+//! The `toolwright` binary's contract (`spec/cli-contract.md`): JSON lines on stdout, exit code 0 whenever the
+//! batch ran, pi's texts for unknown tools, wrong types and coercible arguments.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
+
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+fn exec(calls: &Value, extra: &[&str]) -> (std::process::Output, tempfile::TempDir) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    let calls_dir = tempfile::tempdir().unwrap();
+    let calls_path = calls_dir.path().join("calls.json");
+    std::fs::write(&calls_path, calls.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg("exec")
+        .arg("--cwd")
+        .arg(ws.path())
+        .arg(&calls_path)
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (out, ws)
+}
+
+fn lines(out: &std::process::Output) -> Vec<Value> {
+    String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn end_text(events: &[Value], id: &str) -> String {
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == id)
+        .unwrap();
+    end["result"]["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn prints_pi_texts_for_unknown_tools_wrong_types_and_coercible_arguments() {
+    let calls = json!({"toolCalls": [
+        {"id": "c1", "name": "nope", "arguments": {}},
+        {"id": "c2", "name": "read", "arguments": {"path": "a.txt", "offset": [2]}},
+        {"id": "c3", "name": "read", "arguments": {"path": "a.txt", "offset": "2", "limit": true}}
+    ]});
+    let (out, _ws) = exec(&calls, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let events = lines(&out);
+    assert_eq!(end_text(&events, "c1"), "Tool nope not found");
+    assert_eq!(
+        end_text(&events, "c2"),
+        "Validation failed for tool \"read\":\n  - offset: expected number, got array\n\nReceived arguments:\n{\n  \"path\": \"a.txt\",\n  \"offset\": [\n    2\n  ]\n}"
+    );
+    assert_eq!(
+        end_text(&events, "c3"),
+        "two\n\n[2 more lines in file. Use offset=3 to continue.]"
+    );
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_start" && e["toolCallId"] == "c3")
+        .unwrap();
+    assert_eq!(
+        start["args"],
+        json!({"path": "a.txt", "offset": "2", "limit": true}),
+        "start events show raw arguments"
+    );
+    let unknown_end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == "c1")
+        .unwrap();
+    assert!(
+        unknown_end.get("durationMs").is_none(),
+        "no durationMs when execute never ran"
+    );
+}
+
+#[test]
+fn sequential_flag_and_length_guard() {
+    let calls = json!({"toolCalls": [{"id": "c1", "name": "read", "arguments": {"path": "a.txt"}}], "stopReason": "length"});
+    let (out, _ws) = exec(&calls, &["--sequential"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        end_text(&lines(&out), "c1"),
+        "Tool call \"read\" was not executed: the response hit the output token limit, so its arguments may be truncated. Re-issue the tool call with complete arguments."
+    );
+}
+
+#[test]
+fn a_bad_calls_file_is_a_cli_error_naming_the_file() {
+    let ws = tempfile::tempdir().unwrap();
+    let bad = ws.path().join("bad.json");
+    std::fs::write(&bad, "{not json").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg("exec")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is not a valid calls file"), "{stderr}");
+}
+
+#[test]
+fn guard_and_redactor_handlers_work_in_exec_on_native_and_wasm_builtins() {
+    let plugins = tempfile::tempdir().unwrap();
+    for (name, bytes) in toolwright_tests::programs::EXAMPLES {
+        if name.ends_with("guard") || name.ends_with("redact") {
+            std::fs::write(plugins.path().join(format!("{name}.wasm")), bytes).unwrap();
+        }
+    }
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let calls = json!({"toolCalls": [
+        {"id": "g1", "name": "bash", "arguments": {"command": "rm -rf ./everything"}},
+        {"id": "g2", "name": "bash", "arguments": {"command": "echo SECRET=hunter2"}},
+        {"id": "g3", "name": "read", "arguments": {"path": "a.txt"}}
+    ]});
+    for builtins in ["native", "wasm"] {
+        let args = [
+            "--no-default-plugins",
+            "--plugins",
+            plugins.path().to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--builtins",
+            builtins,
+        ];
+        let (out, _ws) = exec(&calls, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events = lines(&out);
+        assert_eq!(
+            end_text(&events, "g1"),
+            "guard: recursive deletes are not allowed",
+            "{builtins}"
+        );
+        assert_eq!(end_text(&events, "g2"), "SECRET=[redacted]\n", "{builtins}");
+        assert_eq!(end_text(&events, "g3"), "one\ntwo\nthree\n", "{builtins}");
+    }
+}
+
+#[test]
+fn plugins_lists_what_an_untrusted_project_policy_may_not_grant() {
+    let ws = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("toolwright.toml"),
+        "[plugins.toolwright-example-todos]\nread = [\".\", \"/etc\"]\nspawn = [\"sh\"]\n",
+    )
+    .unwrap();
+    for (name, bytes) in toolwright_tests::programs::EXAMPLES {
+        if name.ends_with("todos") {
+            std::fs::write(plugins.path().join(format!("{name}.wasm")), bytes).unwrap();
+        }
+    }
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let plugins_out = |config_text: &str| {
+        std::fs::create_dir_all(config.path().join("toolwright")).unwrap();
+        std::fs::write(config.path().join("toolwright/toolwright.toml"), config_text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+            .args(["plugins", "--no-default-plugins", "--plugins"])
+            .arg(plugins.path())
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("--cwd")
+            .arg(ws.path())
+            .env("XDG_CONFIG_HOME", config.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = plugins_out("");
+    assert!(text.contains("    granted: read files below "), "{text}");
+    assert!(
+        text.contains("\n  limits: 60000 ms per call, 256 MiB of memory\n"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(
+            "ignored from the project's toolwright.toml (the project is not trusted; list it in trusted-projects in \
+             your own toolwright.toml, or grant these there):\n  \
+             [plugins.toolwright-example-todos] read = \"/etc\" (outside the workspace)\n  \
+             [plugins.toolwright-example-todos] spawn = \"sh\"\n"
+        ),
+        "{text}"
+    );
+    let text = plugins_out(&format!("trusted-projects = [{:?}]\n", ws.path()));
+    assert!(!text.contains("ignored from"), "{text}");
+}

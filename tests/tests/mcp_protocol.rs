@@ -1,0 +1,231 @@
+//! `toolwright mcp` at the JSON-RPC level: only protocol messages on stdout, the protocol's errors for unknown
+//! methods and tools, unparsable lines ignored (as the official SDKs do) without stopping the server, concurrent
+//! calls, and a client that disconnects mid-call: the server shuts down and leaves no process behind.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Server {
+    fn start(workspace: &std::path::Path) -> Server {
+        Self::start_with(workspace, &[])
+    }
+
+    fn start_with(workspace: &std::path::Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+            .args(["mcp", "--no-default-plugins", "--cwd"])
+            .arg(workspace)
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut server = Server { child, stdin, stdout };
+        server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}));
+        let init = server.receive();
+        assert_eq!(init["result"]["serverInfo"]["name"], "toolwright");
+        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, message: &Value) {
+        self.send_line(&message.to_string());
+    }
+
+    /// The next line on stdout, which must be a JSON-RPC message.
+    fn receive(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let message: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON-RPC: {line:?}: {e}"));
+        assert_eq!(message["jsonrpc"], "2.0", "{message}");
+        message
+    }
+
+    /// Responses by id, skipping notifications, until every id in `ids` has answered.
+    fn responses(&mut self, ids: &[i64]) -> Vec<Value> {
+        let mut found: Vec<Value> = Vec::new();
+        while found.len() < ids.len() {
+            let message = self.receive();
+            if let Some(id) = message["id"].as_i64() {
+                assert!(ids.contains(&id), "unexpected response {message}");
+                found.push(message);
+            }
+        }
+        found.sort_by_key(|m| m["id"].as_i64());
+        found
+    }
+}
+
+#[test]
+fn errors_are_the_protocol_s_and_garbage_does_not_stop_the_server() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
+    let mut server = Server::start(ws.path());
+    server.send_line("this is not json {");
+    server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "no/such/method"}));
+    server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope", "arguments": {}}}));
+    server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "read", "arguments": {"path": "a.txt"}}}));
+    let answers = server.responses(&[1, 2, 3]);
+    assert_eq!(answers[0]["error"]["code"], -32601);
+    assert_eq!(
+        answers[1]["error"],
+        json!({"code": -32602, "message": "Tool nope not found"})
+    );
+    assert_eq!(
+        answers[2]["result"]["content"],
+        json!([{"type": "text", "text": "hello\n"}])
+    );
+    assert_eq!(answers[2]["result"]["isError"], false);
+}
+
+#[test]
+fn calls_run_concurrently() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut server = Server::start(ws.path());
+    let started = Instant::now();
+    for id in 1..=3 {
+        server.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": "sleep 1; echo done"}}}));
+    }
+    let answers = server.responses(&[1, 2, 3]);
+    for answer in &answers {
+        assert_eq!(answer["result"]["content"][0]["text"], "done\n", "{answer}");
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(2500),
+        "three 1 s calls took {elapsed:?}: not concurrent"
+    );
+}
+
+#[test]
+fn a_client_that_disconnects_mid_call_leaves_no_process_behind() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut server = Server::start(ws.path());
+    server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": "sleep 60 & echo $! > child.pid; wait"}}}));
+    let pid_file = ws.path().join("child.pid");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+        assert!(Instant::now() < deadline, "the call never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    drop(server.stdin.take()); // the client goes away
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the server did not shut down");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let gone = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status")).map_or(true, |s| s.contains("State:\tZ"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !gone(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "the call's process {pid} outlived the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn tool_names(server: &mut Server, id: i64) -> Vec<String> {
+    server.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+    let answer = server.responses(&[id]).remove(0);
+    answer["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Reads messages until the notification `method` arrives.
+fn wait_for(server: &mut Server, method: &str) {
+    loop {
+        let message = server.receive();
+        if message["method"] == method {
+            return;
+        }
+    }
+}
+
+#[test]
+fn adding_and_removing_a_plugin_file_changes_the_list_and_says_so() {
+    let ws = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let mut server = Server::start_with(
+        ws.path(),
+        &[
+            "--plugins",
+            plugins.path().to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--watch-plugins",
+            "100",
+        ],
+    );
+    assert!(!tool_names(&mut server, 1).contains(&"word_count".to_owned()));
+    let (_, bytes) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    let file = plugins.path().join("wordcount.wasm");
+    std::fs::write(&file, bytes).unwrap();
+    wait_for(&mut server, "notifications/tools/list_changed");
+    assert!(tool_names(&mut server, 2).contains(&"word_count".to_owned()));
+    server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "word_count", "arguments": {"text": "a b"}}}));
+    let answer = server.responses(&[3]).remove(0);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    std::fs::remove_file(&file).unwrap();
+    wait_for(&mut server, "notifications/tools/list_changed");
+    assert!(!tool_names(&mut server, 4).contains(&"word_count".to_owned()));
+}
+
+#[test]
+fn an_oversized_message_is_dropped_and_the_server_goes_on() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "small\n").unwrap();
+    let mut server = Server::start(ws.path());
+    // rmcp's stdio transport drops a line over 16 MiB without buffering it (and logs it); the session stays open.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"read","arguments":{{"path":"{}"}}}}}}"#,
+        "x".repeat(17 << 20)
+    );
+    server.send_line(&huge);
+    server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read", "arguments": {"path": "a.txt"}}}));
+    let answer = server.responses(&[2]).remove(0);
+    assert_eq!(answer["result"]["content"][0]["text"], "small\n", "{answer}");
+}

@@ -1,0 +1,77 @@
+//! `toolwright mcp` driven by a client no one here wrote: the official MCP Python SDK (`mcp` 2.3.0 from PyPI),
+//! through `tests/mcp/python_client.py`: initialize, list, a built-in, a validation error, an unknown tool,
+//! `tool_search` and `tools/list_changed`, a wasm plugin tool, progress from a long bash, cancelling it (no process
+//! left behind), and the next call.
+//!
+//! The SDK is installed once into a virtual environment under the target directory (`python3 -m venv`, then
+//! `pip install mcp==2.3.0`); set `TOOLWRIGHT_PYTHON` to use another interpreter.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SDK: &str = "mcp==2.3.0";
+
+/// The virtual environment's interpreter, made on first use.
+fn python() -> PathBuf {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-python-venv");
+    let python = venv.join("bin").join("python");
+    let marker = venv.join(format!("{SDK}.installed"));
+    if marker.exists() {
+        return python;
+    }
+    let base = std::env::var("TOOLWRIGHT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let status = Command::new(&base)
+        .args(["-m", "venv", "--clear"])
+        .arg(&venv)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `{base}` to make a virtual environment: {e}"));
+    assert!(status.success(), "`{base} -m venv` failed");
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            SDK,
+        ])
+        .status()
+        .expect("run pip");
+    assert!(
+        status.success(),
+        "`pip install {SDK}` failed (PyPI must be reachable)"
+    );
+    std::fs::write(&marker, "").unwrap();
+    python
+}
+
+#[test]
+fn the_official_python_client_drives_toolwright_mcp() {
+    let python = python();
+    let workspace = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    for (name, bytes) in toolwright_tests::programs::EXAMPLES {
+        if name.ends_with("wordcount") || name.ends_with("todos") {
+            std::fs::write(plugins.path().join(format!("{name}.wasm")), bytes).unwrap();
+        }
+    }
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/python_client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg(workspace.path())
+        .arg(plugins.path())
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python client failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
+}
