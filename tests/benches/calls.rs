@@ -75,6 +75,58 @@ fn pipeline(c: &mut Criterion) {
     group.finish();
 }
 
+/// What a `Session` adds to a batch: the same no-op tool run by the pipeline alone and through a `Dispatcher`
+/// (active tools read from the shared registry, nested-event routes, records), side by side.
+fn dispatch(c: &mut Criterion) {
+    let rt = runtime();
+    let definition = toolwright::ToolDefinition::new(
+        "noop",
+        "Does nothing",
+        json!({"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}),
+        |_run: ToolExecution, _ctx: Option<toolwright::ToolContext>| async { Ok(ToolResult::text("ok")) },
+    );
+    let tools = vec![wrap_tool_definition(&definition, None)];
+    let sources = toolwright::registry::RegistrySources {
+        embedder: vec![definition],
+        ..Default::default()
+    };
+    let registry = toolwright::registry::Registry::new(sources, &Default::default()).unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let dispatcher = toolwright::Dispatcher::new(
+        toolwright::registry::SharedRegistry::new(registry),
+        Pipeline::new(),
+        ws.path(),
+    );
+    let pipeline = Pipeline::new();
+    let mut group = c.benchmark_group("dispatch");
+    for n in [1usize, 100] {
+        let message = AssistantMessage {
+            tool_calls: (0..n)
+                .map(|i| ToolCall::new(format!("c{i}"), "noop", json!({"value": "x"})))
+                .collect(),
+            ..Default::default()
+        };
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(format!("pipeline/{n}"), |b| {
+            b.to_async(&rt).iter(|| async {
+                let outcome = pipeline
+                    .execute_tool_calls(&tools, &message, &NoEvents, &CancellationToken::new())
+                    .await;
+                assert_eq!(outcome.messages.len(), n);
+            })
+        });
+        group.bench_function(format!("dispatcher/{n}"), |b| {
+            b.to_async(&rt).iter(|| async {
+                let outcome = dispatcher
+                    .run(&message, &NoEvents, &CancellationToken::new())
+                    .await;
+                assert_eq!(outcome.messages.len(), n);
+            })
+        });
+    }
+    group.finish();
+}
+
 async fn call(tool: &AgentTool, args: &Value) {
     let run = ToolExecution {
         call_id: "b".into(),
@@ -245,5 +297,5 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-criterion_group!(benches, pipeline, tools);
+criterion_group!(benches, pipeline, dispatch, tools);
 criterion_main!(benches);

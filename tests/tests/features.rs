@@ -75,10 +75,23 @@ fn native_only_pulls_no_wasm_runtime_mcp_cli_or_icu() {
 #[test]
 fn the_default_features_have_every_part() {
     let packages = tree(&[]);
-    for part in ["toolwright-wasm", "toolwright-mcp", "wasmtime", "rmcp", "icu_segmenter", "icu_collator"] {
-        assert!(packages.iter().any(|p| p == part), "{part} is missing from the default build");
+    for part in [
+        "toolwright-wasm",
+        "toolwright-mcp",
+        "wasmtime",
+        "rmcp",
+        "icu_segmenter",
+        "icu_collator",
+    ] {
+        assert!(
+            packages.iter().any(|p| p == part),
+            "{part} is missing from the default build"
+        );
     }
-    assert_eq!(having(&packages, &["clap", "tracing-subscriber"]), Vec::<&String>::new());
+    assert_eq!(
+        having(&packages, &["clap", "tracing-subscriber"]),
+        Vec::<&String>::new()
+    );
 }
 
 #[test]
@@ -86,7 +99,14 @@ fn only_the_command_line_uses_clap_and_anyhow() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let out = Command::new(env!("CARGO"))
         .current_dir(root)
-        .args(["metadata", "--locked", "--offline", "--no-deps", "--format-version", "1"])
+        .args([
+            "metadata",
+            "--locked",
+            "--offline",
+            "--no-deps",
+            "--format-version",
+            "1",
+        ])
         .output()
         .expect("cargo metadata runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
