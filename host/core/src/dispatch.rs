@@ -239,3 +239,118 @@ impl EventSink for Forward {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::definition::{ToolContext, ToolDefinition};
+    use crate::pipeline::event_sink;
+    use crate::registry::{Registry, RegistrySources, Selection};
+    use crate::tool::{ToolExecution, UpdateSink};
+
+    fn dispatcher() -> Dispatcher {
+        let inner = ToolDefinition::new(
+            "inner",
+            "Answers",
+            json!({"type": "object"}),
+            |_run: ToolExecution, _ctx: Option<ToolContext>| async { Ok(ToolResult::text("inner says hi")) },
+        );
+        let outer = ToolDefinition::new(
+            "outer",
+            "Calls inner",
+            json!({"type": "object"}),
+            |_run: ToolExecution, ctx: Option<ToolContext>| async move {
+                let ctx = ctx.expect("a context");
+                let outcome = ctx.execute_tool("inner", json!({}), UpdateSink::discard()).await;
+                Ok(ToolResult::text(format!(
+                    "heard: {}",
+                    outcome.result.text_lines()
+                )))
+            },
+        );
+        let plain = ToolDefinition::new(
+            "plain",
+            "Does nothing",
+            json!({"type": "object"}),
+            |_run: ToolExecution, _ctx: Option<ToolContext>| async { Ok(ToolResult::text("ok")) },
+        );
+        let sources = RegistrySources {
+            embedder: vec![inner, outer, plain],
+            ..Default::default()
+        };
+        let registry = SharedRegistry::new(Registry::new(sources, &Selection::default()).unwrap());
+        Dispatcher::new(registry, Pipeline::new(), std::env::temp_dir())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn nested_events_reach_a_sink_that_waits_in_order_without_deadlock() {
+        // A sink that holds an async lock across a wait: a forwarded nested event must not stall the batch
+        // events that hold the lock.
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let (l, seen) = (lock.clone(), log.clone());
+        let sink = event_sink(move |event: AgentEvent| {
+            let (lock, seen) = (l.clone(), seen.clone());
+            async move {
+                let _held = lock.lock().await;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                seen.lock()
+                    .unwrap()
+                    .push(format!("{} {}", event.kind(), event.tool_call_id()));
+            }
+        });
+        let dispatcher = dispatcher();
+        let message = AssistantMessage {
+            tool_calls: (0..4)
+                .map(|i| ToolCall::new(format!("c{i}"), if i == 0 { "outer" } else { "plain" }, json!({})))
+                .collect(),
+            ..Default::default()
+        };
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(20),
+            dispatcher.run(&message, &sink, &CancellationToken::new()),
+        )
+        .await
+        .expect("the batch finished");
+        assert_eq!(
+            outcome.messages[0].content[0].as_text(),
+            Some("heard: inner says hi")
+        );
+        let record = outcome.messages[0].nested_calls.as_ref().expect("a record");
+        assert_eq!(record.calls[0].id, "c0/1");
+        let log = log.lock().unwrap().clone();
+        let at = |line: &str| {
+            log.iter()
+                .position(|l| l == line)
+                .unwrap_or_else(|| panic!("{line}: {log:?}"))
+        };
+        assert!(at("tool_execution_start c0") < at("tool_execution_start c0/1"));
+        assert!(at("tool_execution_end c0/1") < at("tool_execution_end c0"));
+        assert_eq!(log.len(), 4 * 4 + 2, "every event once: {log:?}");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_batch_leaves_no_routes() {
+        let dispatcher = dispatcher();
+        let message = AssistantMessage {
+            tool_calls: vec![ToolCall::new("c1", "outer", json!({}))],
+            ..Default::default()
+        };
+        let cancel = CancellationToken::new();
+        {
+            let run = dispatcher.run(&message, &NoEvents, &cancel);
+            tokio::pin!(run);
+            // Polled once, then dropped mid-batch.
+            let _ = futures::poll!(run.as_mut());
+        }
+        assert_eq!(dispatcher.nested_calls().routes(), 0);
+        let outcome = dispatcher.call("outer", json!({}), &cancel).await;
+        assert_eq!(outcome.result.text_lines(), "heard: inner says hi");
+        assert_eq!(dispatcher.nested_calls().routes(), 0);
+    }
+}

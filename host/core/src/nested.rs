@@ -212,6 +212,11 @@ impl NestedCalls {
         }
     }
 
+    /// How many model-issued calls have their nested events routed now.
+    pub fn routes(&self) -> usize {
+        lock(&self.routes).len()
+    }
+
     /// Drop every record (pi's `clear` at the end of a run).
     pub fn clear(&self) {
         self.scopes().clear();

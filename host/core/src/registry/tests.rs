@@ -220,3 +220,41 @@ fn selections_are_validated_with_pi_texts() {
         "only * is special"
     );
 }
+
+#[test]
+fn loadout_hooks_run_with_the_shared_registry_unlocked() {
+    // A hook that reads the registry: were the lock held while hooks run, this would never return.
+    let handle: Arc<std::sync::OnceLock<WeakRegistry>> = Arc::new(std::sync::OnceLock::new());
+    let seen = handle.clone();
+    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = reads.clone();
+    let mut watcher = tool("watcher", Exposure::Direct);
+    watcher.prepare_loadout = Some(Arc::new(move |_: &ToolLoadout| {
+        if let Some(registry) = seen.get().and_then(WeakRegistry::upgrade) {
+            registry.read(|r| r.active_names());
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(Some(toolwright_sdk::LoadoutChanges {
+            hidden_declarations: vec!["other".into()],
+            ..Default::default()
+        }))
+    }));
+    let sources = RegistrySources {
+        embedder: vec![watcher, tool("other", Exposure::Direct)],
+        ..Default::default()
+    };
+    let shared = SharedRegistry::new(Registry::new(sources, &Selection::default()).unwrap());
+    handle.set(shared.downgrade()).unwrap();
+    let (done, finished) = std::sync::mpsc::channel();
+    let updating = shared.clone();
+    std::thread::spawn(move || {
+        updating.update(|r| r.set_active_tools(&names(&["other", "watcher"])));
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the hook ran with the registry unlocked");
+    assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // The hook's changes were committed.
+    assert_eq!(shared.read(|r| r.declared_names()), ["watcher"]);
+}
