@@ -50,6 +50,20 @@ pub struct ToolAnnotations {
     pub open_world_hint: Option<bool>,
 }
 
+impl ToolAnnotations {
+    /// All four hints set: `read_only` (changes nothing), `destructive` (may overwrite or delete), `idempotent`
+    /// (a repeat with the same arguments changes nothing more), `open_world` (reaches beyond the local machine's
+    /// files, such as the network).
+    pub const fn hints(read_only: bool, destructive: bool, idempotent: bool, open_world: bool) -> Self {
+        ToolAnnotations {
+            read_only_hint: Some(read_only),
+            destructive_hint: Some(destructive),
+            idempotent_hint: Some(idempotent),
+            open_world_hint: Some(open_world),
+        }
+    }
+}
+
 /// A group of tools (pi's `ToolNamespace`), for listings and tool search; no effect on execution.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolNamespace {

@@ -57,6 +57,21 @@ async def main(binary, workspace, plugins, cache):
                   f"tools/list: {names}")
             read = next(t for t in listed.tools if t.name == "read")
             check(read.description.startswith("Read the contents of a file."), read.description)
+            # Every built-in carries MCP's four hints, as the README's table gives them.
+            hints = {
+                "read": (True, False, True, False), "grep": (True, False, True, False),
+                "find": (True, False, True, False), "ls": (True, False, True, False),
+                "write": (False, True, True, False), "edit": (False, True, False, False),
+                "bash": (False, True, False, True),
+            }
+            for tool in listed.tools:
+                if tool.name not in hints:
+                    continue
+                a = tool.annotations
+                check(a is not None, f"{tool.name} has no annotations")
+                got = (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint)
+                check(got == hints[tool.name], f"{tool.name}'s annotations: {got}")
+                check(tool.title == tool.name, f"{tool.name}'s title: {tool.title}")
             check(read.input_schema["required"] == ["path"], f"read's input schema {read.input_schema}")
 
             # A built-in, with pi's coercion: "1" becomes the number 1.

@@ -63,6 +63,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_built_in_gives_all_four_mcp_hints() {
+        for tool in tools() {
+            let spec = tool.spec();
+            let a = spec
+                .annotations
+                .unwrap_or_else(|| panic!("{} has no annotations", spec.name));
+            let set = [
+                a.read_only_hint,
+                a.destructive_hint,
+                a.idempotent_hint,
+                a.open_world_hint,
+            ];
+            assert!(set.iter().all(Option::is_some), "{}: {a:?}", spec.name);
+            // Read-only and destructive exclude each other.
+            assert_ne!(a.read_only_hint, a.destructive_hint, "{}", spec.name);
+        }
+    }
+
+    #[test]
     fn every_built_in_schema_can_be_enforced() {
         for tool in tools() {
             let spec = tool.spec();

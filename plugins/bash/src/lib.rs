@@ -60,6 +60,8 @@ impl Tool for Bash {
             prompt_snippet: Some("Execute bash commands (ls, grep, find, etc.)".into()),
             prompt_guidelines: vec!["You can inspect PI_* environment variables for current model and session details.".into()],
             constrained_sampling: Some(json!({"type": "json_schema", "strict": "prefer"})),
+            // MCP's hints for clients that decide what to auto-approve (README, "Serving MCP clients").
+            annotations: Some(toolwright_sdk::ToolAnnotations::hints(false, true, false, true)),
             ..Default::default()
         }
     }

@@ -64,6 +64,8 @@ impl Tool for Edit {
             renders_own_frame: true,
             prepares_arguments: true,
             mutates_files: true,
+            // MCP's hints for clients that decide what to auto-approve (README, "Serving MCP clients").
+            annotations: Some(toolwright_sdk::ToolAnnotations::hints(false, true, false, false)),
             ..Default::default()
         }
     }

@@ -38,6 +38,8 @@ impl Tool for Find {
                 "required": ["pattern"]
             }),
             prompt_snippet: Some("Find files by glob pattern (respects .gitignore)".into()),
+            // MCP's hints for clients that decide what to auto-approve (README, "Serving MCP clients").
+            annotations: Some(toolwright_sdk::ToolAnnotations::hints(true, false, true, false)),
             ..Default::default()
         }
     }

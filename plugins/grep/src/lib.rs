@@ -48,6 +48,8 @@ impl Tool for Grep {
                 "required": ["pattern"]
             }),
             prompt_snippet: Some("Search file contents for patterns (respects .gitignore)".into()),
+            // MCP's hints for clients that decide what to auto-approve (README, "Serving MCP clients").
+            annotations: Some(toolwright_sdk::ToolAnnotations::hints(true, false, true, false)),
             ..Default::default()
         }
     }

@@ -38,6 +38,8 @@ impl Tool for Ls {
                 }
             }),
             prompt_snippet: Some("List directory contents".into()),
+            // MCP's hints for clients that decide what to auto-approve (README, "Serving MCP clients").
+            annotations: Some(toolwright_sdk::ToolAnnotations::hints(true, false, true, false)),
             ..Default::default()
         }
     }

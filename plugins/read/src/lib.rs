@@ -60,6 +60,8 @@ impl Tool for Read {
             prompt_snippet: Some("Read file contents".into()),
             prompt_guidelines: vec!["Use read to examine files instead of cat or sed.".into()],
             constrained_sampling: Some(json!({"type": "json_schema", "strict": "prefer"})),
+            // MCP's hints for clients that decide what to auto-approve (README, "Serving MCP clients").
+            annotations: Some(toolwright_sdk::ToolAnnotations::hints(true, false, true, false)),
             ..Default::default()
         }
     }

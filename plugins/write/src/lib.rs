@@ -32,6 +32,8 @@ impl Tool for Write {
             prompt_guidelines: vec!["Use write only for new files or complete rewrites.".into()],
             constrained_sampling: Some(json!({"type": "json_schema", "strict": "prefer"})),
             mutates_files: true,
+            // MCP's hints for clients that decide what to auto-approve (README, "Serving MCP clients").
+            annotations: Some(toolwright_sdk::ToolAnnotations::hints(false, true, true, false)),
             ..Default::default()
         }
     }
