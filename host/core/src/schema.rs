@@ -1,8 +1,8 @@
 //! Argument validation with pi's rules: the schema check, coercion of loosely typed model arguments, and error
 //! explanations in pi-schema's words.
 //!
-//! pi validates tool arguments with its own `pi-schema` library: coerce (three passes, [`coerce`]), then check,
-//! then explain each failing keyword ([`explain`]). The texts the model sees depend on every detail of those
+//! pi validates tool arguments with its own `pi-schema` library: coerce (three passes, `coerce`), then check,
+//! then explain each failing keyword (`explain`). The texts the model sees depend on every detail of those
 //! steps, so they are reproduced here rather than delegated to a general JSON Schema crate whose messages differ.
 //!
 //! Supported keywords: `type` (also type arrays), `enum`, `const`, `properties`, `required`,

@@ -62,7 +62,7 @@ impl ComponentCache {
 
     /// The component for `bytes`: from the cache when it is there, else compiled and cached. A cache that
     /// cannot be read or written is reported in the log and bypassed.
-    /// `digest` is the bytes' [`digest`].
+    /// `digest` is the bytes' SHA-256.
     pub fn load(
         &self,
         engine: &Engine,

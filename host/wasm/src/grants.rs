@@ -42,7 +42,7 @@ pub struct WasmGrants {
     /// Memory limit per instance, in bytes (at most [`MAX_MEMORY`]).
     pub memory: usize,
     /// Fuel per call (wasm instructions, roughly); none: unmetered. Needs a plugin loaded with
-    /// [`PluginHost::metered`].
+    /// [`PluginHost::metered`](crate::PluginHost::metered).
     pub fuel: Option<u64>,
     /// Where it may connect (none: no network at all).
     pub network: Arc<Vec<NetRule>>,

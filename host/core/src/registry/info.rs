@@ -20,7 +20,7 @@ pub struct RegistrySources {
     pub embedder: Vec<ToolDefinition>,
 }
 
-/// The options of [`Registry::refresh`] (pi's `_refreshToolRegistry`).
+/// The options of [`Registry::refresh`](super::Registry::refresh) (pi's `_refreshToolRegistry`).
 #[derive(Debug, Clone, Default)]
 pub struct RefreshOptions {
     /// Start from these names instead of the current active set.
