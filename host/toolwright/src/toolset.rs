@@ -146,23 +146,38 @@ pub fn native_builtins(
     host: &HostEnv,
     mutations: &Arc<FileMutationQueue>,
 ) -> Result<Vec<ToolDefinition>, ToolsetError> {
+    let granted = policy
+        .builtins
+        .as_ref()
+        .map(|section| BuiltinGrants::decide(section, &options.cwd, host));
+    native_builtins_granted(options, granted.as_ref(), host, mutations)
+}
+
+/// [`native_builtins`] with the `[builtins]` section already decided (`None`: the defaults).
+pub(crate) fn native_builtins_granted(
+    options: &ToolsetOptions,
+    granted: Option<&BuiltinGrants>,
+    host: &HostEnv,
+    mutations: &Arc<FileMutationQueue>,
+) -> Result<Vec<ToolDefinition>, ToolsetError> {
     let workspace_error = |source| ToolsetError::Workspace {
         path: options.cwd.clone(),
         source,
     };
     let mut env = NativeEnv::builtin_in(&options.cwd, host).map_err(workspace_error)?;
-    if let Some(b) = &policy.builtins {
-        let granted = BuiltinGrants::decide(b, &options.cwd, host);
+    if let Some(granted) = granted {
         env.files = Arc::new(GrantedFiles::open(&granted.dirs).map_err(workspace_error)?);
-        env.programs = granted.programs;
-        env.env = Arc::new(granted.vars);
+        env.programs = granted.programs.clone();
+        env.env = Arc::new(granted.vars.clone());
     }
     env.mutations = mutations.clone();
     Ok(crate::builtins::definitions(&env))
 }
 
 /// What a policy's `[builtins]` section gives the built-ins: decided by the same rule as a plugin's requests
-/// ([`crate::policy::decide_granted`]: what the section grants, deny wins), then made concrete here.
+/// ([`crate::policy::decide_granted`]: what the section grants, deny wins), then made concrete here, once per
+/// load (programs are resolved on the host's `PATH`) for the native and the wasm built-ins alike.
+#[cfg_attr(not(feature = "wasm"), allow(dead_code))]
 pub(crate) struct BuiltinGrants {
     /// The granted directories that exist.
     pub dirs: Vec<Grant>,

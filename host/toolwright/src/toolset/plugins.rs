@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{
-    BuiltinGrants, BuiltinMode, ToolsetError, ToolsetOptions, load_policy, native_builtins, user_plugin_dir,
+    BuiltinGrants, BuiltinMode, ToolsetError, ToolsetOptions, load_policy, native_builtins_granted,
+    user_plugin_dir,
 };
 use crate::definition::{ToolDefinition, ToolSource, wrap_tool_definition};
 use crate::hooks::HookChain;
@@ -103,9 +104,16 @@ impl Toolset {
             return Err(ToolsetError::UnknownBuiltin(unknown.clone()));
         }
         let mutations = Arc::new(FileMutationQueue::default());
+        // The `[builtins]` section, decided once for the native and the wasm built-ins.
+        let builtin_section = policy
+            .builtins
+            .as_ref()
+            .map(|section| BuiltinGrants::decide(section, &options.cwd, &host));
         // Every built-in has its slot in pi's order, native or wasm.
         let builtins = match options.builtins {
-            BuiltinMode::Native => native_builtins(options, &policy, &host, &mutations)?,
+            BuiltinMode::Native => {
+                native_builtins_granted(options, builtin_section.as_ref(), &host, &mutations)?
+            }
             BuiltinMode::Wasm => Vec::new(),
         };
         let loaded = load_plugins(options, &policy)?;
@@ -123,7 +131,14 @@ impl Toolset {
             codemode: codemode(options),
         };
         for (plugin, location) in loaded.plugins.into_iter().zip(loaded.locations) {
-            toolset.add_plugin(options, &host, plugin, location, &mutations);
+            toolset.add_plugin(
+                options,
+                &host,
+                builtin_section.as_ref(),
+                plugin,
+                location,
+                &mutations,
+            );
         }
         Ok(toolset)
     }
@@ -134,6 +149,7 @@ impl Toolset {
         &mut self,
         options: &ToolsetOptions,
         host: &HostEnv,
+        builtin_section: Option<&BuiltinGrants>,
         mut plugin: Plugin,
         location: PluginLocation,
         mutations: &Arc<FileMutationQueue>,
@@ -147,7 +163,7 @@ impl Toolset {
             pin: PinStatus::Unpinned,
         };
         let mut grants = if is_builtin {
-            self.builtin_grants(&options.cwd, host)
+            self.builtin_grants(&options.cwd, host, builtin_section)
         } else {
             let name = &plugin.metadata.name;
             let entry = identity::policy_for(&self.policy, name, location);
@@ -226,10 +242,9 @@ impl Toolset {
 
     /// The wasm built-ins' grants: the defaults, or the policy's `[builtins]` section with its limits (which
     /// bind the wasm built-ins; natively they are the host's own code, as in pi).
-    fn builtin_grants(&self, cwd: &Path, host: &HostEnv) -> WasmGrants {
+    fn builtin_grants(&self, cwd: &Path, host: &HostEnv, granted: Option<&BuiltinGrants>) -> WasmGrants {
         let mut grants = WasmGrants::builtin(cwd, host);
-        if let Some(section) = &self.policy.builtins {
-            let granted = BuiltinGrants::decide(section, cwd, host);
+        if let (Some(section), Some(granted)) = (&self.policy.builtins, granted) {
             let temp = grants.preopens.pop();
             grants.preopens = granted
                 .dirs
@@ -241,8 +256,8 @@ impl Toolset {
                 })
                 .chain(temp)
                 .collect();
-            grants.programs = granted.programs;
-            grants.env = Arc::new(granted.vars);
+            grants.programs = granted.programs.clone();
+            grants.env = Arc::new(granted.vars.clone());
             grants.limit(section.timeout_ms, section.memory_mib);
         }
         grants
