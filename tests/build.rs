@@ -14,7 +14,7 @@ const EXAMPLES: [&str; 4] = [
     "toolwright-example-todos",
 ];
 
-const PROGRAMS: [&str; 7] = [
+const PROGRAMS: [&str; 8] = [
     "toolwright-test-probe",
     "toolwright-test-loadout",
     "toolwright-test-nested",
@@ -22,6 +22,7 @@ const PROGRAMS: [&str; 7] = [
     "toolwright-test-impostor",
     "toolwright-test-stall",
     "toolwright-test-selfref",
+    "toolwright-test-conformance",
 ];
 
 fn main() {

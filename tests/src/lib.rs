@@ -6,6 +6,7 @@
 //! - [`scenario`]: pipeline scenarios as data, with the test tools and hooks that both the pi driver
 //!   (`tests/oracle/record.mjs`) and this crate build from them.
 //! - [`normalize`]: event normalisation shared by every golden comparison.
+//! - [`mcp`]: `toolwright mcp --http` for a test, and the pinned Node tools (conformance suite, Inspector).
 //!
 //! ```
 //! let fixtures = toolwright_tests::fixtures_dir();
@@ -65,6 +66,7 @@ pub mod programs {
         tools
     }
 }
+pub mod mcp;
 pub mod normalize;
 pub mod scenario;
 pub mod workspace;

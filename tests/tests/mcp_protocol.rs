@@ -97,6 +97,12 @@ fn errors_are_the_protocol_s_and_garbage_does_not_stop_the_server() {
         json!([{"type": "text", "text": "hello\n"}])
     );
     assert_eq!(answers[2]["result"]["isError"], false);
+    // read's result is a string: a 2025-06-18 client gets it wrapped as an object, and no second text block
+    // (the text already holds it).
+    assert_eq!(
+        answers[2]["result"]["structuredContent"],
+        json!({"value": "hello\n"})
+    );
 }
 
 #[test]

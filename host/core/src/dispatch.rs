@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::nested::{CallableInfos, CallableTools, NestedCalls};
-use crate::pipeline::{BatchOutcome, EventSink, NoEvents, Pipeline};
+use crate::pipeline::{BatchOutcome, EventSink, NoEvents, Pipeline, ToolLog};
 use crate::registry::SharedRegistry;
 use crate::tool::{AgentTool, BoxFuture};
 use crate::types::{AgentEvent, AssistantMessage, ToolCall, ToolResult, ToolResultMessage};
@@ -133,7 +133,7 @@ impl Dispatcher {
         // Nested events travel to this batch's sink through a channel, each acknowledged once written: they keep
         // their order with the batch's own events (a nested end comes before its parent's end). The write of a
         // forwarded event is polled beside the batch, so a sink that waits (a lock, a full pipe) stalls neither.
-        let (tx, mut rx) = mpsc::unbounded_channel::<(AgentEvent, oneshot::Sender<()>)>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<(Forwarded, oneshot::Sender<()>)>();
         let forward: Arc<dyn EventSink> = Arc::new(Forward { tx });
         let _routes = Routes::new(nested, &message.tool_calls, &forward);
         let batch = self
@@ -150,8 +150,8 @@ impl Dispatcher {
                         let _ = ack.send(());
                     }
                 }
-                Some((event, ack)) = rx.recv(), if writing.is_none() => {
-                    writing = Some((sink.emit(event), ack));
+                Some((forwarded, ack)) = rx.recv(), if writing.is_none() => {
+                    writing = Some((forwarded.write(sink), ack));
                 }
                 outcome = &mut batch => break outcome,
             }
@@ -164,8 +164,8 @@ impl Dispatcher {
         drop(forward);
         // What nested calls sent before their batch ended is written; a nested call still running after it (a
         // tool returned without awaiting it) has its later events dropped.
-        while let Ok((event, ack)) = rx.try_recv() {
-            sink.emit(event).await;
+        while let Ok((forwarded, ack)) = rx.try_recv() {
+            forwarded.write(sink).await;
             let _ = ack.send(());
         }
         outcome
@@ -223,20 +223,46 @@ impl Drop for Routes<'_> {
     }
 }
 
-/// Hands events to [`Dispatcher::run`]'s loop and waits until they are written.
-struct Forward {
-    tx: mpsc::UnboundedSender<(AgentEvent, oneshot::Sender<()>)>,
+/// What a nested call sends to its batch's sink. (Moved once, through a channel: the size difference is moot.)
+#[allow(clippy::large_enum_variant)]
+enum Forwarded {
+    Event(AgentEvent),
+    Log(ToolLog),
 }
 
-impl EventSink for Forward {
-    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
+impl Forwarded {
+    fn write(self, sink: &dyn EventSink) -> BoxFuture<'_, ()> {
+        match self {
+            Forwarded::Event(event) => sink.emit(event),
+            Forwarded::Log(line) => sink.log(line),
+        }
+    }
+}
+
+/// Hands events and log lines to [`Dispatcher::run`]'s loop and waits until they are written.
+struct Forward {
+    tx: mpsc::UnboundedSender<(Forwarded, oneshot::Sender<()>)>,
+}
+
+impl Forward {
+    fn send(&self, forwarded: Forwarded) -> BoxFuture<'_, ()> {
         let (ack, written) = oneshot::channel();
-        let sent = self.tx.send((event, ack)).is_ok();
+        let sent = self.tx.send((forwarded, ack)).is_ok();
         Box::pin(async move {
             if sent {
                 let _ = written.await;
             }
         })
+    }
+}
+
+impl EventSink for Forward {
+    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
+        self.send(Forwarded::Event(event))
+    }
+
+    fn log(&self, line: ToolLog) -> BoxFuture<'_, ()> {
+        self.send(Forwarded::Log(line))
     }
 }
 

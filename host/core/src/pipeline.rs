@@ -53,6 +53,26 @@ pub mod texts {
 pub trait EventSink: Send + Sync {
     /// Handle one event.
     fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()>;
+
+    /// Handle a line a running call wrote to its log (not one of pi's events: an MCP server turns them into
+    /// `notifications/message`). The default drops it; the tool already wrote it to the host's `tracing` log.
+    fn log(&self, line: ToolLog) -> BoxFuture<'_, ()> {
+        drop(line);
+        Box::pin(async {})
+    }
+}
+
+/// A log line of a running call, with the call it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolLog {
+    /// The call's id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The calling tool's call id, for a nested call.
+    pub parent_tool_call_id: Option<String>,
+    /// The line.
+    pub line: crate::tool::LogLine,
 }
 
 /// An [`EventSink`] that ignores every event.

@@ -25,7 +25,26 @@ pub use toolwright_sdk::{HostFault, ToolError};
 /// ([`UpdateSink::update`]): memory stays bounded whatever a plugin sends.
 pub const PENDING_UPDATES: usize = 64;
 
-/// Where a running tool sends partial results (pi's `onUpdate`).
+/// How many log lines may wait for the consumer of one call; later ones are dropped (and counted) until it
+/// catches up. Logs never slow a tool down.
+pub const PENDING_LOG_LINES: usize = 256;
+
+/// The longest log line kept, in bytes; a longer one is cut at a character boundary and marked with `…`.
+pub const LOG_LINE_MAX_BYTES: usize = 8 * 1024;
+
+pub use toolwright_sdk::LogLevel;
+
+/// A line a running tool wrote to the host's log ([`UpdateSink::log`]): what an MCP client receives as
+/// `notifications/message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Its severity.
+    pub level: LogLevel,
+    /// The text.
+    pub message: String,
+}
+
+/// Where a running tool sends partial results (pi's `onUpdate`) and log lines.
 ///
 /// Updates sent after the call settled are ignored, as pi ignores late `onUpdate` calls. At most
 /// [`PENDING_UPDATES`] wait for the consumer at a time. Cloning is cheap; a sink from [`UpdateSink::discard`]
@@ -38,6 +57,8 @@ pub struct UpdateSink {
 struct UpdateChannel {
     accepting: AtomicBool,
     queue: Mutex<VecDeque<ToolResult>>,
+    /// Log lines waiting, and how many were dropped since the consumer last took one.
+    logs: Mutex<(VecDeque<LogLine>, usize)>,
     /// Signalled when an update is queued.
     ready: Notify,
     /// Signalled when the consumer takes one.
@@ -48,6 +69,12 @@ impl UpdateChannel {
     fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<ToolResult>> {
         // A panic while holding the lock leaves a valid queue behind.
         self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn logs(&self) -> std::sync::MutexGuard<'_, (VecDeque<LogLine>, usize)> {
+        self.logs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -74,6 +101,39 @@ impl UpdateSink {
         }
         drop(queue);
         inner.ready.notify_one();
+    }
+
+    /// Write a line to the call's log without waiting: the consumer (an MCP client's `notifications/message`)
+    /// receives it in order with the call's partial results. Ignored once the call has settled; beyond
+    /// [`PENDING_LOG_LINES`] waiting lines are dropped, and the consumer is told how many.
+    pub fn log(&self, level: LogLevel, message: impl Into<String>) {
+        let Some(inner) = &self.inner else { return };
+        let mut message = message.into();
+        if message.len() > LOG_LINE_MAX_BYTES {
+            let mut end = LOG_LINE_MAX_BYTES;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push('…');
+        }
+        {
+            let mut logs = inner.logs();
+            if !inner.accepting.load(Ordering::Acquire) {
+                return;
+            }
+            if logs.0.len() >= PENDING_LOG_LINES {
+                logs.1 += 1;
+                return;
+            }
+            logs.0.push_back(LogLine { level, message });
+        }
+        inner.ready.notify_one();
+    }
+
+    /// Whether anything listens: a tool may skip building log lines nobody reads.
+    pub fn is_connected(&self) -> bool {
+        self.inner.is_some()
     }
 
     /// Report a partial result, waiting while [`PENDING_UPDATES`] wait for the consumer (backpressure), or
@@ -124,6 +184,7 @@ impl UpdateSink {
         let inner = Arc::new(UpdateChannel {
             accepting: AtomicBool::new(true),
             queue: Mutex::new(VecDeque::new()),
+            logs: Mutex::new((VecDeque::new(), 0)),
             ready: Notify::new(),
             room: Notify::new(),
         });
@@ -149,32 +210,59 @@ pub(crate) struct UpdateReceiver {
     inner: Arc<UpdateChannel>,
 }
 
+/// What a running call sent: a partial result or a log line. (Taken off a queue and handed on at once.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Sent {
+    /// A partial result.
+    Update(ToolResult),
+    /// A log line.
+    Log(LogLine),
+}
+
 impl UpdateReceiver {
-    /// The next update, waiting for one.
-    pub(crate) async fn recv(&self) -> ToolResult {
+    /// The next thing sent, waiting for one.
+    pub(crate) async fn recv(&self) -> Sent {
         loop {
             let ready = self.inner.ready.notified();
             tokio::pin!(ready);
             ready.as_mut().enable();
-            if let Some(partial) = self.try_recv() {
-                return partial;
+            if let Some(sent) = self.try_recv() {
+                return sent;
             }
             ready.await;
         }
     }
 
-    /// The next update, if one waits.
-    pub(crate) fn try_recv(&self) -> Option<ToolResult> {
+    /// The next thing sent, if one waits: log lines first (they were written before the update that follows
+    /// them, or at worst beside it), then partial results.
+    pub(crate) fn try_recv(&self) -> Option<Sent> {
+        {
+            let mut logs = self.inner.logs();
+            if logs.1 > 0 {
+                let dropped = std::mem::take(&mut logs.1);
+                return Some(Sent::Log(LogLine {
+                    level: LogLevel::Warn,
+                    message: format!(
+                        "{dropped} log lines were dropped: the tool wrote faster than they were sent"
+                    ),
+                }));
+            }
+            if let Some(line) = logs.0.pop_front() {
+                return Some(Sent::Log(line));
+            }
+        }
         let partial = self.inner.queue().pop_front();
         if partial.is_some() {
             self.inner.room.notify_waiters();
         }
-        partial
+        partial.map(Sent::Update)
     }
 
     /// Stop accepting updates; the ones already sent can still be drained. Senders waiting for room give up.
     pub(crate) fn close(&mut self) {
         let _queue = self.inner.queue();
+        let _logs = self.inner.logs();
         self.inner.accepting.store(false, Ordering::Release);
         self.inner.room.notify_waiters();
     }
@@ -383,8 +471,38 @@ mod tests {
 
     fn texts(receiver: &UpdateReceiver) -> Vec<String> {
         std::iter::from_fn(|| receiver.try_recv())
-            .map(|r| r.text_lines())
+            .map(|sent| match sent {
+                Sent::Update(r) => r.text_lines(),
+                Sent::Log(line) => format!("log {:?}: {}", line.level, line.message),
+            })
             .collect()
+    }
+
+    #[test]
+    fn log_lines_come_in_order_bounded_and_cut_and_the_consumer_hears_of_what_was_dropped() {
+        let (sink, mut receiver) = UpdateSink::channel();
+        sink.log(LogLevel::Info, "first");
+        sink.update(ToolResult::text("partial"));
+        sink.log(LogLevel::Error, "x".repeat(LOG_LINE_MAX_BYTES + 10));
+        let got = texts(&receiver);
+        assert_eq!(got[0], "log Info: first");
+        assert_eq!(got[1], format!("log Error: {}…", "x".repeat(LOG_LINE_MAX_BYTES)));
+        assert_eq!(got[2], "partial");
+
+        for i in 0..PENDING_LOG_LINES + 5 {
+            sink.log(LogLevel::Debug, format!("{i}"));
+        }
+        let got = texts(&receiver);
+        assert_eq!(got.len(), PENDING_LOG_LINES + 1);
+        assert_eq!(
+            got[0],
+            "log Warn: 5 log lines were dropped: the tool wrote faster than they were sent"
+        );
+        assert_eq!(got[1], "log Debug: 0");
+
+        receiver.close();
+        sink.log(LogLevel::Info, "late");
+        assert!(texts(&receiver).is_empty(), "a settled call's lines are ignored");
     }
 
     #[test]
@@ -415,7 +533,9 @@ mod tests {
         });
         let mut got = Vec::new();
         while got.len() < 1000 {
-            let partial = receiver.recv().await;
+            let Sent::Update(partial) = receiver.recv().await else {
+                panic!("no log line was written")
+            };
             got.push(partial.text_lines());
             if got.len() % 100 == 0 {
                 // A slow consumer: the producer must wait, never exceed the bound.

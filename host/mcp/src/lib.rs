@@ -1,56 +1,90 @@
 //! # toolwright-mcp
 //!
-//! Serving the registry's tools over the Model Context Protocol, with the official Rust SDK (`rmcp`).
+//! Serving the registry's tools over the Model Context Protocol, with the official Rust SDK (`rmcp`), on stdio
+//! and streamable HTTP.
 //!
 //! ## Map
 //!
-//! One file: [`McpServer`] over a session's registry and pipeline, [`Reload`] for plugin directories that
-//! change while it serves, [`McpServeError`].
+//! - [`McpServer`] (this file) over a session's [`Dispatcher`]: `tools/list`, `tools/call`, `logging/setLevel`,
+//!   [`Reload`] for plugin directories that change while it serves, [`McpServeError`].
+//! - [`result`]: tools and results in the shape each protocol revision asks for (structured output).
+//! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
+//! - [`http`]: the streamable-HTTP transport ([`HttpOptions`], bearer token, `Host`/`Origin` allow-lists).
 //!
-//! - `tools/list` lists the declared tools after the loadout: name, title (the label), description, input
-//!   schema, output schema (when it describes an object, as MCP requires) and annotations.
+//! What the server does:
+//!
+//! - `tools/list` lists the declared tools after the loadout, in the registry's order: name, title (the label),
+//!   description, input schema, output schema (see [`result`]) and annotations.
 //! - `tools/call` runs the full pipeline (validation, hooks, handler plugins) on one active tool. Content blocks
-//!   map one to one; `structuredContent` is passed when it is an object; `isError` is the final error flag.
-//!   Partial results become `notifications/progress` when the client sent a progress token, and
-//!   `notifications/cancelled` aborts the call (a bash call's process group is killed).
+//!   map one to one (images as MCP images); `structuredContent` as the revision allows; `isError` is the final
+//!   error flag. Partial results become `notifications/progress` when the client sent a progress token; what a
+//!   tool logs becomes `notifications/message` at or above the client's level; `notifications/cancelled` (or,
+//!   for a stateless HTTP request, closing its stream) aborts the call (a bash call's process group is killed).
 //! - Calls run concurrently, except that a tool whose execution mode is sequential runs alone, as pi runs a batch
 //!   that contains one.
-//! - When a call changes the declared tools (`tool_search` activating a deferred tool), the server sends
-//!   `notifications/tools/list_changed`.
+//! - When the declared tools change (`tool_search` activating a deferred tool, plugins reloaded), every connected
+//!   client is sent `notifications/tools/list_changed`.
 //!
 //! Nothing but protocol messages goes to stdout: logs go to stderr through `tracing`.
+
+pub mod http;
+pub mod result;
+mod sink;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+// MCP logging (`logging/setLevel`, `notifications/message`) is deprecated by SEP-2577 in rmcp, yet it is how
+// 2025-11-25 clients, still the majority, hear a tool's logs; 2026-07-28 clients send a level per request.
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::{Peer, RequestContext, RoleServer};
+#[allow(deprecated)]
+use rmcp::model::{LoggingLevel, SetLevelRequestParams};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use toolwright_sdk::ExecutionMode;
 
 use toolwright_core::dispatch::Dispatcher;
-use toolwright_core::pipeline::EventSink;
 use toolwright_core::registry::transcript::ToolDeclaration;
-use toolwright_core::tool::BoxFuture;
-use toolwright_core::types::{AgentEvent, AssistantMessage, ToolCall};
+use toolwright_core::types::{AssistantMessage, ToolCall};
+
+pub use http::HttpOptions;
+pub use result::Structured;
+pub use sink::DEFAULT_LOG_LEVEL;
+
+use result::Revision;
 
 /// An MCP server over a session's [`Dispatcher`]: its registry's declared tools, run through its pipeline.
+///
+/// Clones share everything but the client's log level: over HTTP each session (and each stateless request) is
+/// served by a clone.
 #[derive(Clone)]
 pub struct McpServer {
     inner: Arc<Inner>,
+    /// The level this client chose with `logging/setLevel`.
+    #[allow(deprecated)]
+    level: Arc<Mutex<LoggingLevel>>,
 }
 
 struct Inner {
     dispatcher: Dispatcher,
+    structured: Structured,
     /// Parallel calls share it; a sequential tool takes it alone.
     exclusive: tokio::sync::RwLock<()>,
     /// The registry's revision and declarations when they were last compared: a call that leaves the revision
     /// unchanged costs no comparison.
     announced: Mutex<(u64, Vec<ToolDeclaration>)>,
+    /// The clients that completed the handshake, told when the declared tools change.
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// Cancels every running call (shutdown).
+    shutdown: CancellationToken,
+    /// The running calls, awaited at shutdown.
+    calls: TaskTracker,
 }
 
 /// Polled for the plugins' tools: `Some` with all of them when the plugin directories changed, else `None`.
@@ -67,21 +101,55 @@ pub enum McpServeError {
     Service(String),
 }
 
+/// The protocol revision of a request: its own (2026-07-28 carries it in `_meta`), else the session's.
+fn revision_of(context: &RequestContext<RoleServer>) -> Revision {
+    let version = context
+        .meta
+        .protocol_version()
+        .or_else(|| context.peer.peer_info().map(|info| info.protocol_version.clone()))
+        .unwrap_or(ProtocolVersion::V_2025_03_26);
+    Revision::of(&version)
+}
+
 impl McpServer {
-    /// A server for `dispatcher`'s tools.
+    /// A server for `dispatcher`'s tools, structured results as [`Structured::default`].
     pub fn new(dispatcher: Dispatcher) -> Self {
+        Self::with_structured(dispatcher, Structured::default())
+    }
+
+    /// A server for `dispatcher`'s tools, structured results as `structured` says.
+    pub fn with_structured(dispatcher: Dispatcher, structured: Structured) -> Self {
         let announced = dispatcher.registry().read(|r| (r.revision(), r.declarations()));
         McpServer {
             inner: Arc::new(Inner {
                 dispatcher,
+                structured,
                 exclusive: tokio::sync::RwLock::new(()),
                 announced: Mutex::new(announced),
+                peers: Mutex::new(Vec::new()),
+                shutdown: CancellationToken::new(),
+                calls: TaskTracker::new(),
             }),
+            level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
         }
     }
 
-    /// Send `notifications/tools/list_changed` when the declared tools differ from the last ones compared.
-    async fn announce_changes(&self, peer: &Peer<RoleServer>) {
+    /// A clone for another client: the same tools and calls, its own log level.
+    fn session(&self) -> Self {
+        McpServer {
+            inner: self.inner.clone(),
+            level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
+        }
+    }
+
+    #[allow(deprecated)]
+    fn level(&self) -> LoggingLevel {
+        *self.level.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Send `notifications/tools/list_changed` to every connected client when the declared tools differ from
+    /// the last ones compared.
+    async fn announce_changes(&self) {
         let changed = self.inner.dispatcher.registry().read(|registry| {
             let mut announced = self.inner.announced.lock().unwrap_or_else(|p| p.into_inner());
             if registry.revision() == announced.0 {
@@ -92,42 +160,70 @@ impl McpServer {
             *announced = (registry.revision(), declarations);
             changed
         });
-        if changed && let Err(error) = peer.notify_tool_list_changed().await {
-            tracing::warn!("cannot send tools/list_changed: {error}");
+        if !changed {
+            return;
+        }
+        let peers: Vec<Peer<RoleServer>> = {
+            let mut peers = self.inner.peers.lock().unwrap_or_else(|p| p.into_inner());
+            peers.retain(|peer| !peer.is_transport_closed());
+            peers.clone()
+        };
+        for peer in peers {
+            if let Err(error) = peer.notify_tool_list_changed().await {
+                tracing::debug!("cannot send tools/list_changed: {error}");
+            }
         }
     }
 
     /// Serve on stdin and stdout until the client disconnects.
     pub async fn serve_stdio(self) -> Result<(), McpServeError> {
-        self.serve_stdio_reloading(None).await
+        self.serve_stdio_until(None, CancellationToken::new()).await
     }
 
-    /// Serve on stdin and stdout until the client disconnects; every `interval`, ask `reload` (on a blocking
-    /// thread) for the plugins' tools, and when it returns new ones, put them in the registry and tell the client
-    /// if the declared tools changed (`notifications/tools/list_changed`).
-    pub async fn serve_stdio_reloading(
+    /// Serve on stdin and stdout until the client disconnects or `shutdown` is cancelled (then the running
+    /// calls are cancelled and awaited); every `interval`, ask `reload` (on a blocking thread) for the plugins'
+    /// tools, and when it returns new ones, put them in the registry and tell the client if the declared tools
+    /// changed (`notifications/tools/list_changed`).
+    pub async fn serve_stdio_until(
         self,
         reload: Option<(Reload, Duration)>,
+        shutdown: CancellationToken,
     ) -> Result<(), McpServeError> {
         let running = self
             .clone()
             .serve(rmcp::transport::io::stdio())
             .await
             .map_err(|e| McpServeError::Initialize(e.to_string()))?;
-        let watcher = reload.map(|(reload, interval)| {
-            let (server, peer) = (self.clone(), running.peer().clone());
-            tokio::spawn(server.watch(reload, interval, peer))
-        });
-        let outcome = running.waiting().await;
+        let watcher = self.watch_plugins(reload);
+        let stop = running.cancellation_token();
+        let outcome = tokio::select! {
+            outcome = running.waiting() => outcome.map(|_| ()).map_err(|e| McpServeError::Service(e.to_string())),
+            () = shutdown.cancelled() => {
+                self.finish_calls().await;
+                stop.cancel();
+                Ok(())
+            }
+        };
         if let Some(watcher) = watcher {
             watcher.abort();
         }
         outcome
-            .map(|_| ())
-            .map_err(|e| McpServeError::Service(e.to_string()))
     }
 
-    async fn watch(self, mut reload: Reload, interval: Duration, peer: Peer<RoleServer>) {
+    /// Watch the plugin directories while serving, when asked to.
+    pub fn watch_plugins(&self, reload: Option<(Reload, Duration)>) -> Option<tokio::task::JoinHandle<()>> {
+        let (reload, interval) = reload?;
+        Some(tokio::spawn(self.clone().watch(reload, interval)))
+    }
+
+    /// Cancel every running call and wait until they have finished.
+    async fn finish_calls(&self) {
+        self.inner.shutdown.cancel();
+        self.inner.calls.close();
+        self.inner.calls.wait().await;
+    }
+
+    async fn watch(self, mut reload: Reload, interval: Duration) {
         loop {
             tokio::time::sleep(interval).await;
             let Ok((back, tools)) = tokio::task::spawn_blocking(move || {
@@ -146,39 +242,43 @@ impl McpServer {
                 .dispatcher
                 .registry()
                 .update(|r| r.set_plugin_tools(tools));
-            self.announce_changes(&peer).await;
+            self.announce_changes().await;
         }
     }
 
-    /// The declared tools as MCP tools.
+    /// The declared tools as MCP tools, for a client of the newest revision.
     pub fn tools(&self) -> Vec<Tool> {
+        self.tools_for(Revision::AnyValue)
+    }
+
+    fn tools_for(&self, revision: Revision) -> Vec<Tool> {
         self.inner.dispatcher.registry().read(|registry| {
             registry
-            .declarations()
-            .into_iter()
-            .filter_map(|declaration| {
-                let definition = registry.definition(&declaration.name)?;
-                let mut tool = json!({
-                    "name": declaration.name,
-                    "title": definition.label,
-                    "description": declaration.description,
-                    "inputSchema": declaration.parameters,
-                });
-                if let Some(schema) = definition.output_schema.as_ref().filter(|s| is_object_schema(s)) {
-                    tool["outputSchema"] = schema.clone();
-                }
-                if let Some(annotations) = &definition.annotations {
-                    tool["annotations"] = serde_json::to_value(annotations).unwrap_or(Value::Null);
-                }
-                match serde_json::from_value(tool) {
-                    Ok(tool) => Some(tool),
-                    Err(error) => {
-                        tracing::warn!(tool = %declaration.name, "cannot describe the tool over MCP: {error}");
-                        None
+                .declarations()
+                .into_iter()
+                .filter_map(|declaration| {
+                    let definition = registry.definition(&declaration.name)?;
+                    let mut tool = json!({
+                        "name": declaration.name,
+                        "title": definition.label,
+                        "description": declaration.description,
+                        "inputSchema": declaration.parameters,
+                    });
+                    if let Some(schema) = result::output_schema(definition.output_schema.as_ref(), revision) {
+                        tool["outputSchema"] = schema;
                     }
-                }
-            })
-            .collect()
+                    if let Some(annotations) = &definition.annotations {
+                        tool["annotations"] = serde_json::to_value(annotations).unwrap_or(Value::Null);
+                    }
+                    match serde_json::from_value(tool) {
+                        Ok(tool) => Some(tool),
+                        Err(error) => {
+                            tracing::warn!(tool = %declaration.name, "cannot describe the tool over MCP: {error}");
+                            None
+                        }
+                    }
+                })
+                .collect()
         })
     }
 
@@ -196,15 +296,18 @@ impl McpServer {
                 None,
             ));
         };
+        let revision = revision_of(&context);
         let sequential = tool.execution_mode() == Some(ExecutionMode::Sequential);
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let progress = context
             .meta
             .get_progress_token()
             .or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
-        let sink = ProgressSink {
+        let level = context.meta.log_level().unwrap_or_else(|| self.level());
+        let sink = sink::CallSink {
             peer: context.peer.clone(),
             token: progress,
+            level,
             count: Mutex::new(0),
         };
         let message = AssistantMessage {
@@ -215,6 +318,9 @@ impl McpServer {
             )],
             ..Default::default()
         };
+        // The call is cancelled by the client (`notifications/cancelled`, a closed stateless stream) or by
+        // shutdown.
+        let cancel = self.inner.shutdown.child_token();
         let outcome = {
             let _turn = if sequential {
                 (None, Some(self.inner.exclusive.write().await))
@@ -223,12 +329,25 @@ impl McpServer {
             };
             // On a task of its own: a client that cancels or goes away does not leave the call half-run; the
             // cancellation reaches it through the token.
-            let (dispatcher, cancel) = (self.inner.dispatcher.clone(), context.ct.clone());
-            tokio::spawn(async move { dispatcher.run(&message, &sink, &cancel).await })
-                .await
+            let (dispatcher, client, cancel) =
+                (self.inner.dispatcher.clone(), context.ct.clone(), cancel.clone());
+            let Some(task) = self.spawn_call(async move {
+                let run = dispatcher.run(&message, &sink, &cancel);
+                tokio::pin!(run);
+                tokio::select! {
+                    outcome = &mut run => outcome,
+                    () = client.cancelled() => {
+                        cancel.cancel();
+                        run.await
+                    }
+                }
+            }) else {
+                return Err(ErrorData::internal_error("the server is shutting down", None));
+            };
+            task.await
                 .map_err(|e| ErrorData::internal_error(format!("the call did not finish: {e}"), None))?
         };
-        self.announce_changes(&context.peer).await;
+        self.announce_changes().await;
         let (Some(result), Some(message)) = (outcome.results.first(), outcome.messages.first()) else {
             return Err(ErrorData::internal_error("the pipeline returned no result", None));
         };
@@ -236,9 +355,12 @@ impl McpServer {
             "content": message.content,
             "isError": message.is_error,
         });
-        if let Some(structured) = result.structured_content.as_ref().filter(|v| v.is_object()) {
-            body["structuredContent"] = structured.clone();
-        }
+        result::add_structured(
+            &mut body,
+            result.structured_content.as_ref(),
+            revision,
+            self.inner.structured,
+        );
         // The record of the nested calls the tool made (pi's `nestedCalls`), where MCP keeps extensions.
         if let Some(nested) = &message.nested_calls {
             body["_meta"] = json!({ NESTED_CALLS_META: nested });
@@ -246,63 +368,32 @@ impl McpServer {
         serde_json::from_value(body)
             .map_err(|e| ErrorData::internal_error(format!("cannot encode the result: {e}"), None))
     }
+
+    /// Run a call on a task the shutdown waits for; `None` once shutting down.
+    fn spawn_call<F>(&self, call: F) -> Option<tokio::task::JoinHandle<F::Output>>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        if self.inner.shutdown.is_cancelled() {
+            return None;
+        }
+        Some(self.inner.calls.spawn(call))
+    }
 }
 
 /// The `_meta` key of a `tools/call` result that carries the record of the nested calls the tool made (pi's
 /// `nestedCalls`: ids, names, arguments, status, errors, durations; `complete` false when the record was cut).
 pub const NESTED_CALLS_META: &str = "toolwright/nestedCalls";
 
-/// MCP requires an output schema to describe an object.
-fn is_object_schema(schema: &Value) -> bool {
-    schema.get("type").and_then(Value::as_str) == Some("object")
-}
-
-/// Turns the pipeline's updates into progress notifications.
-struct ProgressSink {
-    peer: Peer<RoleServer>,
-    token: Option<ProgressToken>,
-    count: Mutex<u64>,
-}
-
-impl EventSink for ProgressSink {
-    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            // Nested calls' updates reach the client through their caller's, if it passes them on.
-            let (
-                Some(token),
-                AgentEvent::ToolExecutionUpdate {
-                    partial_result,
-                    parent_tool_call_id: None,
-                    ..
-                },
-            ) = (&self.token, &event)
-            else {
-                return;
-            };
-            let progress = {
-                let mut count = self.count.lock().unwrap_or_else(|p| p.into_inner());
-                *count += 1;
-                *count
-            };
-            let text = partial_result.text_content();
-            let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-            let mut notification = ProgressNotificationParam::new(token.clone(), progress as f64);
-            if !last.is_empty() {
-                notification.message = Some(last.chars().take(200).collect());
-            }
-            if let Err(error) = self.peer.notify_progress(notification).await {
-                tracing::debug!("cannot send progress: {error}");
-            }
-        })
-    }
-}
-
 impl ServerHandler for McpServer {
+    #[allow(deprecated)] // logging: see the imports
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("toolwright", env!("CARGO_PKG_VERSION")))
@@ -311,12 +402,28 @@ impl ServerHandler for McpServer {
         )
     }
 
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut peers = self.inner.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers.retain(|peer| !peer.is_transport_closed());
+        peers.push(context.peer);
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        *self.level.lock().unwrap_or_else(|p| p.into_inner()) = request.level;
+        Ok(())
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        serde_json::from_value(json!({ "tools": self.tools() }))
+        serde_json::from_value(json!({ "tools": self.tools_for(revision_of(&context)) }))
             .map_err(|e| ErrorData::internal_error(format!("cannot list the tools: {e}"), None))
     }
 

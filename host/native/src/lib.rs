@@ -194,6 +194,7 @@ impl Ctx for NativeCtx {
             LogLevel::Warn => tracing::warn!(tool, "{message}"),
             LogLevel::Error => tracing::error!(tool, "{message}"),
         }
+        self.updates.log(level, message);
     }
 
     fn files(&self) -> &dyn Files {

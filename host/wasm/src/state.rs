@@ -101,12 +101,18 @@ impl WasiView for PluginState {
 }
 
 impl PluginState {
-    /// Send what the plugin printed to the host's log, never to the protocol stream.
+    /// Send what the plugin printed to the host's log and the call's log (an MCP client's
+    /// `notifications/message`: stdout as info, stderr as warnings), never to the protocol stream.
     pub fn flush_output(&self) {
-        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+        use toolwright_core::tool::LogLevel;
+        for (stream, pipe, level) in [
+            ("stdout", &self.stdout, LogLevel::Info),
+            ("stderr", &self.stderr, LogLevel::Warn),
+        ] {
             let bytes = pipe.contents();
             for line in String::from_utf8_lossy(&bytes).lines() {
                 tracing::info!(plugin = %self.call.plugin, stream, "{line}");
+                self.call.updates.log(level, line);
             }
         }
     }
@@ -148,13 +154,28 @@ impl host::Host for PluginState {
     }
 
     fn log(&mut self, level: types::LogLevel, message: String) -> wasmtime::Result<()> {
+        use toolwright_core::tool::LogLevel;
         let plugin = &self.call.plugin;
-        match level {
-            types::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
-            types::LogLevel::Info => tracing::info!(plugin, "{message}"),
-            types::LogLevel::Warn => tracing::warn!(plugin, "{message}"),
-            types::LogLevel::Error => tracing::error!(plugin, "{message}"),
-        }
+        let level = match level {
+            types::LogLevel::Debug => {
+                tracing::debug!(plugin, "{message}");
+                LogLevel::Debug
+            }
+            types::LogLevel::Info => {
+                tracing::info!(plugin, "{message}");
+                LogLevel::Info
+            }
+            types::LogLevel::Warn => {
+                tracing::warn!(plugin, "{message}");
+                LogLevel::Warn
+            }
+            types::LogLevel::Error => {
+                tracing::error!(plugin, "{message}");
+                LogLevel::Error
+            }
+        };
+        // The message is the plugin's: bounded like everything it sends.
+        self.call.updates.log(level, message);
         Ok(())
     }
 

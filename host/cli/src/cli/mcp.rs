@@ -1,5 +1,7 @@
-//! `toolwright mcp`: the active, declared tools served over the Model Context Protocol on stdio.
+//! `toolwright mcp`: the active, declared tools served over the Model Context Protocol on stdio, or on
+//! streamable HTTP with `--http`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
@@ -17,6 +19,25 @@ pub struct McpArgs {
     /// How often to look for plugin files added, changed or removed, in milliseconds (0: never).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     watch_plugins: u64,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (port 0 picks a free one; the address is
+    /// printed on stdout). Only loopback addresses, unless a token is set.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// A file holding the bearer token every HTTP request must carry (`Authorization: Bearer …`); required to
+    /// listen beyond loopback.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    token_file: Option<PathBuf>,
+    /// Also accept this `Host` header (`name` or `name:port`) over HTTP; loopback names always pass.
+    #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
+    allow_hosts: Vec<String>,
+    /// Also accept requests from this browser `Origin` (`https://app.example:443`, `:*` for any port);
+    /// loopback origins always pass, and requests without an `Origin` are not browsers'.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    allow_origins: Vec<String>,
+    /// Do not repeat `structuredContent` as a serialized JSON text block for 2025-06-18 and 2025-11-25 clients
+    /// (which the spec asks for; it makes the model read a structured result twice).
+    #[arg(long)]
+    no_structured_text: bool,
     #[command(flatten)]
     tools: super::ToolArgs,
 }
@@ -35,7 +56,59 @@ fn fingerprint(options: &ToolsetOptions) -> Vec<(PathBuf, u64, Option<SystemTime
         .collect()
 }
 
+/// The HTTP options, after checking the address and reading the token.
+fn http_options(args: &McpArgs, addr: SocketAddr) -> anyhow::Result<toolwright::mcp::HttpOptions> {
+    let token = match &args.token_file {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the token file {}", path.display()))?;
+            let token = text.trim().to_owned();
+            anyhow::ensure!(
+                token.len() >= 16 && token.bytes().all(|b| b.is_ascii_graphic()),
+                "the token in {} must be at least 16 printable ASCII characters without spaces",
+                path.display()
+            );
+            Some(token)
+        }
+    };
+    anyhow::ensure!(
+        addr.ip().is_loopback() || token.is_some(),
+        "--http {addr} listens beyond loopback: give --token-file, so only clients holding the token get in"
+    );
+    Ok(toolwright::mcp::HttpOptions {
+        allowed_hosts: args.allow_hosts.clone(),
+        allowed_origins: args.allow_origins.clone(),
+        token,
+    })
+}
+
+/// Cancelled on SIGINT or SIGTERM.
+fn shutdown_on_signals(
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<tokio_util::sync::CancellationToken> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let token = tokio_util::sync::CancellationToken::new();
+    let _guard = runtime.enter();
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let cancel = token.clone();
+    runtime.spawn(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::info!("shutting down: cancelling the running calls");
+        cancel.cancel();
+    });
+    Ok(token)
+}
+
 pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
+    let http = match args.http {
+        Some(addr) => Some((addr, http_options(&args, addr)?)),
+        None => None,
+    };
     let cwd = super::workspace(args.cwd)?;
     // Nested calls (from plugin tools and codemode) run through the same pipeline; their events are not part of
     // the MCP conversation.
@@ -77,8 +150,38 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     });
     let watch = (args.watch_plugins > 0).then(|| (reload, Duration::from_millis(args.watch_plugins)));
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    let server = toolwright::mcp::McpServer::new(session.dispatcher().clone());
-    runtime.block_on(server.serve_stdio_reloading(watch))?;
+    let structured = toolwright::mcp::Structured {
+        text: !args.no_structured_text,
+    };
+    let server = toolwright::mcp::McpServer::with_structured(session.dispatcher().clone(), structured);
+    let shutdown = shutdown_on_signals(&runtime)?;
+    match http {
+        None => runtime.block_on(server.serve_stdio_until(watch, shutdown))?,
+        Some((addr, options)) => runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            let local = listener.local_addr().context("the listener has no address")?;
+            {
+                use std::io::Write;
+                let mut stdout = std::io::stdout().lock();
+                writeln!(
+                    stdout,
+                    "Listening on http://{local}{}",
+                    toolwright::mcp::http::MCP_PATH
+                )?;
+                stdout.flush()?;
+            }
+            let watcher = server.watch_plugins(watch);
+            let served = server.serve_http(listener, options, shutdown).await;
+            if let Some(watcher) = watcher {
+                watcher.abort();
+            }
+            served.map_err(anyhow::Error::from)
+        })?,
+    }
+    // The calls have finished; plugins and their processes go with the session.
+    drop(runtime);
     drop(session);
     Ok(ExitCode::SUCCESS)
 }

@@ -5,10 +5,10 @@ use std::time::Instant;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::EventSink;
 use super::prepare::{CallContext, Ready, panicked};
+use super::{EventSink, ToolLog};
 use crate::hooks::{AfterToolCallContext, merge_after};
-use crate::tool::{ToolExecution, UpdateSink};
+use crate::tool::{LogLine, Sent, ToolExecution, UpdateSink};
 use crate::types::{AgentEvent, ToolCall, ToolResult};
 
 /// The outcome of `execute`.
@@ -48,6 +48,29 @@ pub(super) enum Forward<'a> {
 }
 
 impl Forward<'_> {
+    async fn forward(&self, call: &ToolCall, sent: Sent) {
+        match sent {
+            Sent::Update(partial) => self.send(call, partial).await,
+            Sent::Log(line) => self.log(call, line).await,
+        }
+    }
+
+    /// A log line goes where the call's events go, or to the caller's sink.
+    async fn log(&self, call: &ToolCall, line: LogLine) {
+        let (sink, parent) = match self {
+            Forward::Events { sink, parent } => (*sink, *parent),
+            Forward::Nested { sink, parent, .. } => (*sink, Some(*parent)),
+            Forward::Updates(updates) => return updates.log(line.level, line.message),
+        };
+        let log = ToolLog {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            parent_tool_call_id: parent.map(str::to_owned),
+            line,
+        };
+        sink.log(log).await;
+    }
+
     async fn send(&self, call: &ToolCall, partial_result: ToolResult) {
         match self {
             Forward::Events { sink, parent } => {
@@ -101,14 +124,14 @@ pub(super) async fn execute(
     let outcome = loop {
         tokio::select! {
             biased;
-            partial = receiver.recv() => forward.send(call, partial).await,
+            sent = receiver.recv() => forward.forward(call, sent).await,
             outcome = &mut execution => break outcome,
         }
     };
     let duration_ms = elapsed_ms(started);
     receiver.close();
-    while let Some(partial) = receiver.try_recv() {
-        forward.send(call, partial).await;
+    while let Some(sent) = receiver.try_recv() {
+        forward.forward(call, sent).await;
     }
     settle(&call.name, outcome, duration_ms)
 }

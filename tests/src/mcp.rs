@@ -1,0 +1,101 @@
+//! Running `toolwright mcp --http` for a test, and the pinned Node tools that drive it: Node 22, the official MCP
+//! conformance suite and the MCP Inspector (`tests/mcp/node/package.json` and its lockfile).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A `toolwright mcp --http 127.0.0.1:0` process, killed when dropped.
+pub struct HttpServer {
+    child: Child,
+    /// The endpoint it printed: `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl HttpServer {
+    /// Start `binary mcp --http 127.0.0.1:0 ARGS…` and read the address it listens on.
+    pub fn start(binary: &Path, args: &[&str]) -> HttpServer {
+        let mut child = Command::new(binary)
+            .args(["mcp", "--http", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start toolwright mcp --http");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("piped stdout");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the address line");
+        let url = line
+            .trim()
+            .strip_prefix("Listening on ")
+            .unwrap_or_else(|| panic!("`toolwright mcp --http` printed {line:?}, not its address"))
+            .to_owned();
+        HttpServer { child, url }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Send SIGTERM and wait for the exit; the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.child.wait().expect("wait for the server")
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The directory (under `target_tmp`, an integration test's `CARGO_TARGET_TMPDIR`) with the pinned Node packages
+/// installed (`npm ci`, once per lockfile), whose `node_modules/.bin` holds `node` (22), `conformance` and
+/// `mcp-inspector`. Needs `npm` and the npm registry on first use.
+pub fn node_tools(target_tmp: &Path) -> PathBuf {
+    // The tests of one binary run in parallel: one installs, the others wait.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _installing = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/node");
+    let lock = std::fs::read(source.join("package-lock.json")).expect("tests/mcp/node/package-lock.json");
+    let dir = target_tmp.join("mcp-node");
+    let stamp = dir.join("installed.lock");
+    if std::fs::read(&stamp).is_ok_and(|installed| installed == lock) {
+        return dir;
+    }
+    std::fs::create_dir_all(&dir).expect("make the Node tools directory");
+    for file in ["package.json", "package-lock.json"] {
+        std::fs::copy(source.join(file), dir.join(file)).expect("copy the Node manifest");
+    }
+    let status = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&dir)
+        .status()
+        .expect("run npm (install it: apt-get install npm)");
+    assert!(
+        status.success(),
+        "`npm ci` in {} failed (the npm registry must be reachable)",
+        dir.display()
+    );
+    std::fs::write(&stamp, lock).expect("mark the Node tools installed");
+    dir
+}
+
+/// A command running one of the Node tools' binaries, with Node 22 first on `PATH`.
+pub fn node_command(tools: &Path, binary: &str) -> Command {
+    let bin = tools.join("node_modules/.bin");
+    let path = std::env::var("PATH").unwrap_or_default();
+    let mut command = Command::new(bin.join(binary));
+    command.env("PATH", format!("{}:{path}", bin.display()));
+    command
+}
