@@ -3,6 +3,10 @@
 //! `tool_search` and `tools/list_changed`, a wasm plugin tool, progress from a long bash, cancelling it (no process
 //! left behind), and the next call.
 //!
+//! Over streamable HTTP (`tests/mcp/python_http_client.py`), as a 2025-11-25 client (a session) and as a
+//! 2026-07-28 one (stateless): annotations, structured results as each revision has them, a wasm plugin's tool,
+//! its logs and its progress, cancelling a long bash (no process left behind), and a clean exit on SIGTERM.
+//!
 //! The SDK is installed once into a virtual environment under the target directory (`python3 -m venv`, then
 //! `pip install mcp==2.3.0`); set `TOOLWRIGHT_PYTHON` to use another interpreter.
 
@@ -74,4 +78,48 @@ fn the_official_python_client_drives_toolwright_mcp() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
+}
+
+fn http_client(mode: &str) {
+    let python = python();
+    let workspace = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    for (name, bytes) in toolwright_tests::programs::EXAMPLES {
+        if name.ends_with("wordcount") {
+            std::fs::write(plugins.path().join(format!("{name}.wasm")), bytes).unwrap();
+        }
+    }
+    std::fs::copy(
+        toolwright_tests::programs::CONFORMANCE,
+        plugins.path().join("conformance.wasm"),
+    )
+    .unwrap();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/python_http_client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg(workspace.path())
+        .arg(plugins.path())
+        .arg(&cache)
+        .arg(mode)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python client ({mode}) failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
+}
+
+#[test]
+fn the_official_python_client_drives_toolwright_mcp_over_http_as_a_2025_11_25_client() {
+    http_client("legacy");
+}
+
+#[test]
+fn the_official_python_client_drives_toolwright_mcp_over_http_as_a_2026_07_28_client() {
+    http_client("modern");
 }

@@ -351,7 +351,9 @@ impl McpServer {
         let (Some(result), Some(message)) = (outcome.results.first(), outcome.messages.first()) else {
             return Err(ErrorData::internal_error("the pipeline returned no result", None));
         };
+        // `resultType` is 2026-07-28's (rmcp drops it for older clients).
         let mut body = json!({
+            "resultType": "complete",
             "content": message.content,
             "isError": message.is_error,
         });
@@ -423,8 +425,10 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        serde_json::from_value(json!({ "tools": self.tools_for(revision_of(&context)) }))
-            .map_err(|e| ErrorData::internal_error(format!("cannot list the tools: {e}"), None))
+        serde_json::from_value(
+            json!({ "resultType": "complete", "tools": self.tools_for(revision_of(&context)) }),
+        )
+        .map_err(|e| ErrorData::internal_error(format!("cannot list the tools: {e}"), None))
     }
 
     async fn call_tool(

@@ -1,0 +1,382 @@
+//! `toolwright mcp --http` at the HTTP level, as a hostile or careless client meets it: a foreign `Origin` or
+//! `Host` is refused with 403, a missing or wrong bearer token with 401, another path with 404; listening beyond
+//! loopback without a token is refused at start; `tools/list_changed` reaches every connected session; and
+//! SIGTERM during a running call cancels it, kills its processes and exits cleanly.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolwright_tests::mcp::HttpServer;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_toolwright-cli");
+
+/// What came back for one request.
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name).then(|| value.trim())
+        })
+    }
+
+    /// The JSON-RPC messages in an SSE or JSON body.
+    fn messages(&self) -> Vec<Value> {
+        self.body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: ").or(Some(l)))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(Value::is_object)
+            .collect()
+    }
+}
+
+fn host_port(url: &str) -> &str {
+    url.trim_start_matches("http://").trim_end_matches("/mcp")
+}
+
+/// Send one request with `Connection: close` and read until the server closes (or `until` shows up).
+fn send(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    until: Option<&str>,
+) -> Reply {
+    let authority = host_port(url);
+    let mut stream = TcpStream::connect(authority).unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: {authority}\r\n"));
+    }
+    for (key, value) in headers {
+        request.push_str(&format!("{key}: {value}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(request.as_bytes()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut raw = Vec::new();
+    let mut buffer = [0u8; 8192];
+    while Instant::now() < deadline {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buffer[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("reading the reply: {e}"),
+        }
+        if until.is_some_and(|marker| String::from_utf8_lossy(&raw).contains(marker)) {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    Reply {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+
+fn initialize_body() -> String {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string()
+}
+
+fn post(url: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    let mut all = vec![ACCEPT, JSON];
+    all.extend_from_slice(headers);
+    send(url, "POST", "/mcp", &all, body, None)
+}
+
+/// A session: its id, after `initialize` and `notifications/initialized`.
+fn session(url: &str, extra: &[(&str, &str)]) -> String {
+    let reply = post(url, extra, &initialize_body());
+    assert_eq!(reply.status, 200, "{}{}", reply.head, reply.body);
+    let id = reply.header("mcp-session-id").expect("a session id").to_owned();
+    let mut headers = vec![
+        ("mcp-session-id", id.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    headers.extend_from_slice(extra);
+    let reply = post(
+        url,
+        &headers,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+    );
+    assert_eq!(reply.status, 202, "{}", reply.head);
+    id
+}
+
+fn workspace() -> tempfile::TempDir {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("a.txt"), "hello\n").unwrap();
+    workspace
+}
+
+fn start(workspace: &Path, extra: &[&str]) -> HttpServer {
+    let mut args = vec!["--cwd", workspace.to_str().unwrap(), "--no-default-plugins"];
+    args.extend_from_slice(extra);
+    HttpServer::start(Path::new(BINARY), &args)
+}
+
+#[test]
+fn foreign_origins_and_hosts_are_refused_with_403_and_other_paths_with_404() {
+    let ws = workspace();
+    let server = start(ws.path(), &["--allow-origin", "https://app.example:443"]);
+    let url = &server.url;
+    let origin = format!("http://{}", host_port(url));
+    for (headers, expected) in [
+        (vec![("Origin", "http://evil.example")], 403),
+        (vec![("Origin", "null")], 403),
+        (
+            vec![("Host", "evil.example"), ("Origin", "http://evil.example")],
+            403,
+        ),
+        (vec![("Host", "evil.example")], 403),
+        (vec![("Origin", "https://app.example")], 200),
+        (vec![("Origin", origin.as_str())], 200),
+        (vec![], 200),
+    ] {
+        let reply = post(url, &headers, &initialize_body());
+        assert_eq!(
+            reply.status, expected,
+            "{headers:?}: {}{}",
+            reply.head, reply.body
+        );
+        if expected == 200 {
+            let init = &reply.messages()[0];
+            assert_eq!(init["result"]["serverInfo"]["name"], "toolwright", "{init}");
+        }
+    }
+    let reply = send(url, "POST", "/other", &[ACCEPT, JSON], &initialize_body(), None);
+    assert_eq!(reply.status, 404);
+}
+
+#[test]
+fn with_a_token_every_request_needs_it_and_a_wrong_one_gets_401() {
+    let ws = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token-0123456789\n").unwrap();
+    let server = start(ws.path(), &["--token-file", token_file.to_str().unwrap()]);
+    let url = &server.url;
+    for headers in [
+        vec![],
+        vec![("Authorization", "Bearer wrong-token-0123456789")],
+        vec![("Authorization", "Bearer s3cret-token-012345678")],
+        vec![("Authorization", "s3cret-token-0123456789")],
+        vec![("Authorization", "Basic czNjcmV0")],
+    ] {
+        let reply = post(url, &headers, &initialize_body());
+        assert_eq!(reply.status, 401, "{headers:?}: {}", reply.head);
+        assert_eq!(
+            reply.header("www-authenticate"),
+            Some("Bearer realm=\"toolwright\"")
+        );
+    }
+    let auth = [("Authorization", "Bearer s3cret-token-0123456789")];
+    let id = session(url, &auth);
+    let reply = post(
+        url,
+        &[
+            auth[0],
+            ("mcp-session-id", &id),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "read", "arguments": {"path": "a.txt"}}})
+        .to_string(),
+    );
+    let result = &reply.messages()[0]["result"];
+    assert_eq!(result["content"][0]["text"], "hello\n", "{result}");
+    // A foreign Origin is refused even with the token.
+    let reply = post(
+        url,
+        &[auth[0], ("Origin", "http://evil.example")],
+        &initialize_body(),
+    );
+    assert_eq!(reply.status, 403);
+}
+
+#[test]
+fn listening_beyond_loopback_needs_a_token_and_a_weak_token_is_refused() {
+    let ws = workspace();
+    let out = std::process::Command::new(BINARY)
+        .args(["mcp", "--http", "0.0.0.0:0", "--no-default-plugins", "--cwd"])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("listens beyond loopback: give --token-file"),
+        "{stderr}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "short\n").unwrap();
+    let out = std::process::Command::new(BINARY)
+        .args([
+            "mcp",
+            "--http",
+            "127.0.0.1:0",
+            "--no-default-plugins",
+            "--token-file",
+        ])
+        .arg(&token_file)
+        .arg("--cwd")
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("must be at least 16 printable ASCII characters"),
+        "{stderr}"
+    );
+}
+
+fn alive(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| !s.contains("State:\tZ"))
+}
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_cancels_the_running_calls_kills_their_processes_and_exits_cleanly() {
+    let ws = workspace();
+    let server = start(ws.path(), &[]);
+    let url = server.url.clone();
+    let id = session(&url, &[]);
+    let call = std::thread::spawn({
+        let url = url.clone();
+        move || {
+            let command = "echo $$ > shell.pid; sleep 60 & echo $! > child.pid; wait";
+            post(
+                &url,
+                &[("mcp-session-id", &id), ("mcp-protocol-version", "2025-11-25")],
+                &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                    "params": {"name": "bash", "arguments": {"command": command}}})
+                .to_string(),
+            )
+        }
+    });
+    let pid_file = |name: &str| {
+        std::fs::read_to_string(ws.path().join(name))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    };
+    wait_for("the bash call's processes", Duration::from_secs(10), || {
+        pid_file("shell.pid").is_some() && pid_file("child.pid").is_some()
+    });
+    let pids: Vec<i64> = ["shell.pid", "child.pid"]
+        .iter()
+        .filter_map(|f| pid_file(f))
+        .collect();
+    assert!(pids.iter().all(|p| alive(*p)));
+    let started = Instant::now();
+    let status = server.terminate();
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+    assert!(!pids.iter().any(|p| alive(*p)), "processes left behind: {pids:?}");
+    // The client got the call's answer (cancelled) or saw the stream end; it was not left hanging.
+    let reply = call.join().unwrap();
+    if let Some(message) = reply.messages().into_iter().find(|m| m["id"] == 7) {
+        assert_eq!(message["result"]["isError"], true, "{message}");
+        assert_eq!(
+            message["result"]["content"][0]["text"], "Operation aborted",
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn every_connected_session_hears_that_the_plugin_tools_changed() {
+    let ws = workspace();
+    let plugins = tempfile::tempdir().unwrap();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let server = start(
+        ws.path(),
+        &[
+            "--plugins",
+            plugins.path().to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--watch-plugins",
+            "100",
+        ],
+    );
+    let url = server.url.clone();
+    let listeners: Vec<_> = (0..2)
+        .map(|_| {
+            let id = session(&url, &[]);
+            let url = url.clone();
+            std::thread::spawn(move || {
+                send(
+                    &url,
+                    "GET",
+                    "/mcp",
+                    &[
+                        ("Accept", "text/event-stream"),
+                        ("mcp-session-id", &id),
+                        ("mcp-protocol-version", "2025-11-25"),
+                    ],
+                    "",
+                    Some("notifications/tools/list_changed"),
+                )
+            })
+        })
+        .collect();
+    // Let both GET streams open before the change.
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, wordcount) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    std::fs::write(plugins.path().join("wordcount.wasm"), wordcount).unwrap();
+    for listener in listeners {
+        let reply = listener.join().unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.head);
+        assert!(
+            reply.body.contains("notifications/tools/list_changed"),
+            "a session did not hear of the change: {}",
+            reply.body
+        );
+    }
+}
