@@ -1,5 +1,6 @@
 //! `toolwright mcp --http` at the HTTP level, as a hostile or careless client meets it: a foreign `Origin` or
-//! `Host` is refused with 403, a missing or wrong bearer token with 401, another path with 404; listening beyond
+//! `Host` is refused with 403, a missing or wrong bearer token with 401, another path with 404, a body over 4 MiB
+//! with 413; listening beyond
 //! loopback without a token is refused at start; `tools/list_changed` reaches every connected session; and
 //! SIGTERM during a running call cancels it, kills its processes and exits cleanly.
 
@@ -65,7 +66,8 @@ fn send(
         request.push_str(&format!("{key}: {value}\r\n"));
     }
     request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    stream.write_all(request.as_bytes()).unwrap();
+    // A server that refuses a huge body may close before reading it all: the reply still says why.
+    let _ = stream.write_all(request.as_bytes());
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut raw = Vec::new();
     let mut buffer = [0u8; 8192];
@@ -175,6 +177,19 @@ fn foreign_origins_and_hosts_are_refused_with_403_and_other_paths_with_404() {
     }
     let reply = send(url, "POST", "/other", &[ACCEPT, JSON], &initialize_body(), None);
     assert_eq!(reply.status, 404);
+}
+
+#[test]
+fn a_body_over_the_cap_gets_413_without_being_buffered_and_the_server_goes_on() {
+    let ws = workspace();
+    let server = start(ws.path(), &[]);
+    let huge = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "read", "arguments": {"path": "x".repeat(5 << 20)}}})
+    .to_string();
+    let reply = post(&server.url, &[], &huge);
+    assert_eq!(reply.status, 413, "{}", reply.head);
+    let reply = post(&server.url, &[], &initialize_body());
+    assert_eq!(reply.status, 200);
 }
 
 #[test]

@@ -117,6 +117,8 @@ struct Mcp {
     stdout: BufReader<ChildStdout>,
     /// Responses read while waiting for another one.
     early: std::collections::HashMap<i64, Value>,
+    /// The notifications read so far.
+    notifications: Vec<Value>,
 }
 
 impl Mcp {
@@ -145,6 +147,7 @@ impl Mcp {
             stdin,
             stdout,
             early: Default::default(),
+            notifications: Vec::new(),
         };
         server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "redteam", "version": "1"}}}));
@@ -182,7 +185,7 @@ impl Mcp {
                 Some(other) => {
                     self.early.insert(other, message);
                 }
-                None => {}
+                None => self.notifications.push(message),
             }
         }
     }
@@ -579,4 +582,51 @@ fn a_look_ahead_pattern_is_enforced_under_exec_and_mcp() {
     );
     mcp.send(&guarded(2, "good"));
     assert_eq!(text_of(&mcp.response(2)["result"]["content"]), "raw ok");
+}
+
+#[test]
+fn a_log_flood_reaches_an_mcp_client_bounded_and_cut_and_the_server_serves_on() {
+    let setup = setup("");
+    let results = setup.exec(&[json!({"action": "logflood"})]);
+    assert_eq!(results, vec![(false, "logged".to_owned())]);
+
+    let mut mcp = setup.mcp();
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "debug"}}));
+    mcp.response(1);
+    assert_eq!(
+        mcp.run(2, json!({"action": "logflood"})),
+        (false, "logged".into())
+    );
+    let lines: Vec<&str> = mcp
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/message")
+        .filter_map(|n| n["params"]["data"].as_str())
+        .collect();
+    assert!(!lines.is_empty(), "no log line reached the client");
+    // Each line is cut to 8 KiB; lines the client could not take in time are dropped, and it is told so.
+    for line in &lines {
+        assert!(
+            line.len() <= 8 * 1024 + '…'.len_utf8(),
+            "a line of {} bytes",
+            line.len()
+        );
+    }
+    let kept = lines
+        .iter()
+        .filter(|l| !l.contains("log lines were dropped"))
+        .count();
+    let dropped: usize = lines
+        .iter()
+        .filter_map(|l| {
+            l.split_once(" log lines were dropped")
+                .and_then(|(n, _)| n.parse::<usize>().ok())
+        })
+        .sum();
+    assert_eq!(
+        kept + dropped,
+        2000,
+        "every line is delivered or counted as dropped"
+    );
+    assert_eq!(mcp.run(3, json!({"action": "print"})), (false, "printed".into()));
 }

@@ -25,7 +25,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "print", "sleep", "utf8", "spin", "big"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big"]},
                     "target": {"type": "string"},
                     "mib": {"type": "integer"},
                     "ms": {"type": "integer"},
@@ -135,6 +135,16 @@ impl Tool for Probe {
                     ctx.log(toolwright_sdk::LogLevel::Debug, &format!("log line {i}"));
                 }
                 "flooded".into()
+            }
+            // Log lines far longer and more numerous than a client should get: 2000 of 64 KiB each.
+            "logflood" => {
+                for i in 0..2000 {
+                    ctx.log(
+                        toolwright_sdk::LogLevel::Info,
+                        &format!("{i} {}", "x".repeat(64 << 10)),
+                    );
+                }
+                "logged".into()
             }
             "print" => {
                 println!("stdout noise from the probe");
