@@ -154,6 +154,11 @@ async fn serve_connection(
     token: Option<Arc<str>>,
     closing: CancellationToken,
 ) {
+    // An answer goes out as several small writes (SSE priming event, message, end of stream): with Nagle's
+    // algorithm each waits for the client's delayed ACK, 40 ms a call.
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, "cannot set TCP_NODELAY: {error}");
+    }
     let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
         let mut service = service.clone();
         let token = token.clone();
