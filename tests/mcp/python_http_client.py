@@ -20,6 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from python_client import alive, check
 
+RED_PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+
 warnings.simplefilter("ignore")  # logging/setLevel is deprecated as of 2026-07-28; 2025-11-25 clients use it.
 
 
@@ -87,6 +89,12 @@ async def main(binary, workspace, plugins, cache, mode):
                 check(not result.is_error and result.content[0].text.startswith("3 words"), f"word_count: {result}")
                 check(result.structured_content == {"words": 3, "lines": 1, "characters": 13},
                       f"word_count's structuredContent {result.structured_content}")
+
+                # An image block passes as an MCP image, bytes unchanged (a 1x1 PNG is within pi's limits).
+                result = await session.call_tool("test_image_content", {})
+                image = result.content[0]
+                check(image.type == "image" and image.mime_type == "image/png", f"image block: {result}")
+                check(image.data == RED_PIXEL_PNG, f"image bytes changed: {image.data}")
 
                 # A plugin's log lines reach the client at the level it chose, named by their tool.
                 result = await session.call_tool("test_tool_with_logging", {})
