@@ -65,9 +65,21 @@ impl Setup {
         self.ws.path().join(rel).to_string_lossy().into_owned()
     }
 
-    /// `toolwright ARGS --cwd WS` as the user of this HOME.
+    /// `toolwright ARGS --cwd WS` as the user of this HOME; it must succeed.
     fn toolwright(&self, args: &[&str]) -> Output {
-        let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// `toolwright ARGS --cwd WS` as the user of this HOME.
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
             .args(args)
             .arg("--cwd")
             .arg(self.ws.path())
@@ -77,13 +89,17 @@ impl Setup {
             .env("XDG_CONFIG_HOME", self.home.path().join(".config"))
             .stdin(Stdio::null())
             .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .unwrap()
+    }
+
+    /// `toolwright plugins ARGS`: exit 0, or 1 when it reports a skipped plugin.
+    fn plugins(&self, args: &[&str]) -> Output {
+        let mut all = vec!["plugins"];
+        all.extend_from_slice(args);
+        let out = self.run(&all);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let skipped = stdout.contains("skipped: ") || stdout.contains("\"errors\":[\"");
+        assert_eq!(out.status.code(), Some(if skipped { 1 } else { 0 }), "{stdout}");
         out
     }
 
@@ -118,11 +134,11 @@ impl Setup {
     }
 
     fn listing(&self) -> String {
-        String::from_utf8(self.toolwright(&["plugins"]).stdout).unwrap()
+        String::from_utf8(self.plugins(&[]).stdout).unwrap()
     }
 
     fn listing_json(&self) -> Value {
-        serde_json::from_slice(&self.toolwright(&["plugins", "--json"]).stdout).unwrap()
+        serde_json::from_slice(&self.plugins(&["--json"]).stdout).unwrap()
     }
 }
 

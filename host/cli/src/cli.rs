@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch. Only the binary uses `clap` and `anyhow`.
 
+mod check;
 mod exec;
 mod mcp;
 mod plugins;
@@ -32,7 +33,10 @@ enum Command {
     Prompt(registry::PromptArgs),
     /// Print the tool declarations a provider request would carry, as JSON.
     Declarations(registry::DeclarationsArgs),
-    /// Serve the active tools over the Model Context Protocol on stdin/stdout (logs go to stderr).
+    /// Check a plugin file: whether the host can load it, what it offers and requests, and how to fix it if not.
+    Check(check::CheckArgs),
+    /// Serve the active tools over the Model Context Protocol on stdin/stdout, or on streamable HTTP with `--http`
+    /// (logs go to stderr).
     Mcp(mcp::McpArgs),
 }
 
@@ -112,23 +116,56 @@ impl ToolArgs {
         options
     }
 
-    /// Load the tools for `cwd`, reporting plugins that failed to load on stderr.
+    /// Load the tools for `cwd`, saying nothing about what failed (the caller reports `errors` and
+    /// [`ToolArgs::warnings`]).
     pub fn load(&self, cwd: &std::path::Path) -> anyhow::Result<toolwright::toolset::Toolset> {
-        let options = self.options(cwd);
-        let toolset = toolwright::toolset::Toolset::load(&options)?;
-        #[allow(clippy::print_stderr)]
-        {
-            for error in &toolset.errors {
-                eprintln!("toolwright: skipped: {error}");
+        Ok(toolwright::toolset::Toolset::load(&self.options(cwd))?)
+    }
+
+    /// The plugin directories given that are not directories: each a problem, one line.
+    pub fn directory_problems(&self) -> Vec<String> {
+        self.plugin_dirs
+            .iter()
+            .filter_map(|dir| {
+                if dir.is_file() {
+                    Some(format!(
+                        "{} is a file, not a directory: --plugins takes a directory (`toolwright check {}` checks \
+                         one file)",
+                        dir.display(),
+                        dir.display()
+                    ))
+                } else if !dir.exists() {
+                    Some(format!("the plugin directory {} does not exist", dir.display()))
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// What looks wrong about the set-up without stopping anything: the plugin directories given that are not
+    /// directories, and policy sections for a plugin name that no loaded plugin has (with the nearest name).
+    pub fn warnings(&self, toolset: &toolwright::toolset::Toolset) -> Vec<String> {
+        let mut warnings = self.directory_problems();
+        let loaded: Vec<&str> = toolset.plugins.iter().map(|p| p.metadata.name.as_str()).collect();
+        let sections = toolset
+            .policy
+            .plugins
+            .keys()
+            .chain(toolset.policy.project_plugins.keys());
+        let mut seen = std::collections::BTreeSet::new();
+        for name in sections {
+            if loaded.contains(&name.as_str()) || !seen.insert(name.as_str()) {
+                continue;
             }
-            for (tool, path) in &toolset.overrides {
-                eprintln!(
-                    "toolwright: the built-in `{tool}` is replaced by the plugin {}",
-                    path.display()
-                );
+            let mut warning =
+                format!("the policy has a section [plugins.{name}], but no plugin loaded is named `{name}`");
+            if let Some(near) = nearest(name, &loaded) {
+                warning.push_str(&format!("; did you mean [plugins.{near}]?"));
             }
+            warnings.push(warning);
         }
-        Ok(toolset)
+        warnings
     }
 }
 
@@ -183,6 +220,9 @@ impl ToolArgs {
             for error in &toolset.errors {
                 eprintln!("toolwright: skipped: {error}");
             }
+            for warning in self.warnings(toolset) {
+                eprintln!("toolwright: warning: {warning}");
+            }
             for (tool, path) in &toolset.overrides {
                 eprintln!(
                     "toolwright: the built-in `{tool}` is replaced by the plugin {}",
@@ -198,6 +238,38 @@ impl ToolArgs {
         }
         Ok(session)
     }
+}
+
+/// The name in `names` nearest to `name` (the same once `_` and `-` and case are alike, or within a third of its
+/// length in edits), if one is near enough to be a likely slip.
+fn nearest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
+    let fold = |s: &str| s.to_lowercase().replace('_', "-");
+    let folded = fold(name);
+    if let Some(same) = names.iter().find(|n| fold(n) == folded) {
+        return Some(same);
+    }
+    names
+        .iter()
+        .map(|n| (edit_distance(&folded, &fold(n)), *n))
+        .filter(|(d, _)| *d <= folded.chars().count().div_ceil(3))
+        .min()
+        .map(|(_, n)| n)
+}
+
+/// Levenshtein's distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb)).min(row[j] + 1).min(above + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// The workspace: `cwd` or the current directory, made absolute; it must be a directory.
@@ -225,6 +297,7 @@ pub fn main() -> ExitCode {
         Command::Prompt(args) => registry::prompt(args),
         Command::Declarations(args) => registry::declarations(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::Check(args) => check::run(args),
     };
     match result {
         Ok(code) => code,
@@ -235,5 +308,20 @@ pub fn main() -> ExitCode {
             }
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slip_in_a_plugin_name_finds_the_name_meant() {
+        let names = ["rust-plugin", "word-count", "guard"];
+        assert_eq!(nearest("rust_plugin", &names), Some("rust-plugin"));
+        assert_eq!(nearest("Word_Count", &names), Some("word-count"));
+        assert_eq!(nearest("gaurd", &names), Some("guard"));
+        assert_eq!(nearest("something-else", &names), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 }

@@ -131,9 +131,7 @@ impl McpServer {
         }
         drop(listener);
         // Cancel every running call and wait for them (their processes are killed), then end the streams.
-        self.inner.shutdown.cancel();
-        self.inner.calls.close();
-        self.inner.calls.wait().await;
+        self.finish_calls().await;
         rmcp_stop.cancel();
         closing.cancel();
         connections.close();

@@ -64,6 +64,15 @@ fn http_options(args: &McpArgs, addr: SocketAddr) -> anyhow::Result<toolwright::
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read the token file {}", path.display()))?;
             let token = text.trim().to_owned();
+            {
+                use std::os::unix::fs::PermissionsExt;
+                if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+                    tracing::warn!(
+                        "the token file {} can be read by other users: `chmod 600` it",
+                        path.display()
+                    );
+                }
+            }
             anyhow::ensure!(
                 token.len() >= 16 && token.bytes().all(|b| b.is_ascii_graphic()),
                 "the token in {} must be at least 16 printable ASCII characters without spaces",

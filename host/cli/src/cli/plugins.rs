@@ -72,7 +72,21 @@ const MAX_MEMORY_MIB: u64 = (toolwright::wasm::MAX_MEMORY >> 20) as u64;
 
 pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
     let cwd = super::workspace(args.cwd)?;
+    // Problems are this command's report: printed once, here, not also on stderr.
     let toolset = args.tools.load(&cwd)?;
+    let problems = args.tools.directory_problems();
+    let warnings: Vec<String> = args
+        .tools
+        .warnings(&toolset)
+        .into_iter()
+        .filter(|w| !problems.contains(w))
+        .collect();
+    // A plugin skipped or a directory that is not one: the set-up is not what was asked for.
+    let code = if toolset.errors.is_empty() && problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
         let plugins: Vec<_> = toolset
@@ -115,15 +129,17 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                 })
             })
             .collect();
-        let errors: Vec<String> = toolset.errors.iter().map(ToString::to_string).collect();
+        let mut errors: Vec<String> = toolset.errors.iter().map(ToString::to_string).collect();
+        errors.extend(problems.iter().cloned());
         writeln!(
             out,
             "{}",
-            json!({"plugins": plugins, "errors": errors, "ignoredFromProject": toolset.policy.ignored})
+            json!({"plugins": plugins, "errors": errors, "warnings": warnings,
+                "ignoredFromProject": toolset.policy.ignored})
         )?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
-    if toolset.plugins.is_empty() && toolset.errors.is_empty() {
+    if toolset.plugins.is_empty() && toolset.errors.is_empty() && problems.is_empty() {
         writeln!(
             out,
             "No plugins. Put .wasm files in {} or pass --plugins DIR.",
@@ -217,6 +233,12 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
     for error in &toolset.errors {
         writeln!(out, "skipped: {error}")?;
     }
+    for problem in &problems {
+        writeln!(out, "problem: {problem}")?;
+    }
+    for warning in &warnings {
+        writeln!(out, "warning: {warning}")?;
+    }
     if !toolset.policy.ignored.is_empty() {
         writeln!(
             out,
@@ -227,5 +249,5 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             writeln!(out, "  {line}")?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
