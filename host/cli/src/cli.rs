@@ -3,6 +3,7 @@
 mod check;
 mod exec;
 mod mcp;
+mod new;
 mod plugins;
 mod registry;
 
@@ -33,6 +34,8 @@ enum Command {
     Prompt(registry::PromptArgs),
     /// Print the tool declarations a provider request would carry, as JSON.
     Declarations(registry::DeclarationsArgs),
+    /// Create a plugin project that builds, tests and runs: `toolwright new my-tool && cd my-tool && ./build.sh`.
+    New(new::NewArgs),
     /// Check a plugin file: whether the host can load it, what it offers and requests, and how to fix it if not.
     Check(check::CheckArgs),
     /// Serve the active tools over the Model Context Protocol on stdin/stdout, or on streamable HTTP with `--http`
@@ -298,6 +301,7 @@ pub fn main() -> ExitCode {
         Command::Declarations(args) => registry::declarations(args),
         Command::Mcp(args) => mcp::run(args),
         Command::Check(args) => check::run(args),
+        Command::New(args) => new::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,218 @@
+//! `toolwright new NAME`: a complete plugin project that builds, tests, passes `toolwright check` and runs under
+//! `toolwright exec --plugins .`, from templates compiled into the binary.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+/// Arguments of `toolwright new`.
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The plugin's name (`[a-z][a-z0-9-]*`): the project directory, the crate and the plugin's name.
+    name: String,
+    /// The language of the project.
+    #[arg(long, value_enum, default_value = "rust")]
+    lang: Lang,
+    /// A handler plugin (pi's `tool_call` hook) instead of a tool plugin.
+    #[arg(long)]
+    handler: bool,
+    /// Where to create the project directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// The Toolwright SDK to depend on, a `sdk` directory of a Toolwright checkout (default: the checkout this
+    /// `toolwright` was built from, if it is still there, else the SDK's git repository).
+    #[arg(long, value_name = "DIR")]
+    sdk: Option<PathBuf>,
+}
+
+/// The languages `toolwright new` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Lang {
+    /// Rust, with the Toolwright SDK (`toolwright-sdk`).
+    Rust,
+}
+
+const GIT_SDK: &str = r#"toolwright-sdk = { git = "https://github.com/toolwright/toolwright" }"#;
+
+/// The SDK of the checkout this binary was built from, if it is still there.
+fn checkout_sdk() -> Option<PathBuf> {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|dir| dir.join("sdk"))
+        .find(|sdk| {
+            std::fs::read_to_string(sdk.join("Cargo.toml"))
+                .is_ok_and(|manifest| manifest.contains("name = \"toolwright-sdk\""))
+        })
+}
+
+/// Whether `name` can be a plugin, a crate and a directory.
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-')
+}
+
+/// Fill `{{key}}` in `template`.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut text = template.to_owned();
+    for (key, value) in values {
+        text = text.replace(&format!("{{{{{key}}}}}"), value);
+    }
+    text
+}
+
+/// The files of a Rust project: (relative path, contents, executable).
+fn rust_project(name: &str, handler: bool, sdk: &str) -> Vec<(&'static str, String, bool)> {
+    let crate_name = name.replace('-', "_");
+    let tool = format!("{crate_name}_count");
+    let description = if handler {
+        format!("A Toolwright handler plugin: {name} blocks recursive deletes in bash.")
+    } else {
+        format!("A Toolwright tool plugin: {tool} counts the lines, words and bytes of a file.")
+    };
+    let (kind, export, world, handler_flag) = match handler {
+        true => ("handler", "export_handler", "handler-plugin", " --handler"),
+        false => ("tool", "export_tool", "tool-plugin", ""),
+    };
+    let grants = match handler {
+        true => format!(
+            "[plugins.{name}]\n# A handler sees every call whatever it is granted: it asks for nothing.\n"
+        ),
+        false => format!("[plugins.{name}]\nread = [\".\"]\n"),
+    };
+    let calls = match handler {
+        true => serde_json::json!({"toolCalls": [
+            {"id": "1", "name": "bash", "arguments": {"command": "rm -rf ./nothing-here"}},
+            {"id": "2", "name": "bash", "arguments": {"command": "echo allowed"}},
+        ]}),
+        false => serde_json::json!({"toolCalls": [
+            {"id": "1", "name": tool, "arguments": {"path": "README.md"}},
+        ]}),
+    };
+    let values = [
+        ("name", name),
+        ("crate", crate_name.as_str()),
+        ("tool", tool.as_str()),
+        ("description", description.as_str()),
+        ("sdk", sdk),
+        ("kind", kind),
+        ("export", export),
+        ("world", world),
+        ("handler_flag", handler_flag),
+        ("grants", grants.trim_end()),
+    ];
+    let source = match handler {
+        true => include_str!("../../templates/rust/handler.rs.in"),
+        false => include_str!("../../templates/rust/tool.rs.in"),
+    };
+    vec![
+        (
+            "Cargo.toml",
+            fill(include_str!("../../templates/rust/Cargo.toml.in"), &values),
+            false,
+        ),
+        ("src/lib.rs", fill(source, &values), false),
+        (
+            "build.sh",
+            fill(include_str!("../../templates/rust/build.sh.in"), &values),
+            true,
+        ),
+        (
+            "README.md",
+            fill(include_str!("../../templates/rust/README.md.in"), &values),
+            false,
+        ),
+        (
+            "toolwright.toml",
+            fill(include_str!("../../templates/rust/toolwright.toml.in"), &values),
+            false,
+        ),
+        ("calls.json", format!("{calls:#}\n"), false),
+        (".gitignore", "/target\n/*.wasm\nCargo.lock\n".into(), false),
+    ]
+}
+
+pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        valid_name(&args.name),
+        "`{}` cannot name a plugin: use lower-case letters, digits and `-`, starting with a letter (my-tool)",
+        args.name
+    );
+    let parent = match args.dir {
+        Some(dir) => dir,
+        None => std::env::current_dir().context("cannot determine the current directory")?,
+    };
+    let root = parent.join(&args.name);
+    anyhow::ensure!(
+        !root.exists(),
+        "{} already exists: choose another name or --dir",
+        root.display()
+    );
+    let sdk = match args.sdk.or_else(checkout_sdk) {
+        Some(sdk) => {
+            let sdk = std::path::absolute(&sdk).unwrap_or(sdk);
+            anyhow::ensure!(
+                sdk.join("Cargo.toml").is_file(),
+                "{} is not the Toolwright SDK (no Cargo.toml)",
+                sdk.display()
+            );
+            format!("toolwright-sdk = {{ path = {:?} }}", sdk.display().to_string())
+        }
+        None => GIT_SDK.to_owned(),
+    };
+    let files = match args.lang {
+        Lang::Rust => rust_project(&args.name, args.handler, &sdk),
+    };
+    for (path, contents, executable) in &files {
+        let file = root.join(path);
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        std::fs::write(&file, contents).with_context(|| format!("cannot write {}", file.display()))?;
+        if *executable {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot make {} executable", file.display()))?;
+        }
+    }
+    let kind = if args.handler { "handler" } else { "tool" };
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "created the {kind} plugin {} in {}",
+        args.name,
+        root.display()
+    )?;
+    writeln!(
+        out,
+        "next: cd {} && ./build.sh && toolwright exec --plugins . calls.json",
+        root.display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_and_templates_filled() {
+        assert!(valid_name("my-tool2"));
+        for bad in ["My-tool", "2tool", "my_tool", "my-", "", "a b"] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+        assert_eq!(fill("{{a}}-{{b}}-{{a}}", &[("a", "x"), ("b", "y")]), "x-y-x");
+        for handler in [false, true] {
+            for (path, text, _) in rust_project("my-tool", handler, GIT_SDK) {
+                assert!(
+                    !text.contains("{{"),
+                    "{path} has an unfilled placeholder:\n{text}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! `toolwright new` as a new plugin author meets it: the project it writes builds with its one command, passes
+//! its own tests and `toolwright check`, and runs under `toolwright exec --plugins .` in its directory, with the
+//! grant its `toolwright.toml` gives. For a tool plugin and a handler plugin, in Rust.
+//!
+//! The projects build with cargo from crates.io into a target directory under this crate's, shared by both.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_toolwright-cli");
+
+fn ok(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `toolwright new NAME ARGS… --dir DIR`, then `./build.sh`: the project's directory.
+fn new_and_build(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+    let out = ok(
+        Command::new(BINARY)
+            .args(["new", name, "--dir"])
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap(),
+        "toolwright new",
+    );
+    let project = dir.join(name);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("next: cd {} && ./build.sh", project.display())),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    ok(
+        Command::new("./build.sh")
+            .current_dir(&project)
+            .env(
+                "CARGO_TARGET_DIR",
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("new-projects"),
+            )
+            .output()
+            .unwrap(),
+        "./build.sh",
+    );
+    project
+}
+
+fn exec(project: &Path) -> Vec<Value> {
+    let out = ok(
+        Command::new(BINARY)
+            .args([
+                "exec",
+                "calls.json",
+                "--json",
+                "--plugins",
+                ".",
+                "--no-default-plugins",
+                "--cwd",
+            ])
+            .arg(project)
+            .arg("--cache-dir")
+            .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache"))
+            .current_dir(project)
+            .output()
+            .unwrap(),
+        "toolwright exec",
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn end_text(events: &[Value], id: &str) -> (bool, String) {
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == id)
+        .unwrap_or_else(|| panic!("no end event for {id}: {events:?}"));
+    (
+        end["isError"] == true,
+        end["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+fn check(wasm: &Path) -> String {
+    let out = ok(
+        Command::new(BINARY)
+            .arg("check")
+            .arg(wasm)
+            .arg("--cache-dir")
+            .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache"))
+            .output()
+            .unwrap(),
+        "toolwright check",
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_new_rust_tool_plugin_builds_tests_checks_and_runs_with_its_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = new_and_build(dir.path(), "line-counter", &["--lang", "rust"]);
+    ok(
+        Command::new("cargo")
+            .arg("test")
+            .current_dir(&project)
+            .env(
+                "CARGO_TARGET_DIR",
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("new-projects"),
+            )
+            .output()
+            .unwrap(),
+        "cargo test in the new project",
+    );
+    let report = check(&project.join("line_counter.wasm"));
+    assert!(
+        report.starts_with("ok: line-counter 0.1.0, a tool plugin"),
+        "{report}"
+    );
+    assert!(
+        report.contains("requests: read files below . (because: reads the file it is asked to count)"),
+        "{report}"
+    );
+    let size = std::fs::metadata(project.join("line_counter.wasm"))
+        .unwrap()
+        .len();
+    assert!(size < 1 << 20, "the release profile keeps it small: {size} bytes");
+
+    let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
+    let (is_error, text) = end_text(&exec(&project), "1");
+    assert!(!is_error, "{text}");
+    assert_eq!(
+        text,
+        format!(
+            "README.md: {} lines, {} words, {} bytes",
+            readme.lines().count(),
+            readme.split_whitespace().count(),
+            readme.len()
+        )
+    );
+}
+
+#[test]
+fn a_new_rust_handler_plugin_blocks_what_it_should_and_lets_the_rest_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = new_and_build(dir.path(), "delete-guard", &["--handler"]);
+    let report = check(&project.join("delete_guard.wasm"));
+    assert!(
+        report.starts_with("ok: delete-guard 0.1.0, a handler plugin"),
+        "{report}"
+    );
+    let events = exec(&project);
+    assert_eq!(
+        end_text(&events, "1"),
+        (true, "delete-guard: recursive deletes are not allowed".to_owned())
+    );
+    assert_eq!(end_text(&events, "2"), (false, "allowed\n".to_owned()));
+}
+
+#[test]
+fn new_refuses_a_bad_name_and_an_existing_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BINARY)
+        .args(["new", "My_Tool", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot name a plugin"));
+    std::fs::create_dir(dir.path().join("taken")).unwrap();
+    let out = Command::new(BINARY)
+        .args(["new", "taken", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+}
