@@ -2,7 +2,8 @@
 //! can fail to be one (not wasm, a core module, a component importing `wasi:http`, one exporting neither plugin
 //! interface, a schema the host refuses, a directory) exits non-zero with what is wrong and how to fix it. And
 //! `toolwright plugins` for a set-up that is not what was asked: a missing directory, a file passed as one, a
-//! skipped plugin (exit 1, each problem printed once) and a policy section for a name no plugin has.
+//! skipped plugin (exit 1, each problem printed once) and a policy section for a name no plugin has. And
+//! `toolwright cache`: bounded by its cap, listed, pruned, cleared.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
 
@@ -238,4 +239,64 @@ fn a_policy_section_for_a_name_no_plugin_has_is_pointed_out_with_the_nearest_nam
         ),
         "{text}"
     );
+}
+
+fn cache_command(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(BINARY)
+        .arg("cache")
+        .args(args)
+        .arg("--cache-dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    stdout(&out)
+}
+
+#[test]
+fn the_component_cache_is_bounded_and_can_be_listed_pruned_and_cleared() {
+    let plugins = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let files: Vec<_> = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .take(2)
+        .map(|(name, bytes)| {
+            let path = plugins.path().join(format!("{name}.wasm"));
+            std::fs::write(&path, bytes).unwrap();
+            path
+        })
+        .collect();
+    let compile = |file: &Path, cap: Option<&str>| {
+        let mut command = Command::new(BINARY);
+        command
+            .arg("check")
+            .arg(file)
+            .arg("--cache-dir")
+            .arg(cache.path());
+        if let Some(cap) = cap {
+            command.env("TOOLWRIGHT_CACHE_MAX_MIB", cap);
+        }
+        assert!(command.output().unwrap().status.success());
+    };
+    compile(&files[0], None);
+    compile(&files[1], None);
+    let listed = cache_command(cache.path(), &["list"]);
+    assert!(listed.contains(": 2 compiled components, "), "{listed}");
+    assert!(listed.contains("(cap 2048 MiB)"), "{listed}");
+    assert_eq!(listed.lines().count(), 3, "{listed}");
+
+    assert!(cache_command(cache.path(), &["prune"]).starts_with("removed 0 compiled components"));
+    let pruned = cache_command(cache.path(), &["prune", "--max-mib", "0"]);
+    assert!(pruned.starts_with("removed 2 compiled components ("), "{pruned}");
+
+    // With a cap of 0 MiB, each compile keeps only what it just wrote: the least recently used goes.
+    compile(&files[0], Some("0"));
+    compile(&files[1], Some("0"));
+    assert!(cache_command(cache.path(), &["list"]).contains(": 1 compiled components, "));
+    let cleared = cache_command(cache.path(), &["clear"]);
+    assert!(
+        cleared.starts_with("removed 1 compiled components ("),
+        "{cleared}"
+    );
+    assert!(cache_command(cache.path(), &["list"]).contains(": 0 compiled components, 0.0 MiB"));
 }

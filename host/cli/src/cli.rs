@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch. Only the binary uses `clap` and `anyhow`.
 
+mod cache;
 mod check;
 mod exec;
 mod mcp;
@@ -36,6 +37,8 @@ enum Command {
     Declarations(registry::DeclarationsArgs),
     /// Create a plugin project that builds, tests and runs: `toolwright new my-tool && cd my-tool && ./build.sh`.
     New(new::NewArgs),
+    /// The compiled-component cache: list it, prune it to its cap, or clear it.
+    Cache(cache::CacheArgs),
     /// Check a plugin file: whether the host can load it, what it offers and requests, and how to fix it if not.
     Check(check::CheckArgs),
     /// Serve the active tools over the Model Context Protocol on stdin/stdout, or on streamable HTTP with `--http`
@@ -302,6 +305,7 @@ pub fn main() -> ExitCode {
         Command::Mcp(args) => mcp::run(args),
         Command::Check(args) => check::run(args),
         Command::New(args) => new::run(args),
+        Command::Cache(args) => cache::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,7 +1,10 @@
 //! Compiled components cached on disk, keyed by the component's SHA-256 and the engine's fingerprint, so a
-//! second start does not compile again.
+//! second start does not compile again. The cache is bounded: an entry's modification time is its last use,
+//! and after each compile the least recently used entries go until the rest fit under [`max_bytes`].
+//! [`entries`], [`prune`] and [`clear`] are what `toolwright cache` shows and does.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
@@ -18,6 +21,109 @@ pub fn default_dir() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     base.join("toolwright").join("components")
+}
+
+/// The cache's size cap when `$TOOLWRIGHT_CACHE_MAX_MIB` does not set one: 2 GiB (a Python or JavaScript plugin's
+/// entry is about 35 MB, a Rust one's a few).
+pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;
+
+/// The cache's size cap: `$TOOLWRIGHT_CACHE_MAX_MIB` MiB, else [`DEFAULT_MAX_BYTES`].
+pub fn max_bytes() -> u64 {
+    std::env::var("TOOLWRIGHT_CACHE_MAX_MIB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(DEFAULT_MAX_BYTES, |mib| mib.saturating_mul(1 << 20))
+}
+
+/// One compiled component in a cache directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheEntry {
+    /// The file.
+    pub path: PathBuf,
+    /// The component's SHA-256, in hex.
+    pub digest: String,
+    /// The fingerprint of the engine that compiled it (its wasmtime version and settings).
+    pub fingerprint: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was last loaded or written.
+    pub last_used: SystemTime,
+}
+
+/// The compiled components in `dir`, most recently used first (none when `dir` does not exist).
+pub fn entries(dir: &Path) -> std::io::Result<Vec<CacheEntry>> {
+    let read = match std::fs::read_dir(dir) {
+        Ok(read) => read,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut found = Vec::new();
+    for entry in read.flatten() {
+        let path = entry.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some((digest, fingerprint)) = name.strip_suffix(".cwasm").and_then(|stem| stem.split_once('-'))
+        else {
+            continue;
+        };
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        found.push(CacheEntry {
+            digest: digest.to_owned(),
+            fingerprint: fingerprint.to_owned(),
+            size: meta.len(),
+            last_used: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            path,
+        });
+    }
+    found.sort_by(|a, b| b.last_used.cmp(&a.last_used).then_with(|| a.path.cmp(&b.path)));
+    Ok(found)
+}
+
+/// A temporary file older than this is a write that never finished (a host killed mid-write).
+const STALE_TEMP: Duration = Duration::from_secs(3600);
+
+/// Remove the least recently used entries of `dir` until the rest fit in `max` bytes, and temporary files left by
+/// writes that never finished. The entries removed.
+pub fn prune(dir: &Path, max: u64) -> std::io::Result<Vec<CacheEntry>> {
+    let mut kept = 0u64;
+    let mut removed = Vec::new();
+    for entry in entries(dir)? {
+        if kept.saturating_add(entry.size) <= max {
+            kept += entry.size;
+            continue;
+        }
+        match std::fs::remove_file(&entry.path) {
+            Ok(()) => removed.push(entry),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if let Ok(read) = std::fs::read_dir(dir) {
+        for entry in read.flatten() {
+            let is_temp = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"));
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().unwrap_or_default() > STALE_TEMP);
+            if is_temp && old {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    Ok(removed)
+}
+
+/// Remove every compiled component (and temporary file) in `dir`: how many files and bytes.
+pub fn clear(dir: &Path) -> std::io::Result<(usize, u64)> {
+    let removed = prune(dir, 0)?;
+    Ok((removed.len(), removed.iter().map(|e| e.size).sum()))
 }
 
 /// A component's SHA-256: its cache key, and how a plugin file is recognised when it is read again.
@@ -74,19 +180,45 @@ impl ComponentCache {
             && path.is_file()
         {
             match deserialize(engine, path) {
-                Ok(component) => return Ok((component, Origin::Cached)),
+                Ok(component) => {
+                    // Its modification time is its last use, which eviction goes by.
+                    touch(path);
+                    return Ok((component, Origin::Cached));
+                }
                 Err(e) => {
                     tracing::warn!(path = %path.display(), "ignoring an unusable cached component: {e:#}")
                 }
             }
         }
         let component = Component::new(engine, bytes)?;
-        if let Some(path) = &path
-            && let Err(e) = store(&component, path)
-        {
-            tracing::warn!(path = %path.display(), "cannot cache a compiled component: {e:#}");
+        if let Some(path) = &path {
+            match store(&component, path) {
+                Ok(()) => {
+                    if let Some(dir) = path.parent()
+                        && let Err(e) = prune(dir, max_bytes().max(file_size(path)))
+                    {
+                        tracing::warn!(dir = %dir.display(), "cannot prune the component cache: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!(path = %path.display(), "cannot cache a compiled component: {e:#}"),
+            }
         }
         Ok((component, Origin::Compiled))
+    }
+}
+
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// Mark a cache entry as used now (best effort: a read-only cache still works, unordered).
+fn touch(path: &Path) {
+    let touched = std::fs::File::options()
+        .append(true)
+        .open(path)
+        .and_then(|file| file.set_modified(SystemTime::now()));
+    if let Err(e) = touched {
+        tracing::debug!(path = %path.display(), "cannot record the use of a cached component: {e}");
     }
 }
 
@@ -114,4 +246,48 @@ fn store(component: &Component, path: &Path) -> wasmtime::Result<()> {
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(dir: &Path, name: &str, size: usize, age_secs: u64) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, vec![0u8; size]).unwrap();
+        let file = std::fs::File::options().append(true).open(&path).unwrap();
+        file.set_modified(SystemTime::now() - Duration::from_secs(age_secs))
+            .unwrap();
+        path
+    }
+
+    #[test]
+    fn the_least_recently_used_entries_go_first_and_only_cache_files_are_touched() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = entry(dir.path(), "aa-fp1.cwasm", 100, 300);
+        let recent = entry(dir.path(), "bb-fp1.cwasm", 100, 10);
+        let middle = entry(dir.path(), "cc-fp2.cwasm", 100, 100);
+        let unrelated = entry(dir.path(), "notes.txt", 1000, 1000);
+        let stale_temp = entry(dir.path(), ".123.dd-fp1.cwasm.tmp", 10, 7200);
+        let fresh_temp = entry(dir.path(), ".124.ee-fp1.cwasm.tmp", 10, 1);
+
+        let listed = entries(dir.path()).unwrap();
+        let digests: Vec<&str> = listed.iter().map(|e| e.digest.as_str()).collect();
+        assert_eq!(digests, ["bb", "cc", "aa"], "most recent first, cache files only");
+        assert_eq!(listed[1].fingerprint, "fp2");
+
+        let removed = prune(dir.path(), 250).unwrap();
+        assert_eq!(
+            removed.iter().map(|e| e.path.clone()).collect::<Vec<_>>(),
+            [old.clone()]
+        );
+        assert!(recent.exists() && middle.exists() && unrelated.exists());
+        assert!(!stale_temp.exists(), "a write that never finished is cleaned up");
+        assert!(fresh_temp.exists(), "a write in progress is left alone");
+
+        assert_eq!(clear(dir.path()).unwrap(), (2, 200));
+        assert!(entries(dir.path()).unwrap().is_empty());
+        assert!(unrelated.exists());
+        assert!(entries(&dir.path().join("missing")).unwrap().is_empty());
+    }
 }

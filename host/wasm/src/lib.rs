@@ -10,8 +10,8 @@
 //! are the thin host implementations of the imports; `convert` maps between generated and domain types.
 //!
 //! - `gate`: the one door into every export of a component (slot, deadline, memory, cancellation, fuel).
-//! - `engine`, `cache` ([`ComponentCache`]), `budget` ([`MemoryBudget`]): the runtime, compiled components on
-//!   disk, and the host-wide memory budget.
+//! - `engine`, `cache` ([`ComponentCache`], bounded: [`cache_entries`], [`prune_cache`], [`clear_cache`]),
+//!   `budget` ([`MemoryBudget`]): the runtime, compiled components on disk, and the host-wide memory budget.
 //! - `tool`, `handler`: a plugin's tools as [`ToolDefinition`]s, and a handler plugin's `tool_call` /
 //!   `tool_result` as hooks ([`handler_hooks`]).
 //! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
@@ -54,7 +54,11 @@ use toolwright_sdk::{PluginMetadata, ToolSpec};
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 
 pub use budget::{DEFAULT_HOST_MEMORY, DEFAULT_RESULT_CAP, MemoryBudget};
-pub use cache::{ComponentCache, Origin, default_dir as default_cache_dir};
+pub use cache::{
+    CacheEntry, ComponentCache, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, Origin, clear as clear_cache,
+    default_dir as default_cache_dir, entries as cache_entries, max_bytes as cache_max_bytes,
+    prune as prune_cache,
+};
 pub use engine::{MAX_INSTANCES, MAX_MEMORY};
 pub use error::PluginError;
 pub use gate::LOAD_TIMEOUT;
