@@ -277,10 +277,8 @@ mod tests {
         assert_eq!(listed[1].fingerprint, "fp2");
 
         let removed = prune(dir.path(), 250).unwrap();
-        assert_eq!(
-            removed.iter().map(|e| e.path.clone()).collect::<Vec<_>>(),
-            [old.clone()]
-        );
+        let removed: Vec<&Path> = removed.iter().map(|e| e.path.as_path()).collect();
+        assert_eq!(removed, [old.as_path()]);
         assert!(recent.exists() && middle.exists() && unrelated.exists());
         assert!(!stale_temp.exists(), "a write that never finished is cleaned up");
         assert!(fresh_temp.exists(), "a write in progress is left alone");
