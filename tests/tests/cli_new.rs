@@ -1,8 +1,9 @@
 //! `toolwright new` as a new plugin author meets it: the project it writes builds with its one command, passes
 //! its own tests and `toolwright check`, and runs under `toolwright exec --plugins .` in its directory, with the
-//! grant its `toolwright.toml` gives. For a tool plugin and a handler plugin, in Rust.
+//! grant its `toolwright.toml` gives. For a tool plugin and a handler plugin in Rust, and a tool plugin in Python.
 //!
-//! The projects build with cargo from crates.io into a target directory under this crate's, shared by both.
+//! The Rust projects build with cargo from crates.io into a target directory under this crate's, shared by both;
+//! the Python one with componentize-py 0.25.1 from PyPI, installed once into a virtual environment there.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
 
@@ -21,6 +22,40 @@ fn ok(out: Output, what: &str) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// componentize-py, installed once into a virtual environment under the target directory.
+fn componentize_py() -> std::path::PathBuf {
+    const PACKAGE: &str = "componentize-py==0.25.1";
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("componentize-py-venv");
+    let binary = venv.join("bin/componentize-py");
+    let marker = venv.join(format!("{PACKAGE}.installed"));
+    if marker.exists() {
+        return binary;
+    }
+    let status = Command::new("python3")
+        .args(["-m", "venv", "--clear"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(status.success(), "python3 -m venv failed");
+    let status = Command::new(venv.join("bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            PACKAGE,
+        ])
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "pip install {PACKAGE} failed (PyPI must be reachable)"
+    );
+    std::fs::write(&marker, "").unwrap();
+    binary
 }
 
 /// `toolwright new NAME ARGS… --dir DIR`, then `./build.sh`: the project's directory.
@@ -48,11 +83,21 @@ fn new_and_build(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
                 "CARGO_TARGET_DIR",
                 Path::new(env!("CARGO_TARGET_TMPDIR")).join("new-projects"),
             )
+            .env("COMPONENTIZE_PY", componentize_py_if(args))
             .output()
             .unwrap(),
         "./build.sh",
     );
     project
+}
+
+/// The componentize-py a Python project's build uses (an empty value for the others).
+fn componentize_py_if(args: &[&str]) -> std::ffi::OsString {
+    if args.contains(&"python") {
+        componentize_py().into_os_string()
+    } else {
+        std::ffi::OsString::new()
+    }
 }
 
 fn exec(project: &Path) -> Vec<Value> {
@@ -169,6 +214,56 @@ fn a_new_rust_handler_plugin_blocks_what_it_should_and_lets_the_rest_through() {
         (true, "delete-guard: recursive deletes are not allowed".to_owned())
     );
     assert_eq!(end_text(&events, "2"), (false, "allowed\n".to_owned()));
+}
+
+#[test]
+fn a_new_python_tool_plugin_builds_tests_checks_and_runs_with_python_s_own_file_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = new_and_build(dir.path(), "py-counter", &["--lang", "python"]);
+    ok(
+        Command::new("python3")
+            .args(["-m", "unittest"])
+            .current_dir(&project)
+            .output()
+            .unwrap(),
+        "python3 -m unittest in the new project",
+    );
+    let report = check(&project.join("py_counter.wasm"));
+    assert!(
+        report.starts_with("ok: py-counter 0.1.0, a tool plugin"),
+        "{report}"
+    );
+    let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
+    let events = exec(&project);
+    assert_eq!(
+        end_text(&events, "1"),
+        (
+            false,
+            format!(
+                "README.md: {} lines, {} words, {} bytes",
+                readme.lines().count(),
+                readme.split_whitespace().count(),
+                readme.len()
+            )
+        )
+    );
+    // An uncaught exception is an error result with its message, and the traceback in details.
+    let (is_error, text) = end_text(&events, "2");
+    assert!(is_error);
+    assert!(
+        text.starts_with("FileNotFoundError: [Errno 44] No such file or directory: "),
+        "{text}"
+    );
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == "2")
+        .unwrap();
+    let traceback = end["result"]["details"]["traceback"].as_str().unwrap();
+    assert!(
+        traceback.starts_with("Traceback (most recent call last):"),
+        "{traceback}"
+    );
+    assert!(!text.contains("a Rust plugin panicked"));
 }
 
 #[test]

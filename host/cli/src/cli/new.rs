@@ -33,6 +33,8 @@ pub struct NewArgs {
 enum Lang {
     /// Rust, with the Toolwright SDK (`toolwright-sdk`).
     Rust,
+    /// Python, with Toolwright's thin Python SDK, built with componentize-py.
+    Python,
 }
 
 const GIT_SDK: &str = r#"toolwright-sdk = { git = "https://github.com/toolwright/toolwright" }"#;
@@ -136,6 +138,65 @@ fn rust_project(name: &str, handler: bool, sdk: &str) -> Vec<(&'static str, Stri
     ]
 }
 
+/// The files of a Python project: (relative path, contents, executable).
+fn python_project(name: &str) -> Vec<(&'static str, String, bool)> {
+    let module = name.replace('-', "_");
+    let tool = format!("{module}_count");
+    let description =
+        format!("A Toolwright tool plugin: {tool} counts the lines, words and bytes of a file.");
+    let grants = format!("[plugins.{name}]\nread = [\".\"]");
+    let values = [
+        ("name", name),
+        ("crate", module.as_str()),
+        ("tool", tool.as_str()),
+        ("description", description.as_str()),
+        ("grants", grants.as_str()),
+    ];
+    let calls = serde_json::json!({"toolCalls": [
+        {"id": "1", "name": tool, "arguments": {"path": "README.md"}},
+        {"id": "2", "name": tool, "arguments": {"path": "missing.txt"}},
+    ]});
+    vec![
+        (
+            "app.py",
+            fill(include_str!("../../templates/python/app.py.in"), &values),
+            false,
+        ),
+        (
+            "test_app.py",
+            fill(include_str!("../../templates/python/test_app.py.in"), &values),
+            false,
+        ),
+        (
+            "toolwright_plugin.py",
+            include_str!("../../../../sdk/python/toolwright_plugin.py").to_owned(),
+            false,
+        ),
+        (
+            "wit/plugin.wit",
+            include_str!("../../../../wit/plugin.wit").to_owned(),
+            false,
+        ),
+        (
+            "build.sh",
+            fill(include_str!("../../templates/python/build.sh.in"), &values),
+            true,
+        ),
+        (
+            "README.md",
+            fill(include_str!("../../templates/python/README.md.in"), &values),
+            false,
+        ),
+        (
+            "toolwright.toml",
+            fill(include_str!("../../templates/python/toolwright.toml.in"), &values),
+            false,
+        ),
+        ("calls.json", format!("{calls:#}\n"), false),
+        (".gitignore", "/.venv\n/*.wasm\n__pycache__/\n".into(), false),
+    ]
+}
+
 pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         valid_name(&args.name),
@@ -164,8 +225,13 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
         }
         None => GIT_SDK.to_owned(),
     };
+    anyhow::ensure!(
+        !(args.handler && args.lang == Lang::Python),
+        "--handler is for --lang rust for now: Python handler templates are not written yet"
+    );
     let files = match args.lang {
         Lang::Rust => rust_project(&args.name, args.handler, &sdk),
+        Lang::Python => python_project(&args.name),
     };
     for (path, contents, executable) in &files {
         let file = root.join(path);
