@@ -21,13 +21,25 @@ and resolves paths against the workspace::
 A tool function gets the validated arguments (a dict) and a `Context`, and returns a string, or `ctx.result(…)`
 for structured content, details or an error flag. Outside a componentize-py build (unit tests) the module imports
 without `wit_world`: call the tool functions with `Context.for_tests(cwd)`.
+
+A handler plugin (world `handler-plugin`, pi's `tool_call` hook) declares one function instead::
+
+    @plugin.on_tool_call
+    def guard(tool, args):
+        if tool == "bash" and "rm -rf" in args.get("command", ""):
+            return Block("recursive deletes are not allowed")
+        return None          # allow; Rewrite({...}) runs the call with other arguments
+
+    Handler = plugin.export_handler()
+
+A handler that raises blocks the call (as pi does), with the error as the reason.
 """
 
 import json
 import os
 import traceback
 
-__all__ = ["Plugin", "Context", "Result", "Read", "Write", "Spawn", "Env", "Network"]
+__all__ = ["Plugin", "Context", "Result", "Block", "Rewrite", "Read", "Write", "Spawn", "Env", "Network"]
 
 
 class Result:
@@ -38,6 +50,20 @@ class Result:
         self.structured = structured
         self.details = details
         self.is_error = is_error
+
+
+class Block:
+    """A `tool_call` decision: do not run the call; the model sees `reason`."""
+
+    def __init__(self, reason=None, terminate=False):
+        self.reason, self.terminate = reason, terminate
+
+
+class Rewrite:
+    """A `tool_call` decision: run the call with these arguments instead (not validated again)."""
+
+    def __init__(self, arguments):
+        self.arguments = arguments
 
 
 class _Request:
@@ -147,6 +173,7 @@ class Plugin:
         self.name, self.version, self.description = name, version, description
         self.capabilities = list(capabilities)
         self.tools = {}
+        self.tool_call = None
 
     def tool(self, description, parameters, name=None, output_schema=None, annotations=None, snippet=None):
         """Declare the decorated function `f(args, ctx)` as a tool (named after the function unless `name`).
@@ -159,6 +186,59 @@ class Plugin:
             return function
 
         return declare
+
+    def on_tool_call(self, function):
+        """Declare the decorated `f(tool, args)` as the plugin's `tool_call` hook: it returns `None` to allow,
+        `Block(reason)` or `Rewrite(arguments)`."""
+        self.tool_call = function
+        return function
+
+    def decide(self, tool, args):
+        """Run the `tool_call` hook natively (tests, and the export): a raise blocks, with the error as reason."""
+        try:
+            return self.tool_call(tool, args) if self.tool_call else None
+        except Exception as error:  # noqa: BLE001 - pi blocks a call whose handler fails
+            return Block(f"{self.name} failed: {type(error).__name__}: {error}")
+
+    def _metadata(self, t):
+        kinds = {
+            "read": t.Capability_Read,
+            "write": t.Capability_Write,
+            "spawn": t.Capability_Spawn,
+            "env": t.Capability_Env,
+            "network": t.Capability_Network,
+        }
+        return t.PluginMetadata(
+            name=self.name,
+            version=self.version,
+            description=self.description,
+            capabilities=[t.CapabilityRequest(kinds[c.kind](c.target), c.reason) for c in self.capabilities],
+        )
+
+    def export_handler(self):
+        """The class componentize-py exports for the `handler-plugin` world (assign it to `Handler`)."""
+        from wit_world import exports
+        from wit_world.exports import handler as h
+        from wit_world.imports import types as t
+
+        plugin = self
+
+        class Handler(exports.Handler):
+            def metadata(self):
+                return plugin._metadata(t)
+
+            def tool_call(self, event):
+                decision = plugin.decide(event.tool_name, json.loads(event.input))
+                if isinstance(decision, Block):
+                    return h.ToolCallDecision_Block(h.Block(decision.reason, decision.terminate))
+                if isinstance(decision, Rewrite):
+                    return h.ToolCallDecision_Rewrite(json.dumps(decision.arguments))
+                return h.ToolCallDecision_Allow()
+
+            def tool_result(self, event):
+                return None
+
+        return Handler
 
     def run(self, tool, args, ctx):
         """Run `tool` natively (tests): its `Result`, an exception becoming an error result."""
@@ -204,22 +284,9 @@ class Plugin:
                 prepares_loadout=False,
             )
 
-        kinds = {
-            "read": t.Capability_Read,
-            "write": t.Capability_Write,
-            "spawn": t.Capability_Spawn,
-            "env": t.Capability_Env,
-            "network": t.Capability_Network,
-        }
-
         class Tool(exports.Tool):
             def metadata(self):
-                return t.PluginMetadata(
-                    name=plugin.name,
-                    version=plugin.version,
-                    description=plugin.description,
-                    capabilities=[t.CapabilityRequest(kinds[c.kind](c.target), c.reason) for c in plugin.capabilities],
-                )
+                return plugin._metadata(t)
 
             def list_tools(self):
                 return [spec(decl) for decl in plugin.tools.values()]

@@ -1,6 +1,6 @@
 //! `toolwright new` as a new plugin author meets it: the project it writes builds with its one command, passes
 //! its own tests and `toolwright check`, and runs under `toolwright exec --plugins .` in its directory, with the
-//! grant its `toolwright.toml` gives. For a tool plugin and a handler plugin in Rust, and a tool plugin in Python.
+//! grant its `toolwright.toml` gives. For a tool plugin and a handler plugin, in Rust and in Python.
 //!
 //! The Rust projects build with cargo from crates.io into a target directory under this crate's, shared by both;
 //! the Python one with componentize-py 0.25.1 from PyPI, installed once into a virtual environment there.
@@ -264,6 +264,31 @@ fn a_new_python_tool_plugin_builds_tests_checks_and_runs_with_python_s_own_file_
         "{traceback}"
     );
     assert!(!text.contains("a Rust plugin panicked"));
+}
+
+#[test]
+fn a_new_python_handler_plugin_blocks_what_it_should_and_lets_the_rest_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = new_and_build(dir.path(), "py-guard", &["--lang", "python", "--handler"]);
+    ok(
+        Command::new("python3")
+            .args(["-m", "unittest"])
+            .current_dir(&project)
+            .output()
+            .unwrap(),
+        "python3 -m unittest in the new project",
+    );
+    let report = check(&project.join("py_guard.wasm"));
+    assert!(
+        report.starts_with("ok: py-guard 0.1.0, a handler plugin"),
+        "{report}"
+    );
+    let events = exec(&project);
+    assert_eq!(
+        end_text(&events, "1"),
+        (true, "py-guard: recursive deletes are not allowed".to_owned())
+    );
+    assert_eq!(end_text(&events, "2"), (false, "allowed\n".to_owned()));
 }
 
 #[test]

@@ -139,34 +139,54 @@ fn rust_project(name: &str, handler: bool, sdk: &str) -> Vec<(&'static str, Stri
 }
 
 /// The files of a Python project: (relative path, contents, executable).
-fn python_project(name: &str) -> Vec<(&'static str, String, bool)> {
+fn python_project(name: &str, handler: bool) -> Vec<(&'static str, String, bool)> {
     let module = name.replace('-', "_");
     let tool = format!("{module}_count");
-    let description =
-        format!("A Toolwright tool plugin: {tool} counts the lines, words and bytes of a file.");
-    let grants = format!("[plugins.{name}]\nread = [\".\"]");
+    let (description, grants, world) = match handler {
+        true => (
+            format!("A Toolwright handler plugin: {name} blocks recursive deletes in bash."),
+            format!(
+                "[plugins.{name}]\n# A handler sees every call whatever it is granted: it asks for nothing."
+            ),
+            "handler-plugin",
+        ),
+        false => (
+            format!("A Toolwright tool plugin: {tool} counts the lines, words and bytes of a file."),
+            format!("[plugins.{name}]\nread = [\".\"]"),
+            "tool-plugin",
+        ),
+    };
     let values = [
         ("name", name),
         ("crate", module.as_str()),
         ("tool", tool.as_str()),
         ("description", description.as_str()),
         ("grants", grants.as_str()),
+        ("world", world),
     ];
-    let calls = serde_json::json!({"toolCalls": [
-        {"id": "1", "name": tool, "arguments": {"path": "README.md"}},
-        {"id": "2", "name": tool, "arguments": {"path": "missing.txt"}},
-    ]});
+    let calls = match handler {
+        true => serde_json::json!({"toolCalls": [
+            {"id": "1", "name": "bash", "arguments": {"command": "rm -rf ./nothing-here"}},
+            {"id": "2", "name": "bash", "arguments": {"command": "echo allowed"}},
+        ]}),
+        false => serde_json::json!({"toolCalls": [
+            {"id": "1", "name": tool, "arguments": {"path": "README.md"}},
+            {"id": "2", "name": tool, "arguments": {"path": "missing.txt"}},
+        ]}),
+    };
+    let (app, test) = match handler {
+        true => (
+            include_str!("../../templates/python/handler.py.in"),
+            include_str!("../../templates/python/test_handler.py.in"),
+        ),
+        false => (
+            include_str!("../../templates/python/app.py.in"),
+            include_str!("../../templates/python/test_app.py.in"),
+        ),
+    };
     vec![
-        (
-            "app.py",
-            fill(include_str!("../../templates/python/app.py.in"), &values),
-            false,
-        ),
-        (
-            "test_app.py",
-            fill(include_str!("../../templates/python/test_app.py.in"), &values),
-            false,
-        ),
+        ("app.py", fill(app, &values), false),
+        ("test_app.py", fill(test, &values), false),
         (
             "toolwright_plugin.py",
             include_str!("../../../../sdk/python/toolwright_plugin.py").to_owned(),
@@ -225,13 +245,9 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
         }
         None => GIT_SDK.to_owned(),
     };
-    anyhow::ensure!(
-        !(args.handler && args.lang == Lang::Python),
-        "--handler is for --lang rust for now: Python handler templates are not written yet"
-    );
     let files = match args.lang {
         Lang::Rust => rust_project(&args.name, args.handler, &sdk),
-        Lang::Python => python_project(&args.name),
+        Lang::Python => python_project(&args.name, args.handler),
     };
     for (path, contents, executable) in &files {
         let file = root.join(path);
@@ -278,6 +294,9 @@ mod tests {
                     !text.contains("{{"),
                     "{path} has an unfilled placeholder:\n{text}"
                 );
+            }
+            for (path, text, _) in python_project("my-tool", handler) {
+                assert!(!text.contains("{{"), "{path} has an unfilled placeholder");
             }
         }
     }
