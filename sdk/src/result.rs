@@ -40,7 +40,9 @@ impl ToolResult {
         }
     }
 
-    /// The result pi builds for every failure it catches: one text block and empty details (`{}`).
+    /// The result pi builds for every failure it catches: one text block and empty details (`{}`). It is *not*
+    /// marked as an error by itself: to fail a call, return `Err(ToolError::new(…))` from `execute` (the model sees
+    /// an `isError` result with the message), or mark a returned result with [`ToolResult::into_error`].
     pub fn error(message: impl Into<String>) -> Self {
         ToolResult {
             content: vec![Content::text(message)],
