@@ -32,6 +32,23 @@ def alive(pid):
     return os.path.exists(f"/proc/{pid}") and "State:\tZ" not in open(f"/proc/{pid}/status").read()
 
 
+async def cancel_kills_processes(session, workspace):
+    """A long bash call the client gives up on (1.5 s timeout) leaves neither its shell nor its child alive."""
+    command = "echo $$ > shell.pid; sleep 60 & echo $! > child.pid; wait"
+    started = time.monotonic()
+    try:
+        await session.call_tool("bash", {"command": command}, read_timeout_seconds=1.5)
+        check(False, "the long call must time out")
+    except (MCPError, TimeoutError):
+        pass
+    pids = [int(open(os.path.join(workspace, f)).read()) for f in ("shell.pid", "child.pid")]
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        await anyio.sleep(0.05)
+    check(not any(alive(p) for p in pids), f"processes left behind after cancel: {pids}")
+    check(time.monotonic() - started < 8, "the cancel took too long")
+
+
 async def main(binary, workspace, plugins, cache):
     with open(os.path.join(workspace, "a.txt"), "w") as f:
         f.write("one\ntwo\n")
@@ -121,19 +138,7 @@ async def main(binary, workspace, plugins, cache):
             check(any(m and m.startswith("line") for _, m in progress), f"progress messages: {progress}")
 
             # Cancelling a long bash call (the SDK sends notifications/cancelled on timeout) kills its processes.
-            command = "echo $$ > shell.pid; sleep 60 & echo $! > child.pid; wait"
-            started = time.monotonic()
-            try:
-                await session.call_tool("bash", {"command": command}, read_timeout_seconds=1.5)
-                check(False, "the long call must time out")
-            except MCPError:
-                pass
-            pids = [int(open(os.path.join(workspace, f)).read()) for f in ("shell.pid", "child.pid")]
-            deadline = time.monotonic() + 5
-            while any(alive(p) for p in pids) and time.monotonic() < deadline:
-                await anyio.sleep(0.05)
-            check(not any(alive(p) for p in pids), f"processes left behind after cancel: {pids}")
-            check(time.monotonic() - started < 8, "the cancel took too long")
+            await cancel_kills_processes(session, workspace)
 
             # The server answers the next call.
             result = await session.call_tool("read", {"path": "a.txt"})

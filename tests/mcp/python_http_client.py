@@ -11,14 +11,13 @@ not hold.
 import os
 import subprocess
 import sys
-import time
 import warnings
 
 import anyio
-from mcp import ClientSession, MCPError
+from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from python_client import alive, check
+from python_client import cancel_kills_processes, check
 
 RED_PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 
@@ -120,19 +119,7 @@ async def main(binary, workspace, plugins, cache, mode):
 
                 # Cancelling a long bash call kills its processes: the SDK sends notifications/cancelled
                 # (2025-11-25) or closes the request's stream (2026-07-28).
-                command = "echo $$ > shell.pid; sleep 60 & echo $! > child.pid; wait"
-                started = time.monotonic()
-                try:
-                    await session.call_tool("bash", {"command": command}, read_timeout_seconds=1.5)
-                    check(False, "the long call must time out")
-                except (MCPError, TimeoutError):
-                    pass
-                pids = [int(open(os.path.join(workspace, f)).read()) for f in ("shell.pid", "child.pid")]
-                deadline = time.monotonic() + 5
-                while any(alive(p) for p in pids) and time.monotonic() < deadline:
-                    await anyio.sleep(0.05)
-                check(not any(alive(p) for p in pids), f"processes left behind after cancel: {pids}")
-                check(time.monotonic() - started < 8, "the cancel took too long")
+                await cancel_kills_processes(session, workspace)
 
                 result = await session.call_tool("read", {"path": "a.txt"})
                 check(result.content[0].text == "one\ntwo\n", f"after cancel: {result}")

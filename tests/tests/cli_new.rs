@@ -155,6 +155,45 @@ fn check(wasm: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The new handler plugin `name` in `project` passes `check` as a handler, and under `exec` blocks the example's
+/// recursive delete with its reason and lets `echo` through.
+fn assert_blocks_recursive_deletes(project: &Path, name: &str) {
+    let report = check(&project.join(format!("{}.wasm", name.replace('-', "_"))));
+    assert!(
+        report.starts_with(&format!("ok: {name} 0.1.0, a handler plugin")),
+        "{report}"
+    );
+    let events = exec(project);
+    assert_eq!(
+        end_text(&events, "1"),
+        (true, format!("{name}: recursive deletes are not allowed"))
+    );
+    assert_eq!(end_text(&events, "2"), (false, "allowed\n".to_owned()));
+}
+
+/// `python3 -m unittest` in a new Python project.
+fn python_unit_tests(project: &Path) {
+    ok(
+        Command::new("python3")
+            .args(["-m", "unittest"])
+            .current_dir(project)
+            .output()
+            .unwrap(),
+        "python3 -m unittest in the new project",
+    );
+}
+
+/// What the template's counter says about the project's README.
+fn readme_counted(project: &Path) -> String {
+    let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
+    format!(
+        "README.md: {} lines, {} words, {} bytes",
+        readme.lines().count(),
+        readme.split_whitespace().count(),
+        readme.len()
+    )
+}
+
 #[test]
 fn a_new_rust_tool_plugin_builds_tests_checks_and_runs_with_its_grant() {
     let dir = tempfile::tempdir().unwrap();
@@ -185,68 +224,28 @@ fn a_new_rust_tool_plugin_builds_tests_checks_and_runs_with_its_grant() {
         .len();
     assert!(size < 1 << 20, "the release profile keeps it small: {size} bytes");
 
-    let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
-    let (is_error, text) = end_text(&exec(&project), "1");
-    assert!(!is_error, "{text}");
-    assert_eq!(
-        text,
-        format!(
-            "README.md: {} lines, {} words, {} bytes",
-            readme.lines().count(),
-            readme.split_whitespace().count(),
-            readme.len()
-        )
-    );
+    assert_eq!(end_text(&exec(&project), "1"), (false, readme_counted(&project)));
 }
 
 #[test]
 fn a_new_rust_handler_plugin_blocks_what_it_should_and_lets_the_rest_through() {
     let dir = tempfile::tempdir().unwrap();
     let project = new_and_build(dir.path(), "delete-guard", &["--handler"]);
-    let report = check(&project.join("delete_guard.wasm"));
-    assert!(
-        report.starts_with("ok: delete-guard 0.1.0, a handler plugin"),
-        "{report}"
-    );
-    let events = exec(&project);
-    assert_eq!(
-        end_text(&events, "1"),
-        (true, "delete-guard: recursive deletes are not allowed".to_owned())
-    );
-    assert_eq!(end_text(&events, "2"), (false, "allowed\n".to_owned()));
+    assert_blocks_recursive_deletes(&project, "delete-guard");
 }
 
 #[test]
 fn a_new_python_tool_plugin_builds_tests_checks_and_runs_with_python_s_own_file_api() {
     let dir = tempfile::tempdir().unwrap();
     let project = new_and_build(dir.path(), "py-counter", &["--lang", "python"]);
-    ok(
-        Command::new("python3")
-            .args(["-m", "unittest"])
-            .current_dir(&project)
-            .output()
-            .unwrap(),
-        "python3 -m unittest in the new project",
-    );
+    python_unit_tests(&project);
     let report = check(&project.join("py_counter.wasm"));
     assert!(
         report.starts_with("ok: py-counter 0.1.0, a tool plugin"),
         "{report}"
     );
-    let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
     let events = exec(&project);
-    assert_eq!(
-        end_text(&events, "1"),
-        (
-            false,
-            format!(
-                "README.md: {} lines, {} words, {} bytes",
-                readme.lines().count(),
-                readme.split_whitespace().count(),
-                readme.len()
-            )
-        )
-    );
+    assert_eq!(end_text(&events, "1"), (false, readme_counted(&project)));
     // An uncaught exception is an error result with its message, and the traceback in details.
     let (is_error, text) = end_text(&events, "2");
     assert!(is_error);
@@ -270,25 +269,8 @@ fn a_new_python_tool_plugin_builds_tests_checks_and_runs_with_python_s_own_file_
 fn a_new_python_handler_plugin_blocks_what_it_should_and_lets_the_rest_through() {
     let dir = tempfile::tempdir().unwrap();
     let project = new_and_build(dir.path(), "py-guard", &["--lang", "python", "--handler"]);
-    ok(
-        Command::new("python3")
-            .args(["-m", "unittest"])
-            .current_dir(&project)
-            .output()
-            .unwrap(),
-        "python3 -m unittest in the new project",
-    );
-    let report = check(&project.join("py_guard.wasm"));
-    assert!(
-        report.starts_with("ok: py-guard 0.1.0, a handler plugin"),
-        "{report}"
-    );
-    let events = exec(&project);
-    assert_eq!(
-        end_text(&events, "1"),
-        (true, "py-guard: recursive deletes are not allowed".to_owned())
-    );
-    assert_eq!(end_text(&events, "2"), (false, "allowed\n".to_owned()));
+    python_unit_tests(&project);
+    assert_blocks_recursive_deletes(&project, "py-guard");
 }
 
 #[test]

@@ -51,67 +51,54 @@ fn python() -> PathBuf {
     python
 }
 
-#[test]
-fn the_official_python_client_drives_toolwright_mcp() {
+/// Run `tests/mcp/SCRIPT TOOLWRIGHT WORKSPACE PLUGIN_DIR CACHE_DIR EXTRA…` with the plugin directory holding the
+/// examples whose names end with one of `examples` (and the conformance fixtures when `fixtures`); it must pass.
+fn run_client(script: &str, examples: &[&str], fixtures: bool, extra: &[&str]) {
     let python = python();
     let workspace = tempfile::tempdir().unwrap();
     let plugins = tempfile::tempdir().unwrap();
     for (name, bytes) in toolwright_tests::programs::EXAMPLES {
-        if name.ends_with("wordcount") || name.ends_with("todos") {
+        if examples.iter().any(|e| name.ends_with(e)) {
             std::fs::write(plugins.path().join(format!("{name}.wasm")), bytes).unwrap();
         }
     }
+    if fixtures {
+        std::fs::copy(
+            toolwright_tests::programs::CONFORMANCE,
+            plugins.path().join("conformance.wasm"),
+        )
+        .unwrap();
+    }
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/python_client.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/mcp")
+        .join(script);
     let out = Command::new(python)
-        .arg(script)
+        .arg(&script)
         .arg(env!("CARGO_BIN_EXE_toolwright-cli"))
         .arg(workspace.path())
         .arg(plugins.path())
         .arg(&cache)
+        .args(extra)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "the Python client failed:\n{}\n{}",
+        "{} {extra:?} failed:\n{}\n{}",
+        script.display(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
 }
 
+#[test]
+fn the_official_python_client_drives_toolwright_mcp() {
+    run_client("python_client.py", &["wordcount", "todos"], false, &[]);
+}
+
 fn http_client(mode: &str) {
-    let python = python();
-    let workspace = tempfile::tempdir().unwrap();
-    let plugins = tempfile::tempdir().unwrap();
-    for (name, bytes) in toolwright_tests::programs::EXAMPLES {
-        if name.ends_with("wordcount") {
-            std::fs::write(plugins.path().join(format!("{name}.wasm")), bytes).unwrap();
-        }
-    }
-    std::fs::copy(
-        toolwright_tests::programs::CONFORMANCE,
-        plugins.path().join("conformance.wasm"),
-    )
-    .unwrap();
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/python_http_client.py");
-    let out = Command::new(python)
-        .arg(script)
-        .arg(env!("CARGO_BIN_EXE_toolwright-cli"))
-        .arg(workspace.path())
-        .arg(plugins.path())
-        .arg(&cache)
-        .arg(mode)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the Python client ({mode}) failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
+    run_client("python_http_client.py", &["wordcount"], true, &[mode]);
 }
 
 #[test]

@@ -150,29 +150,36 @@ impl ToolArgs {
     }
 
     /// What looks wrong about the set-up without stopping anything: the plugin directories given that are not
-    /// directories, and policy sections for a plugin name that no loaded plugin has (with the nearest name).
+    /// directories, and [`policy_warnings`].
     pub fn warnings(&self, toolset: &toolwright::toolset::Toolset) -> Vec<String> {
         let mut warnings = self.directory_problems();
-        let loaded: Vec<&str> = toolset.plugins.iter().map(|p| p.metadata.name.as_str()).collect();
-        let sections = toolset
-            .policy
-            .plugins
-            .keys()
-            .chain(toolset.policy.project_plugins.keys());
-        let mut seen = std::collections::BTreeSet::new();
-        for name in sections {
-            if loaded.contains(&name.as_str()) || !seen.insert(name.as_str()) {
-                continue;
-            }
-            let mut warning =
-                format!("the policy has a section [plugins.{name}], but no plugin loaded is named `{name}`");
-            if let Some(near) = nearest(name, &loaded) {
-                warning.push_str(&format!("; did you mean [plugins.{near}]?"));
-            }
-            warnings.push(warning);
-        }
+        warnings.extend(policy_warnings(toolset));
         warnings
     }
+}
+
+/// Policy sections for a plugin name that no loaded plugin has, each with the nearest name.
+pub fn policy_warnings(toolset: &toolwright::toolset::Toolset) -> Vec<String> {
+    let loaded: Vec<&str> = toolset.plugins.iter().map(|p| p.metadata.name.as_str()).collect();
+    let sections = toolset
+        .policy
+        .plugins
+        .keys()
+        .chain(toolset.policy.project_plugins.keys());
+    let mut seen = std::collections::BTreeSet::new();
+    let mut warnings = Vec::new();
+    for name in sections {
+        if loaded.contains(&name.as_str()) || !seen.insert(name.as_str()) {
+            continue;
+        }
+        let mut warning =
+            format!("the policy has a section [plugins.{name}], but no plugin loaded is named `{name}`");
+        if let Some(near) = nearest(name, &loaded) {
+            warning.push_str(&format!("; did you mean [plugins.{near}]?"));
+        }
+        warnings.push(warning);
+    }
+    warnings
 }
 
 impl ToolArgs {

@@ -98,17 +98,6 @@ pub fn diagnose(error: &toolwright::wasm::PluginError) -> Problem {
     Problem::new(what, fix)
 }
 
-fn describe(capability: &toolwright::sdk::Capability) -> String {
-    use toolwright::sdk::Capability;
-    match capability {
-        Capability::Read(p) => format!("read files below {p}"),
-        Capability::Write(p) => format!("write files below {p}"),
-        Capability::Spawn(p) => format!("start {p}"),
-        Capability::Env(v) => format!("see the environment variable {v}"),
-        Capability::Network(h) => format!("connect to {h}"),
-    }
-}
-
 /// Check `file`: the report as JSON (`ok`, `problems`, and what the plugin is when it loads).
 pub fn check(file: &Path, cache_dir: Option<PathBuf>) -> Value {
     let mut report = json!({ "file": file, "ok": false });
@@ -168,7 +157,7 @@ pub fn check(file: &Path, cache_dir: Option<PathBuf>) -> Value {
     report["capabilities"] = m
         .capabilities
         .iter()
-        .map(|c| json!({"capability": c.capability, "text": describe(&c.capability), "reason": c.reason}))
+        .map(|c| json!({"capability": c.capability, "text": super::plugins::describe(&c.capability), "reason": c.reason}))
         .collect();
     report
 }

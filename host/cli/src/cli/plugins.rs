@@ -22,7 +22,8 @@ pub struct PluginsArgs {
     tools: super::ToolArgs,
 }
 
-fn describe(capability: &Capability) -> String {
+/// A capability in words, as `plugins` and `check` show it.
+pub fn describe(capability: &Capability) -> String {
     match capability {
         Capability::Read(p) => format!("read files below {p}"),
         Capability::Write(p) => format!("write files below {p}"),
@@ -75,12 +76,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
     // Problems are this command's report: printed once, here, not also on stderr.
     let toolset = args.tools.load(&cwd)?;
     let problems = args.tools.directory_problems();
-    let warnings: Vec<String> = args
-        .tools
-        .warnings(&toolset)
-        .into_iter()
-        .filter(|w| !problems.contains(w))
-        .collect();
+    let warnings = super::policy_warnings(&toolset);
     // A plugin skipped or a directory that is not one: the set-up is not what was asked for.
     let code = if toolset.errors.is_empty() && problems.is_empty() {
         ExitCode::SUCCESS
