@@ -35,11 +35,22 @@ A handler plugin (world `handler-plugin`, pi's `tool_call` hook) declares one fu
 A handler that raises blocks the call (as pi does), with the error as the reason.
 """
 
+import errno
 import json
 import os
 import traceback
 
 __all__ = ["Plugin", "Context", "Result", "Block", "Rewrite", "Read", "Write", "Spawn", "Env", "Network"]
+
+
+def _types():
+    """The bindings of `toolwright:plugin/types`: componentize-py names the module after the package when another
+    interface of the world (WASI's `wasi:filesystem/types`) is called `types` too."""
+    try:
+        from wit_world.imports import toolwright_plugin_types as types
+    except ImportError:  # a WIT without WASI in its worlds
+        from wit_world.imports import types
+    return types
 
 
 class Result:
@@ -120,9 +131,7 @@ class Context:
     def log(self, message, level="info"):
         """Write a line to the host's log (an MCP client hears it as `notifications/message`)."""
         if self._host:
-            from wit_world.imports.types import LogLevel
-
-            self._host.log(getattr(LogLevel, level.upper()), str(message))
+            self._host.log(getattr(_types().LogLevel, level.upper()), str(message))
 
     def update(self, text):
         """Report a partial result (progress) while the call runs."""
@@ -133,6 +142,57 @@ class Context:
         """Whether the call was cancelled; long-running tools check it often."""
         return bool(self._host and self._host.is_cancelled())
 
+    def refusal(self, path, write=False):
+        """Why the plugin may not read (or write) `path`: the host's refusal, naming the grant that would allow
+        it; `None` when a grant covers it (or outside the sandbox)."""
+        return self._host.refusal(self.resolve(path), write) if self._host else None
+
+    def call_tool(self, name, args):
+        """Call another tool through the host's full pipeline (pi's `ctx.executeTool`): its text and error flag,
+        as `(text, is_error)`."""
+        if not self._host:
+            raise RuntimeError("call_tool needs the host")
+        outcome = self._host.call_tool(name, json.dumps(args))
+        text = "\n".join(c.value for c in outcome.result.content if type(c).__name__ == "Content_Text")
+        return text, outcome.is_error
+
+    def run(self, program, args=(), cwd=None, env=None, timeout_ms=60000):
+        """Run a program the plugin was granted, to its end: `(output, exit_code)`, stdout and stderr
+        interleaved in `output`."""
+        if not self._host:
+            raise RuntimeError("run needs the host")
+        from wit_world.imports import process
+
+        child = process.spawn(process.Command(program, list(args), cwd or self.cwd, list((env or {}).items())))
+        chunks, waited = [], 0
+        while True:
+            if self.is_cancelled() or waited > timeout_ms:
+                child.kill()
+                raise RuntimeError("Operation aborted" if self.is_cancelled() else f"{program} timed out")
+            event = child.next(100)
+            name = type(event).__name__
+            if name == "ProcessEvent_Output":
+                chunks.append(bytes(event.value))
+            elif name == "ProcessEvent_Exited":
+                return b"".join(chunks).decode("utf-8", "replace"), event.value.code
+            else:
+                waited += 100
+
+    def explain(self, error):
+        """An `OSError` as the model should read it: outside the plugin's grants a path does not exist in its
+        filesystem (WASI says "no such file", or "not permitted" for a write below a read-only grant), so a
+        refused path gets the host's refusal instead; anything else keeps its own words."""
+        path = getattr(error, "filename", None)
+        if self._host and isinstance(path, str):
+            refusable = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS, getattr(errno, "ENOTCAPABLE", -1)}
+            if error.errno in refusable:
+                text = self.refusal(path, False)
+                if text is None and error.errno != errno.ENOENT:
+                    text = self.refusal(path, True)
+                if text is not None:
+                    return text
+        return f"{type(error).__name__}: {error}"
+
     @staticmethod
     def result(text, structured=None, details=None, is_error=False):
         """A result with structured content (matching the tool's output schema), details or an error flag."""
@@ -140,7 +200,8 @@ class Context:
 
 
 def _to_wit(result):
-    from wit_world.imports.types import Content_Text, ToolResult
+    t = _types()
+    Content_Text, ToolResult = t.Content_Text, t.ToolResult
 
     if isinstance(result, str):
         result = Result(result)
@@ -174,6 +235,7 @@ class Plugin:
         self.capabilities = list(capabilities)
         self.tools = {}
         self.tool_call = None
+        self.tool_result = None
 
     def tool(self, description, parameters, name=None, output_schema=None, annotations=None, snippet=None):
         """Declare the decorated function `f(args, ctx)` as a tool (named after the function unless `name`).
@@ -186,6 +248,13 @@ class Plugin:
             return function
 
         return declare
+
+    def on_tool_result(self, function):
+        """Declare the decorated `f(tool, args, result)` as the plugin's `tool_result` hook (pi's): `result` is a
+        `Result` (its `text`, `details`, `is_error`); return `None` to keep it, or a `Result` to replace it (its
+        text as the content, its details and error flag). A raise keeps the result unchanged (the host logs it)."""
+        self.tool_result = function
+        return function
 
     def on_tool_call(self, function):
         """Declare the decorated `f(tool, args)` as the plugin's `tool_call` hook: it returns `None` to allow,
@@ -219,7 +288,7 @@ class Plugin:
         """The class componentize-py exports for the `handler-plugin` world (assign it to `Handler`)."""
         from wit_world import exports
         from wit_world.exports import handler as h
-        from wit_world.imports import types as t
+        t = _types()
 
         plugin = self
 
@@ -236,7 +305,27 @@ class Plugin:
                 return h.ToolCallDecision_Allow()
 
             def tool_result(self, event):
-                return None
+                if not plugin.tool_result:
+                    return None
+                text = "\n".join(c.value for c in event.content if type(c).__name__ == "Content_Text")
+                details = None if event.details is None else json.loads(event.details)
+                seen = Result(text, details=details, is_error=event.is_error)
+                try:
+                    changed = plugin.tool_result(event.tool_name, json.loads(event.input), seen)
+                except Exception:  # noqa: BLE001 - a failing result hook keeps the result (pi logs it)
+                    traceback.print_exc()
+                    return None
+                if changed is None:
+                    return None
+                if isinstance(changed, str):
+                    changed = Result(changed, details=details, is_error=event.is_error)
+                return h.ToolResultChanges(
+                    content=[t.Content_Text(changed.text)],
+                    details=None if changed.details is None else json.dumps(changed.details),
+                    structured_content=None,
+                    is_error=bool(changed.is_error),
+                    usage=None,
+                )
 
         return Handler
 
@@ -245,6 +334,8 @@ class Plugin:
         try:
             result = self.tools[tool].function(args, ctx)
             return Result(result) if isinstance(result, str) else result
+        except OSError as error:
+            return Result(ctx.explain(error), details={"traceback": traceback.format_exc()}, is_error=True)
         except Exception as error:  # noqa: BLE001 - every failure is the model's to read
             return Result(f"{type(error).__name__}: {error}", details={"traceback": traceback.format_exc()},
                           is_error=True)
@@ -253,7 +344,7 @@ class Plugin:
         """The class componentize-py exports (assign it to `Tool` in the app module)."""
         from wit_world import exports
         from wit_world.imports import host
-        from wit_world.imports import types as t
+        t = _types()
 
         plugin = self
 
@@ -297,6 +388,12 @@ class Plugin:
 
                     raise Err(f"{plugin.name} has no tool {tool}")
                 ctx = Context(host)
+                # Relative paths given to open() resolve against the workspace, as they do natively (without a
+                # grant of it the plugin cannot enter it, and they stay relative to `/`, where nothing is).
+                try:
+                    os.chdir(ctx.cwd)
+                except OSError:
+                    pass
                 result = plugin.run(tool, json.loads(arguments), ctx)
                 if result.is_error and result.details and "traceback" in result.details:
                     ctx.log(result.details["traceback"], "error")

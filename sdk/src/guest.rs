@@ -20,6 +20,9 @@ pub mod tool_world {
         pub_export_macro: true,
         export_macro_name: "__export_tool_world",
         default_bindings_module: "::toolwright_sdk::guest::tool_world",
+        // The world includes WASI: bindings for it are generated too (Rust's std uses it through wasi-libc; the
+        // unused ones cost nothing in the component).
+        generate_all,
     });
 }
 
@@ -35,6 +38,7 @@ pub mod handler_world {
             "toolwright:plugin/types@0.1.0": crate::guest::tool_world::toolwright::plugin::types,
             "toolwright:plugin/host@0.1.0": crate::guest::tool_world::toolwright::plugin::host,
         },
+        generate_all,
     });
 }
 
@@ -90,6 +94,9 @@ impl<T: ToolPlugin> exported::Guest for T {
     fn execute(tool: String, call_id: String, arguments: String) -> Result<wit::ToolResult, String> {
         let args = parse(&arguments)?;
         let ctx = GuestCtx::new();
+        // Relative paths given to std::fs resolve against the workspace, as they do natively (a plugin without
+        // a grant of it cannot enter it: its paths then stay relative to `/`, where nothing is).
+        let _ = std::env::set_current_dir(&ctx.cwd);
         let result = find::<T>(&tool)?
             .execute(&call_id, args, &ctx)
             .map_err(|e| e.message().to_owned())?;
@@ -455,29 +462,54 @@ fn kind_of(t: std::fs::FileType) -> FileKind {
     }
 }
 
+/// What a failed file operation on `path` means: outside the plugin's grants a path does not exist in its
+/// filesystem (WASI answers "no such file", or "not permitted" for a write below a read-only grant), so ask the
+/// host whether the grants cover it and, when they do not, report the refusal the native built-ins give.
+fn explain<T>(path: &str, access: Access, outcome: io::Result<T>) -> io::Result<T> {
+    outcome.map_err(|error| {
+        let refusable = matches!(
+            error.kind(),
+            io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+        );
+        match refusable.then(|| refusal(path, access)).flatten() {
+            Some(text) => io::Error::new(io::ErrorKind::PermissionDenied, text),
+            None => error,
+        }
+    })
+}
+
+/// The host's refusal of `access` to `path`, none when a grant covers it.
+fn refusal(path: &str, access: Access) -> Option<String> {
+    host::refusal(path, access == Access::Write)
+}
+
 impl Files for WasiFiles {
     fn read(&self, path: &str) -> io::Result<Vec<u8>> {
-        std::fs::read(path)
+        explain(path, Access::Read, std::fs::read(path))
     }
 
     fn read_prefix(&self, path: &str, max: usize) -> io::Result<Vec<u8>> {
-        let mut buf = Vec::new();
-        std::fs::File::open(path)?
-            .take(max as u64)
-            .read_to_end(&mut buf)?;
-        Ok(buf)
+        let read = || {
+            let mut buf = Vec::new();
+            std::fs::File::open(path)?
+                .take(max as u64)
+                .read_to_end(&mut buf)?;
+            Ok(buf)
+        };
+        explain(path, Access::Read, read())
     }
 
     fn write(&self, path: &str, bytes: &[u8]) -> io::Result<()> {
-        std::fs::File::create(path)?.write_all(bytes)
+        let write = || std::fs::File::create(path)?.write_all(bytes);
+        explain(path, Access::Write, write())
     }
 
     fn create_dir_all(&self, path: &str) -> io::Result<()> {
-        std::fs::create_dir_all(path)
+        explain(path, Access::Write, std::fs::create_dir_all(path))
     }
 
     fn metadata(&self, path: &str) -> io::Result<Metadata> {
-        let m = std::fs::metadata(path)?;
+        let m = explain(path, Access::Read, std::fs::metadata(path))?;
         Ok(Metadata {
             kind: kind_of(m.file_type()),
             len: m.len(),
@@ -485,7 +517,7 @@ impl Files for WasiFiles {
     }
 
     fn symlink_metadata(&self, path: &str) -> io::Result<Metadata> {
-        let m = std::fs::symlink_metadata(path)?;
+        let m = explain(path, Access::Read, std::fs::symlink_metadata(path))?;
         Ok(Metadata {
             kind: kind_of(m.file_type()),
             len: m.len(),
@@ -493,14 +525,21 @@ impl Files for WasiFiles {
     }
 
     fn read_dir(&self, path: &str) -> io::Result<Vec<String>> {
-        std::fs::read_dir(path)?
-            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
-            .collect()
+        let list = || {
+            std::fs::read_dir(path)?
+                .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect()
+        };
+        explain(path, Access::Read, list())
     }
 
-    fn check(&self, path: &str, _access: Access) -> io::Result<String> {
-        // The sandbox itself enforces access; a path that exists is reachable as it is.
-        Ok(crate::paths::normalize(path))
+    fn check(&self, path: &str, access: Access) -> io::Result<String> {
+        // As natively: a path outside the grants is refused before anything is tried.
+        let path = crate::paths::normalize(path);
+        match refusal(&path, access) {
+            Some(text) => Err(io::Error::new(io::ErrorKind::PermissionDenied, text)),
+            None => Ok(path),
+        }
     }
 }
 

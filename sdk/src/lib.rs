@@ -8,7 +8,8 @@
 //!   structured content for programs, usage, and the error and terminate flags.
 //! - [`Usage`]: token and cost accounting, with pi's [`Usage::combine`] rule.
 //! - [`ExecutionMode`], [`Exposure`], [`ToolAnnotations`], [`ToolNamespace`]: tool metadata.
-//! - [`Tool`] and [`ToolSpec`]: what a tool implements, once for both builds; [`ToolError`] is its thrown error.
+//! - [`Tool`] and [`ToolSpec`]: what a tool implements, once for both builds; [`ToolError`] is its thrown error;
+//!   [`args`] turns the validated arguments into a typed value.
 //! - [`Loadout`] and [`LoadoutChanges`]: what a tool's loadout hook sees and may change.
 //! - [`Ctx`]: a tool's only door to files ([`Files`]), processes ([`Process`]), updates, cancellation and logs.
 //! - [`js`]: JavaScript number, string and JSON semantics that pi's texts depend on.
@@ -58,7 +59,7 @@ pub use loadout::{Loadout, LoadoutChanges, LoadoutTool};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 pub use plugin::{Capability, CapabilityRequest, PluginMetadata};
 pub use result::ToolResult;
-pub use tool::{Tool, ToolSpec};
+pub use tool::{Tool, ToolSpec, args};
 pub use usage::{Cost, Usage};
 
 /// JSON values, re-exported so plugin crates need no direct `serde_json` dependency for the common cases.

@@ -46,6 +46,27 @@ pub struct ToolSpec {
     pub prepares_loadout: bool,
 }
 
+/// The validated arguments of a call as a typed value: `let Args { path } = toolwright_sdk::args(args)?;` with
+/// `#[derive(serde::Deserialize)] struct Args { path: String }`. The host validated the arguments against the
+/// tool's JSON Schema before `execute`, so an error here means the schema and the type disagree; it names the field.
+///
+/// ```
+/// #[derive(serde::Deserialize)]
+/// struct Args {
+///     path: String,
+///     #[serde(default)]
+///     limit: Option<u32>,
+/// }
+/// let args: Args = toolwright_sdk::args(serde_json::json!({"path": "a.txt"})).unwrap();
+/// assert_eq!((args.path.as_str(), args.limit), ("a.txt", None));
+/// let wrong = toolwright_sdk::args::<Args>(serde_json::json!({"path": 3})).unwrap_err();
+/// assert!(wrong.message().starts_with("The arguments do not fit the tool's type: invalid type: integer `3`"));
+/// ```
+pub fn args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args)
+        .map_err(|e| ToolError::new(format!("The arguments do not fit the tool's type: {e}")))
+}
+
 /// A tool, written once against [`Ctx`]: linked natively into the host, or built as a wasm component.
 ///
 /// `execute` is synchronous: the host runs native tools on a blocking thread, and a wasm instance is a thread of

@@ -61,19 +61,26 @@ impl Drop for HttpServer {
 /// installed (`npm ci`, once per lockfile), whose `node_modules/.bin` holds `node` (22), `conformance` and
 /// `mcp-inspector`. Needs `npm` and the npm registry on first use.
 pub fn node_tools(target_tmp: &Path) -> PathBuf {
+    npm_packages(target_tmp, "mcp/node", "mcp-node")
+}
+
+/// The Node packages pinned by `tests/<manifest>/package{,-lock}.json`, installed with `npm ci` into
+/// `target_tmp/<name>` once per lockfile: that directory. Needs `npm` and the npm registry on first use.
+pub fn npm_packages(target_tmp: &Path, manifest: &str, name: &str) -> PathBuf {
     // The tests of one binary run in parallel: one installs, the others wait.
     static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _installing = INSTALLING
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/node");
-    let lock = std::fs::read(source.join("package-lock.json")).expect("tests/mcp/node/package-lock.json");
-    let dir = target_tmp.join("mcp-node");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(manifest);
+    let lock = std::fs::read(source.join("package-lock.json"))
+        .unwrap_or_else(|e| panic!("tests/{manifest}/package-lock.json: {e}"));
+    let dir = target_tmp.join(name);
     let stamp = dir.join("installed.lock");
     if std::fs::read(&stamp).is_ok_and(|installed| installed == lock) {
         return dir;
     }
-    std::fs::create_dir_all(&dir).expect("make the Node tools directory");
+    std::fs::create_dir_all(&dir).expect("make the Node packages' directory");
     for file in ["package.json", "package-lock.json"] {
         std::fs::copy(source.join(file), dir.join(file)).expect("copy the Node manifest");
     }
@@ -87,7 +94,7 @@ pub fn node_tools(target_tmp: &Path) -> PathBuf {
         "`npm ci` in {} failed (the npm registry must be reachable)",
         dir.display()
     );
-    std::fs::write(&stamp, lock).expect("mark the Node tools installed");
+    std::fs::write(&stamp, lock).expect("mark the Node packages installed");
     dir
 }
 

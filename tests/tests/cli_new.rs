@@ -1,9 +1,12 @@
 //! `toolwright new` as a new plugin author meets it: the project it writes builds with its one command, passes
 //! its own tests and `toolwright check`, and runs under `toolwright exec --plugins .` in its directory, with the
-//! grant its `toolwright.toml` gives. For a tool plugin and a handler plugin, in Rust and in Python.
+//! grant its `toolwright.toml` gives. For a tool plugin and a handler plugin, in Rust, Python and JavaScript. Each
+//! tool reads a granted file with its language's own file API, and a path outside its grant gets the same refusal
+//! in every language: the native built-ins' text, naming the grant that would allow it.
 //!
 //! The Rust projects build with cargo from crates.io into a target directory under this crate's, shared by both;
-//! the Python one with componentize-py 0.25.1 from PyPI, installed once into a virtual environment there.
+//! the Python ones with componentize-py 0.25.1 from PyPI, installed once into a virtual environment there; the
+//! JavaScript ones with componentize-js 0.23.0 from npm (pinned by `tests/plugins/js`), installed once there too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
 
@@ -58,6 +61,16 @@ fn componentize_py() -> std::path::PathBuf {
     binary
 }
 
+/// componentize-js, installed once (`npm ci`) under the target directory: its `node_modules`.
+fn componentize_js() -> std::path::PathBuf {
+    toolwright_tests::mcp::npm_packages(
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "plugins/js",
+        "componentize-js",
+    )
+    .join("node_modules")
+}
+
 /// `toolwright new NAME ARGS… --dir DIR`, then `./build.sh`: the project's directory.
 fn new_and_build(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
     let out = ok(
@@ -76,6 +89,14 @@ fn new_and_build(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+    // One build at a time: two componentize-py runs at once (on their first use, at least) crash with a bus
+    // error, and the JavaScript builds take 800 MB each.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _building = BUILDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if args.contains(&"js") {
+        // What `npm install` would put there, shared by the tests' projects.
+        std::os::unix::fs::symlink(componentize_js(), project.join("node_modules")).unwrap();
+    }
     ok(
         Command::new("./build.sh")
             .current_dir(&project)
@@ -101,11 +122,16 @@ fn componentize_py_if(args: &[&str]) -> std::ffi::OsString {
 }
 
 fn exec(project: &Path) -> Vec<Value> {
+    exec_calls(project, "calls.json")
+}
+
+/// `toolwright exec CALLS` in the project, with its plugin and its policy: the events.
+fn exec_calls(project: &Path, calls: &str) -> Vec<Value> {
     let out = ok(
         Command::new(BINARY)
             .args([
                 "exec",
-                "calls.json",
+                calls,
                 "--json",
                 "--plugins",
                 ".",
@@ -171,6 +197,26 @@ fn assert_blocks_recursive_deletes(project: &Path, name: &str) {
     assert_eq!(end_text(&events, "2"), (false, "allowed\n".to_owned()));
 }
 
+/// The new tool `tool` in `project` asked for a file outside its grant: the refusal, the same for every language
+/// (and the text the native built-ins give), which names what is granted and the grant that would allow it.
+fn assert_refuses_outside_its_grant(project: &Path, tool: &str) {
+    let calls =
+        serde_json::json!({"toolCalls": [{"id": "1", "name": tool, "arguments": {"path": "/etc/passwd"}}]});
+    std::fs::write(project.join("outside.json"), calls.to_string()).unwrap();
+    let granted = project.canonicalize().unwrap();
+    assert_eq!(
+        end_text(&exec_calls(project, "outside.json"), "1"),
+        (
+            true,
+            format!(
+                "Permission denied: read access to /etc/passwd is not granted (granted for read: {}). A read-only \
+                 or read-write grant of /etc/passwd in the policy file (toolwright.toml) would allow it.",
+                granted.display()
+            )
+        )
+    );
+}
+
 /// `python3 -m unittest` in a new Python project.
 fn python_unit_tests(project: &Path) {
     ok(
@@ -224,7 +270,16 @@ fn a_new_rust_tool_plugin_builds_tests_checks_and_runs_with_its_grant() {
         .len();
     assert!(size < 1 << 20, "the release profile keeps it small: {size} bytes");
 
-    assert_eq!(end_text(&exec(&project), "1"), (false, readme_counted(&project)));
+    let events = exec(&project);
+    assert_eq!(end_text(&events, "1"), (false, readme_counted(&project)));
+    assert_eq!(
+        end_text(&events, "2"),
+        (
+            true,
+            "ENOENT: no such file or directory, open 'missing.txt'".to_owned()
+        )
+    );
+    assert_refuses_outside_its_grant(&project, "line_counter_count");
 }
 
 #[test]
@@ -263,6 +318,7 @@ fn a_new_python_tool_plugin_builds_tests_checks_and_runs_with_python_s_own_file_
         "{traceback}"
     );
     assert!(!text.contains("a Rust plugin panicked"));
+    assert_refuses_outside_its_grant(&project, "py_counter_count");
 }
 
 #[test]
@@ -271,6 +327,59 @@ fn a_new_python_handler_plugin_blocks_what_it_should_and_lets_the_rest_through()
     let project = new_and_build(dir.path(), "py-guard", &["--lang", "python", "--handler"]);
     python_unit_tests(&project);
     assert_blocks_recursive_deletes(&project, "py-guard");
+}
+
+/// `node --test test.mjs` in a new JavaScript project.
+fn node_unit_tests(project: &Path) {
+    ok(
+        Command::new("node")
+            .args(["--test", "test.mjs"])
+            .current_dir(project)
+            .output()
+            .unwrap(),
+        "node --test in the new project",
+    );
+}
+
+#[test]
+fn a_new_javascript_tool_plugin_builds_tests_checks_and_runs_with_the_sdk_s_file_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = new_and_build(dir.path(), "js-counter", &["--lang", "js"]);
+    node_unit_tests(&project);
+    let report = check(&project.join("js_counter.wasm"));
+    assert!(
+        report.starts_with("ok: js-counter 0.1.0, a tool plugin"),
+        "{report}"
+    );
+    assert!(
+        report.contains("requests: read files below . (because: reads the file it is asked to count)"),
+        "{report}"
+    );
+    let events = exec(&project);
+    assert_eq!(end_text(&events, "1"), (false, readme_counted(&project)));
+    // A thrown Error is an error result with its message, and the stack in details.
+    assert_eq!(
+        end_text(&events, "2"),
+        (
+            true,
+            "ENOENT: no such file or directory, open 'missing.txt'".to_owned()
+        )
+    );
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == "2")
+        .unwrap();
+    let stack = end["result"]["details"]["stack"].as_str().unwrap();
+    assert!(stack.contains("readFileSync"), "{stack}");
+    assert_refuses_outside_its_grant(&project, "js_counter_count");
+}
+
+#[test]
+fn a_new_javascript_handler_plugin_blocks_what_it_should_and_lets_the_rest_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = new_and_build(dir.path(), "js-guard", &["--lang", "js", "--handler"]);
+    node_unit_tests(&project);
+    assert_blocks_recursive_deletes(&project, "js-guard");
 }
 
 #[test]

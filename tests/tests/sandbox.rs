@@ -253,8 +253,17 @@ async fn limits_stop_runaway_plugins_and_the_batch_goes_on() {
         text(&out[1]),
         "The plugin toolwright-test-probe was stopped: it tried to use more than its memory limit of 64 MiB"
     );
+    // A panic is a trap, and its error carries what the plugin last wrote to stderr: the panic message.
     assert!(
-        text(&out[2]).starts_with("The plugin toolwright-test-probe failed: it trapped"),
+        text(&out[2]).starts_with(
+            "The plugin toolwright-test-probe failed: it trapped: it reached unreachable code (a panic, an abort \
+             or an uncaught exception)\n\nThe plugin's last lines on stderr:\n"
+        ),
+        "{}",
+        text(&out[2])
+    );
+    assert!(
+        text(&out[2]).contains("\nthe probe panicked on purpose"),
         "{}",
         text(&out[2])
     );

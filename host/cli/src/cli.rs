@@ -7,6 +7,7 @@ mod mcp;
 mod new;
 mod plugins;
 mod registry;
+mod wit;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,6 +42,8 @@ enum Command {
     Cache(cache::CacheArgs),
     /// Check a plugin file: whether the host can load it, what it offers and requests, and how to fix it if not.
     Check(check::CheckArgs),
+    /// Print the WIT plugins are built against, or write the whole tree (with the WASI packages) with `--out`.
+    Wit(wit::WitArgs),
     /// Serve the active tools over the Model Context Protocol on stdin/stdout, or on streamable HTTP with `--http`
     /// (logs go to stderr).
     Mcp(mcp::McpArgs),
@@ -313,6 +316,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::New(args) => new::run(args),
         Command::Cache(args) => cache::run(args),
+        Command::Wit(args) => wit::run(args),
     };
     match result {
         Ok(code) => code,

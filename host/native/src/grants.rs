@@ -106,32 +106,9 @@ impl GrantedFiles {
     }
 
     fn refusal(&self, path: &str, access: Access) -> io::Error {
-        let (what, kind) = match access {
-            Access::Read => ("read", "read-only or read-write"),
-            Access::Write => ("write", "read-write"),
-        };
-        let granted: Vec<&str> = self
-            .roots
-            .iter()
-            .filter(|r| access == Access::Read || r.write)
-            .map(|r| r.path.as_str())
-            .collect();
-        let granted = if granted.is_empty() {
-            "none".to_owned()
-        } else {
-            granted.join(", ")
-        };
-        let needed = if access == Access::Write {
-            paths::parent(path)
-        } else {
-            path
-        };
         io::Error::new(
             io::ErrorKind::PermissionDenied,
-            format!(
-                "Permission denied: {what} access to {path} is not granted (granted for {what}: {granted}). \
-                 A {kind} grant of {needed} in the policy file (toolwright.toml) would allow it."
-            ),
+            refusal_text(self.grants(), path, access),
         )
     }
 
@@ -152,6 +129,47 @@ impl GrantedFiles {
             other => other,
         }
     }
+}
+
+/// Whether one of `roots` (absolute directories, and whether each is writable) allows `access` to `path`
+/// (absolute, normalised).
+pub fn covers<'a>(roots: impl IntoIterator<Item = (&'a str, bool)>, path: &str, access: Access) -> bool {
+    roots
+        .into_iter()
+        .any(|(root, write)| (access == Access::Read || write) && relative_within(root, path).is_some())
+}
+
+/// The built-ins' refusal of `access` to `path` (absolute, normalised) under `roots` (absolute directories, and
+/// whether each is writable): what is granted, and the grant that would allow it. Wasm plugins get the same
+/// text from the host (`host.refusal`), so a refused access reads the same natively and in a sandbox.
+pub fn refusal_text<'a>(
+    roots: impl IntoIterator<Item = (&'a str, bool)>,
+    path: &str,
+    access: Access,
+) -> String {
+    let (what, kind) = match access {
+        Access::Read => ("read", "read-only or read-write"),
+        Access::Write => ("write", "read-write"),
+    };
+    let granted: Vec<&str> = roots
+        .into_iter()
+        .filter(|(_, write)| access == Access::Read || *write)
+        .map(|(root, _)| root)
+        .collect();
+    let granted = if granted.is_empty() {
+        "none".to_owned()
+    } else {
+        granted.join(", ")
+    };
+    let needed = if access == Access::Write {
+        paths::parent(path)
+    } else {
+        path
+    };
+    format!(
+        "Permission denied: {what} access to {path} is not granted (granted for {what}: {granted}). \
+         A {kind} grant of {needed} in the policy file (toolwright.toml) would allow it."
+    )
 }
 
 /// `path` relative to `root` (`.` for the root itself), if it lies below it.

@@ -8,6 +8,8 @@ wasmtime::component::bindgen!({
     world: "full-plugin",
     with: {
         "toolwright:plugin/process.child": super::process::ChildProcess,
+        // The worlds include WASI; wasmtime-wasi implements it (linked on its own, see `Runtime::new`).
+        "wasi": wasmtime_wasi::p2::bindings::sync,
     },
     imports: { default: trappable },
 });

@@ -135,7 +135,7 @@ impl PluginInner {
                 if e.downcast_ref::<wasmtime::Trap>().is_some()
                     || e.downcast_ref::<super::state::Stopped>().is_some() =>
             {
-                return Err(self.describe_trap(&e, grants));
+                return Err(with_stderr(self.describe_trap(&e, grants), &store));
             }
             Err(e) => return Err(self.fault("cannot instantiate", &e)),
         };
@@ -148,10 +148,43 @@ impl PluginInner {
             }
             Err(trap) => {
                 tracing::debug!(plugin = %self.name, export, "the call failed: {trap:#}");
-                Err(self.describe_trap(&trap, grants))
+                Err(with_stderr(self.describe_trap(&trap, grants), &store))
             }
         }
     }
+}
+
+/// How much of what a trapped plugin last wrote to stderr its error carries.
+const STDERR_TAIL_LINES: usize = 20;
+const STDERR_TAIL_BYTES: usize = 4096;
+
+/// A trap's error with the last lines the plugin wrote to stderr: for a Python or JavaScript plugin (whose
+/// runtime prints the traceback or the exception there, then aborts), that is what went wrong.
+fn with_stderr(error: ToolError, store: &Store<PluginState>) -> ToolError {
+    if error.host_fault() != Some(HostFault::Trap) {
+        return error;
+    }
+    let bytes = store.data().stderr.contents();
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return error;
+    }
+    let mut tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
+    if tail.len() > STDERR_TAIL_BYTES {
+        let mut cut = tail.len() - STDERR_TAIL_BYTES;
+        while !tail.is_char_boundary(cut) {
+            cut += 1;
+        }
+        tail = format!("…{}", &tail[cut..]);
+    }
+    ToolError::host(
+        HostFault::Trap,
+        format!(
+            "{}\n\nThe plugin's last lines on stderr:\n{tail}",
+            error.message()
+        ),
+    )
 }
 
 /// Run `f`, a synchronous call into a plugin, from wherever a synchronous hook is called (the pipeline's

@@ -98,7 +98,10 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .and_then(|()| bounded_io::add_to_linker(&mut linker))
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        bindings::FullPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+        // Toolwright's own interfaces (the world's WASI imports are linked above).
+        bindings::types::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .and_then(|()| bindings::host::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
+            .and_then(|()| bindings::process::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let cache = ComponentCache::new(cache_dir, engine.fingerprint());
         Ok(Runtime {

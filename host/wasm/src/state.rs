@@ -26,6 +26,9 @@ pub struct CallEnv {
     pub home: Option<String>,
     /// A writable temp directory, when granted.
     pub temp_dir: Option<String>,
+    /// The directories the plugin sees (its preopens, as paths in its filesystem) and whether each is writable:
+    /// what `refusal` explains.
+    pub roots: Vec<(String, bool)>,
     /// The call's cancellation.
     pub cancel: CancellationToken,
     /// Where partial results go.
@@ -189,6 +192,23 @@ impl host::Host for PluginState {
 
     fn temp_dir(&mut self) -> wasmtime::Result<Option<String>> {
         Ok(self.call.temp_dir.clone())
+    }
+
+    fn refusal(&mut self, path: String, write: bool) -> wasmtime::Result<Option<String>> {
+        use toolwright_native::grants::{covers, refusal_text};
+        let path = toolwright_sdk::paths::resolve_to_cwd(&path, &self.call.cwd, self.call.home.as_deref());
+        let access = if write {
+            toolwright_sdk::Access::Write
+        } else {
+            toolwright_sdk::Access::Read
+        };
+        let roots = || {
+            self.call
+                .roots
+                .iter()
+                .map(|(root, write)| (root.as_str(), *write))
+        };
+        Ok((!covers(roots(), &path, access)).then(|| refusal_text(roots(), &path, access)))
     }
 
     fn call_tool(&mut self, name: String, arguments: String) -> wasmtime::Result<types::CallOutcome> {

@@ -66,6 +66,11 @@ impl PluginInner {
             cwd: grants.cwd.clone(),
             home: grants.home.clone(),
             temp_dir: grants.temp_dir.clone(),
+            roots: grants
+                .preopens
+                .iter()
+                .map(|p| (p.guest.clone(), p.write))
+                .collect(),
             cancel: cancel.clone(),
             updates,
             programs: grants.programs.clone(),

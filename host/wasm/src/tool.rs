@@ -191,7 +191,7 @@ impl PluginInner {
             Some(wasmtime::Trap::UnreachableCodeReached) => ToolError::host(
                 HostFault::Trap,
                 format!(
-                    "The plugin {} failed: it trapped: it reached unreachable code (a Rust plugin panicked)",
+                    "The plugin {} failed: it trapped: it reached unreachable code (a panic, an abort or an uncaught exception)",
                     self.name
                 ),
             ),

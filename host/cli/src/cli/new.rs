@@ -35,6 +35,8 @@ enum Lang {
     Rust,
     /// Python, with Toolwright's thin Python SDK, built with componentize-py.
     Python,
+    /// JavaScript, with Toolwright's thin JavaScript SDK, built with componentize-js.
+    Js,
 }
 
 const GIT_SDK: &str = r#"toolwright-sdk = { git = "https://github.com/toolwright/toolwright" }"#;
@@ -68,33 +70,18 @@ fn fill(template: &str, values: &[(&str, &str)]) -> String {
 }
 
 /// The files of a Rust project: (relative path, contents, executable).
-fn rust_project(name: &str, handler: bool, sdk: &str) -> Vec<(&'static str, String, bool)> {
+fn rust_project(name: &str, handler: bool, sdk: &str) -> Vec<(String, String, bool)> {
     let crate_name = name.replace('-', "_");
     let tool = format!("{crate_name}_count");
-    let description = if handler {
-        format!("A Toolwright handler plugin: {name} blocks recursive deletes in bash.")
-    } else {
-        format!("A Toolwright tool plugin: {tool} counts the lines, words and bytes of a file.")
+    let (description, grants) = match handler {
+        true => handler_texts(name),
+        false => tool_texts(name, &tool),
     };
     let (kind, export, world, handler_flag) = match handler {
         true => ("handler", "export_handler", "handler-plugin", " --handler"),
         false => ("tool", "export_tool", "tool-plugin", ""),
     };
-    let grants = match handler {
-        true => format!(
-            "[plugins.{name}]\n# A handler sees every call whatever it is granted: it asks for nothing.\n"
-        ),
-        false => format!("[plugins.{name}]\nread = [\".\"]\n"),
-    };
-    let calls = match handler {
-        true => serde_json::json!({"toolCalls": [
-            {"id": "1", "name": "bash", "arguments": {"command": "rm -rf ./nothing-here"}},
-            {"id": "2", "name": "bash", "arguments": {"command": "echo allowed"}},
-        ]}),
-        false => serde_json::json!({"toolCalls": [
-            {"id": "1", "name": tool, "arguments": {"path": "README.md"}},
-        ]}),
-    };
+    let calls = sample_calls(handler, &tool);
     let values = [
         ("name", name),
         ("crate", crate_name.as_str()),
@@ -105,7 +92,7 @@ fn rust_project(name: &str, handler: bool, sdk: &str) -> Vec<(&'static str, Stri
         ("export", export),
         ("world", world),
         ("handler_flag", handler_flag),
-        ("grants", grants.trim_end()),
+        ("grants", grants.as_str()),
     ];
     let source = match handler {
         true => include_str!("../../templates/rust/handler.rs.in"),
@@ -113,48 +100,42 @@ fn rust_project(name: &str, handler: bool, sdk: &str) -> Vec<(&'static str, Stri
     };
     vec![
         (
-            "Cargo.toml",
+            "Cargo.toml".into(),
             fill(include_str!("../../templates/rust/Cargo.toml.in"), &values),
             false,
         ),
-        ("src/lib.rs", fill(source, &values), false),
+        ("src/lib.rs".into(), fill(source, &values), false),
         (
-            "build.sh",
+            "build.sh".into(),
             fill(include_str!("../../templates/rust/build.sh.in"), &values),
             true,
         ),
         (
-            "README.md",
+            "README.md".into(),
             fill(include_str!("../../templates/rust/README.md.in"), &values),
             false,
         ),
         (
-            "toolwright.toml",
+            "toolwright.toml".into(),
             fill(include_str!("../../templates/rust/toolwright.toml.in"), &values),
             false,
         ),
-        ("calls.json", format!("{calls:#}\n"), false),
-        (".gitignore", "/target\n/*.wasm\nCargo.lock\n".into(), false),
+        ("calls.json".into(), format!("{calls:#}\n"), false),
+        (
+            ".gitignore".into(),
+            "/target\n/*.wasm\nCargo.lock\n".into(),
+            false,
+        ),
     ]
 }
 
 /// The files of a Python project: (relative path, contents, executable).
-fn python_project(name: &str, handler: bool) -> Vec<(&'static str, String, bool)> {
+fn python_project(name: &str, handler: bool) -> Vec<(String, String, bool)> {
     let module = name.replace('-', "_");
     let tool = format!("{module}_count");
-    let (description, grants, world) = match handler {
-        true => (
-            format!("A Toolwright handler plugin: {name} blocks recursive deletes in bash."),
-            format!(
-                "[plugins.{name}]\n# A handler sees every call whatever it is granted: it asks for nothing."
-            ),
-            "handler-plugin",
-        ),
-        false => (
-            format!("A Toolwright tool plugin: {tool} counts the lines, words and bytes of a file."),
-            format!("[plugins.{name}]\nread = [\".\"]"),
-            "tool-plugin",
-        ),
+    let ((description, grants), world) = match handler {
+        true => (handler_texts(name), "handler-plugin"),
+        false => (tool_texts(name, &tool), "tool-plugin"),
     };
     let values = [
         ("name", name),
@@ -164,16 +145,7 @@ fn python_project(name: &str, handler: bool) -> Vec<(&'static str, String, bool)
         ("grants", grants.as_str()),
         ("world", world),
     ];
-    let calls = match handler {
-        true => serde_json::json!({"toolCalls": [
-            {"id": "1", "name": "bash", "arguments": {"command": "rm -rf ./nothing-here"}},
-            {"id": "2", "name": "bash", "arguments": {"command": "echo allowed"}},
-        ]}),
-        false => serde_json::json!({"toolCalls": [
-            {"id": "1", "name": tool, "arguments": {"path": "README.md"}},
-            {"id": "2", "name": tool, "arguments": {"path": "missing.txt"}},
-        ]}),
-    };
+    let calls = sample_calls(handler, &tool);
     let (app, test) = match handler {
         true => (
             include_str!("../../templates/python/handler.py.in"),
@@ -184,37 +156,158 @@ fn python_project(name: &str, handler: bool) -> Vec<(&'static str, String, bool)
             include_str!("../../templates/python/test_app.py.in"),
         ),
     };
-    vec![
-        ("app.py", fill(app, &values), false),
-        ("test_app.py", fill(test, &values), false),
+    let mut files = vec![
+        ("app.py".into(), fill(app, &values), false),
+        ("test_app.py".into(), fill(test, &values), false),
         (
-            "toolwright_plugin.py",
+            "toolwright_plugin.py".into(),
             include_str!("../../../../sdk/python/toolwright_plugin.py").to_owned(),
             false,
         ),
         (
-            "wit/plugin.wit",
-            include_str!("../../../../wit/plugin.wit").to_owned(),
-            false,
-        ),
-        (
-            "build.sh",
+            "build.sh".into(),
             fill(include_str!("../../templates/python/build.sh.in"), &values),
             true,
         ),
         (
-            "README.md",
+            "README.md".into(),
             fill(include_str!("../../templates/python/README.md.in"), &values),
             false,
         ),
         (
-            "toolwright.toml",
+            "toolwright.toml".into(),
             fill(include_str!("../../templates/python/toolwright.toml.in"), &values),
             false,
         ),
-        ("calls.json", format!("{calls:#}\n"), false),
-        (".gitignore", "/.venv\n/*.wasm\n__pycache__/\n".into(), false),
-    ]
+        ("calls.json".into(), format!("{calls:#}\n"), false),
+        (
+            ".gitignore".into(),
+            "/.venv\n/*.wasm\n__pycache__/\n".into(),
+            false,
+        ),
+    ];
+    files.extend(wit_tree());
+    files
+}
+
+/// The WIT tree the host implements (`wit/plugin.wit` and the WASI packages its worlds include), for a project's
+/// `wit/` directory.
+fn wit_tree() -> impl Iterator<Item = (String, String, bool)> {
+    super::wit::FILES
+        .iter()
+        .map(|(path, text)| (format!("wit/{path}"), (*text).to_owned(), false))
+}
+
+/// The calls a new project's `calls.json` makes: a handler's blocked and allowed `bash`; a tool's count of the
+/// README and of a missing file.
+fn sample_calls(handler: bool, tool: &str) -> serde_json::Value {
+    match handler {
+        true => serde_json::json!({"toolCalls": [
+            {"id": "1", "name": "bash", "arguments": {"command": "rm -rf ./nothing-here"}},
+            {"id": "2", "name": "bash", "arguments": {"command": "echo allowed"}},
+        ]}),
+        false => serde_json::json!({"toolCalls": [
+            {"id": "1", "name": tool, "arguments": {"path": "README.md"}},
+            {"id": "2", "name": tool, "arguments": {"path": "missing.txt"}},
+        ]}),
+    }
+}
+
+/// What a new handler plugin does, and the policy section it needs (none: a handler sees every call).
+fn handler_texts(name: &str) -> (String, String) {
+    (
+        format!("A Toolwright handler plugin: {name} blocks recursive deletes in bash."),
+        format!("[plugins.{name}]\n# A handler sees every call whatever it is granted: it asks for nothing."),
+    )
+}
+
+/// What a new tool plugin does, and the policy section granting what it requests.
+fn tool_texts(name: &str, tool: &str) -> (String, String) {
+    (
+        format!("A Toolwright tool plugin: {tool} counts the lines, words and bytes of a file."),
+        format!("[plugins.{name}]\nread = [\".\"]"),
+    )
+}
+
+/// The files of a JavaScript project: (relative path, contents, executable).
+fn js_project(name: &str, handler: bool) -> Vec<(String, String, bool)> {
+    let module = name.replace('-', "_");
+    let tool = format!("{module}_count");
+    let ((description, grants), world, what) = match handler {
+        true => (
+            handler_texts(name),
+            "handler-plugin",
+            "`plugin.onToolCall(…)`, its `tool_call` hook (return nothing to allow, `block(reason)` or \
+             `rewrite(args)`; a throw blocks the call, as pi does)",
+        ),
+        false => (
+            tool_texts(name, &tool),
+            "tool-plugin",
+            "one `plugin.tool(declaration, run)`",
+        ),
+    };
+    let values = [
+        ("name", name),
+        ("crate", module.as_str()),
+        ("tool", tool.as_str()),
+        ("description", description.as_str()),
+        ("grants", grants.as_str()),
+        ("world", world),
+        ("what", what),
+    ];
+    let (app, entry, test) = match handler {
+        true => (
+            include_str!("../../templates/js/handler.js.in"),
+            include_str!("../../templates/js/component-handler.js.in"),
+            include_str!("../../templates/js/test-handler.mjs.in"),
+        ),
+        false => (
+            include_str!("../../templates/js/app.js.in"),
+            include_str!("../../templates/js/component.js.in"),
+            include_str!("../../templates/js/test.mjs.in"),
+        ),
+    };
+    let template =
+        |path: &str, text: &str, executable: bool| (path.to_owned(), fill(text, &values), executable);
+    let mut files = vec![
+        template("app.js", app, false),
+        template("component.js", entry, false),
+        template("test.mjs", test, false),
+        (
+            "toolwright.js".into(),
+            include_str!("../../../../sdk/js/toolwright.js").to_owned(),
+            false,
+        ),
+        template(
+            "build.mjs",
+            include_str!("../../templates/js/build.mjs.in"),
+            false,
+        ),
+        template("build.sh", include_str!("../../templates/js/build.sh.in"), true),
+        template(
+            "package.json",
+            include_str!("../../templates/js/package.json.in"),
+            false,
+        ),
+        template(
+            "README.md",
+            include_str!("../../templates/js/README.md.in"),
+            false,
+        ),
+        template(
+            "toolwright.toml",
+            include_str!("../../templates/js/toolwright.toml.in"),
+            false,
+        ),
+        (
+            "calls.json".into(),
+            format!("{:#}\n", sample_calls(handler, &tool)),
+            false,
+        ),
+        (".gitignore".into(), "/node_modules\n/*.wasm\n".into(), false),
+    ];
+    files.extend(wit_tree());
+    files
 }
 
 pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
@@ -248,6 +341,7 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     let files = match args.lang {
         Lang::Rust => rust_project(&args.name, args.handler, &sdk),
         Lang::Python => python_project(&args.name, args.handler),
+        Lang::Js => js_project(&args.name, args.handler),
     };
     for (path, contents, executable) in &files {
         let file = root.join(path);
@@ -295,7 +389,10 @@ mod tests {
                     "{path} has an unfilled placeholder:\n{text}"
                 );
             }
-            for (path, text, _) in python_project("my-tool", handler) {
+            for (path, text, _) in python_project("my-tool", handler)
+                .into_iter()
+                .chain(js_project("my-tool", handler))
+            {
                 assert!(!text.contains("{{"), "{path} has an unfilled placeholder");
             }
         }

@@ -20,6 +20,8 @@ mod guest {
     wit_bindgen::generate!({
         world: "tool-plugin",
         path: "../../../wit",
+        // The world includes WASI (std uses it through wasi-libc): generate its bindings too.
+        generate_all,
     });
 
     use exports::toolwright::plugin::tool::Guest;

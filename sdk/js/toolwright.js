@@ -1,0 +1,495 @@
+// A thin SDK for Toolwright plugins in JavaScript, built with componentize-js (worlds `tool-plugin` and
+// `handler-plugin` of Toolwright's `wit/plugin.wit`). One plain ES module, no dependencies.
+//
+// Declare the plugin and its tools; the SDK fills every field the WIT requires with pi's defaults, implements
+// the exports, turns a thrown error into an error result (its message for the model, the stack in `details`),
+// and gives tools a file API that works inside the sandbox (WASI) and, for tests, under Node:
+//
+//     // tools.js: what the plugin does (plain JavaScript, testable under Node)
+//     import { Plugin, read } from "./toolwright.js";
+//     export const plugin = new Plugin({
+//       name: "my-tool", version: "0.1.0", description: "Counts words.",
+//       capabilities: [read(".", "reads the files it counts")],
+//     });
+//     plugin.tool({
+//       name: "count_words",
+//       description: "Count the words of a file.",
+//       parameters: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+//     }, (args, ctx) => {
+//       const n = ctx.fs.readFileSync(args.path, "utf8").split(/\s+/).filter(Boolean).length;
+//       return ctx.result(`${n} words`, { structured: { words: n } });
+//     });
+//
+//     // plugin.js: the component's entry, which hands the SDK the host's imports
+//     import * as host from "toolwright:plugin/host@0.1.0";
+//     import * as process from "toolwright:plugin/process@0.1.0";
+//     import * as preopens from "wasi:filesystem/preopens@0.2.12";
+//     import { plugin } from "./tools.js";
+//     export const tool = plugin.exports({ host, process, preopens });
+//
+// A tool function gets the validated arguments and a `Context`, and returns a string, `ctx.result(…)`, or a
+// promise of either. A handler plugin declares `plugin.onToolCall((tool, args) => …)` (return nothing to allow,
+// `block(reason)` or `rewrite(args)`; a throw blocks, as pi does) and exports `handler = plugin.handlerExports(…)`.
+
+/** A capability request: read files below `directory` (relative to the workspace). */
+export const read = (directory, reason) => ({ capability: { tag: "read", val: directory }, reason });
+/** A capability request: read and write files below `directory`. */
+export const write = (directory, reason) => ({ capability: { tag: "write", val: directory }, reason });
+/** A capability request: start `program`. */
+export const spawn = (program, reason) => ({ capability: { tag: "spawn", val: program }, reason });
+/** A capability request: see the environment variable `name`. */
+export const env = (name, reason) => ({ capability: { tag: "env", val: name }, reason });
+/** A capability request: connect to addresses matching `HOST:PORT`. */
+export const network = (pattern, reason) => ({ capability: { tag: "network", val: pattern }, reason });
+
+/** A `tool_call` decision: do not run the call; the model sees `reason`. */
+export const block = (reason, { terminate = false } = {}) => ({ kind: "block", reason, terminate });
+/** A `tool_call` decision: run the call with these arguments instead (not validated again). */
+export const rewrite = (args) => ({ kind: "rewrite", args });
+
+/** A tool result: text for the model, and optionally structured content, details and an error flag. */
+export function result(text, { structured, details, isError = false, images = [] } = {}) {
+  return { text, structured, details, isError, images };
+}
+
+// ---- paths (pi's resolveToCwd, as plain string work on POSIX paths) ----
+
+function normalize(path) {
+  const parts = [];
+  for (const segment of path.split("/")) {
+    if (segment === "" || segment === ".") continue;
+    if (segment === "..") parts.pop();
+    else parts.push(segment);
+  }
+  return `/${parts.join("/")}`;
+}
+
+function resolvePath(path, cwd, home) {
+  let p = String(path);
+  if (home && (p === "~" || p.startsWith("~/"))) p = home + p.slice(1);
+  return normalize(p.startsWith("/") ? p : `${cwd}/${p}`);
+}
+
+// ---- files inside the sandbox: WASI's filesystem, below the preopened directories of the plugin's grants ----
+
+const NODE_CODES = {
+  "no-entry": ["ENOENT", "no such file or directory"],
+  access: ["EACCES", "permission denied"],
+  "not-permitted": ["EPERM", "operation not permitted"],
+  "read-only": ["EROFS", "read-only file system"],
+  exist: ["EEXIST", "file already exists"],
+  "is-directory": ["EISDIR", "illegal operation on a directory"],
+  "not-directory": ["ENOTDIR", "not a directory"],
+  "not-empty": ["ENOTEMPTY", "directory not empty"],
+  "name-too-long": ["ENAMETOOLONG", "name too long"],
+  "insufficient-space": ["ENOSPC", "no space left on device"],
+};
+
+function nodeError(code, syscall, path) {
+  const [name, text] = NODE_CODES[code] ?? ["EIO", String(code)];
+  return Object.assign(new Error(`${name}: ${text}, ${syscall} '${path}'`), { code: name, syscall, path });
+}
+
+const REFUSABLE = new Set(["no-entry", "access", "not-permitted", "read-only"]);
+
+const concat = (chunks) => {
+  const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.length;
+  }
+  return all;
+};
+
+const dispose = (resource) => resource?.[Symbol.dispose]?.();
+
+/** Node's synchronous file functions (the common subset) over WASI, with the host's refusal texts. */
+class WasiFs {
+  constructor(host, preopens, cwd) {
+    this.host = host;
+    this.cwd = cwd;
+    this.roots = preopens.getDirectories().map(([dir, path]) => [dir, normalize(path)]);
+  }
+
+  // The preopen below which `path` lies, and the path relative to it; a refusal when there is none.
+  locate(path, write, syscall) {
+    const abs = resolvePath(path, this.cwd, this.host.home());
+    let best = null;
+    for (const [dir, root] of this.roots) {
+      const inside = root === "/" || abs === root || abs.startsWith(`${root}/`);
+      if (inside && (!best || root.length > best[1].length)) best = [dir, root];
+    }
+    if (!best) throw this.refused(abs, write) ?? nodeError("no-entry", syscall, path);
+    const rel = abs.slice(best[1] === "/" ? 1 : best[1].length).replace(/^\/+/, "") || ".";
+    return { dir: best[0], rel, abs };
+  }
+
+  refused(abs, write) {
+    const text = this.host.refusal(abs, write);
+    return text == null ? null : Object.assign(new Error(text), { code: "EACCES", path: abs });
+  }
+
+  // Run a WASI operation; its error as Node words it, or as the host's refusal when the grants are why.
+  attempt(path, write, syscall, op) {
+    const at = this.locate(path, write, syscall);
+    try {
+      return op(at);
+    } catch (e) {
+      const code = e?.payload ?? e;
+      if (typeof code !== "string") throw e;
+      throw (REFUSABLE.has(code) && this.refused(at.abs, write)) || nodeError(code, syscall, path);
+    }
+  }
+
+  readFileSync(path, options) {
+    const encoding = typeof options === "string" ? options : options?.encoding;
+    const bytes = this.attempt(path, false, "open", ({ dir, rel }) => {
+      const file = dir.openAt({ symlinkFollow: true }, rel, {}, { read: true });
+      const chunks = [];
+      let offset = 0n;
+      for (;;) {
+        const [chunk, eof] = file.read(65536n, offset);
+        chunks.push(chunk);
+        offset += BigInt(chunk.length);
+        if (eof || chunk.length === 0) break;
+      }
+      dispose(file);
+      return concat(chunks);
+    });
+    return encoding ? new TextDecoder().decode(bytes) : bytes;
+  }
+
+  writeFileSync(path, data) {
+    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    this.attempt(path, true, "open", ({ dir, rel }) => {
+      const file = dir.openAt({ symlinkFollow: true }, rel, { create: true, truncate: true }, { write: true });
+      let offset = 0;
+      while (offset < bytes.length) {
+        offset += Number(file.write(bytes.subarray(offset), BigInt(offset)));
+      }
+      dispose(file);
+    });
+  }
+
+  readdirSync(path) {
+    return this.attempt(path, false, "scandir", ({ dir, rel }) => {
+      const opened = rel === "." ? dir : dir.openAt({ symlinkFollow: true }, rel, { directory: true }, { read: true });
+      const stream = opened.readDirectory();
+      const names = [];
+      for (let entry = stream.readDirectoryEntry(); entry; entry = stream.readDirectoryEntry()) names.push(entry.name);
+      dispose(stream);
+      if (opened !== dir) dispose(opened);
+      return names;
+    });
+  }
+
+  statSync(path) {
+    const stat = this.attempt(path, false, "stat", ({ dir, rel }) =>
+      rel === "." ? dir.stat() : dir.statAt({ symlinkFollow: true }, rel),
+    );
+    return {
+      size: Number(stat.size),
+      isFile: () => stat.type === "regular-file",
+      isDirectory: () => stat.type === "directory",
+      isSymbolicLink: () => stat.type === "symbolic-link",
+    };
+  }
+
+  existsSync(path) {
+    try {
+      this.statSync(path);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  mkdirSync(path, { recursive = false } = {}) {
+    const abs = resolvePath(path, this.cwd, this.host.home());
+    if (recursive && abs !== "/" && !this.existsSync(abs)) {
+      this.mkdirSync(abs.slice(0, abs.lastIndexOf("/")) || "/", { recursive });
+    } else if (recursive) {
+      return;
+    }
+    this.attempt(abs, true, "mkdir", ({ dir, rel }) => dir.createDirectoryAt(rel));
+  }
+}
+
+/** Node's own `fs`, resolving relative paths against `cwd` (unit tests outside the sandbox). */
+function nodeFs(fs, cwd) {
+  const at = (path) => resolvePath(path, cwd, null);
+  return {
+    readFileSync: (path, options) => fs.readFileSync(at(path), options),
+    writeFileSync: (path, data) => fs.writeFileSync(at(path), data),
+    readdirSync: (path) => fs.readdirSync(at(path)),
+    statSync: (path) => fs.statSync(at(path)),
+    existsSync: (path) => fs.existsSync(at(path)),
+    mkdirSync: (path, options) => fs.mkdirSync(at(path), options),
+  };
+}
+
+// ---- what a running tool reaches of the host ----
+
+const LEVELS = new Set(["debug", "info", "warn", "error"]);
+
+/** What a running tool reaches of the host: the workspace, files, logs, progress, nested calls, processes. */
+export class Context {
+  constructor({ host = null, process = null, fs, cwd }) {
+    this.host = host;
+    this.process = process;
+    /** The workspace directory (absolute). */
+    this.cwd = cwd;
+    /** Node-style synchronous file functions: `readFileSync`, `writeFileSync`, `readdirSync`, `statSync`,
+     * `existsSync`, `mkdirSync`. Relative paths resolve against the workspace. */
+    this.fs = fs;
+  }
+
+  /** A context for unit tests under Node: files through `node:fs` below `cwd`, logs and updates go nowhere. */
+  static async forTests(cwd) {
+    const fs = await import("node:fs");
+    return new Context({ fs: nodeFs(fs, cwd), cwd });
+  }
+
+  /** `path` as the model meant it: relative to the workspace, `~` for home, made absolute. */
+  resolve(path) {
+    return resolvePath(path, this.cwd, this.host?.home());
+  }
+
+  /** Write a line to the host's log (an MCP client hears it as `notifications/message`). */
+  log(message, level = "info") {
+    this.host?.log(LEVELS.has(level) ? level : "info", String(message));
+  }
+
+  /** Report a partial result (progress) while the call runs. */
+  update(text) {
+    this.host?.update(toWit(result(String(text))));
+  }
+
+  /** Whether the call was cancelled; long-running tools check it often. */
+  isCancelled() {
+    return Boolean(this.host?.isCancelled());
+  }
+
+  /** Call another tool through the host's full pipeline (pi's `ctx.executeTool`): its text and error flag. */
+  callTool(name, args) {
+    if (!this.host) throw new Error("callTool needs the host");
+    const outcome = this.host.callTool(name, JSON.stringify(args));
+    const text = outcome.result.content
+      .filter((c) => c.tag === "text")
+      .map((c) => c.val)
+      .join("\n");
+    return { text, isError: outcome.isError, details: parseOrNull(outcome.result.details) };
+  }
+
+  /** Run a program the plugin was granted, to its end: its output (stdout and stderr, interleaved) and status. */
+  run(program, args = [], { cwd, env = {}, timeoutMs = 60000 } = {}) {
+    if (!this.process) throw new Error("run needs the host's process import");
+    const child = this.process.spawn({ program, args, cwd: cwd ?? this.cwd, env: Object.entries(env) });
+    const chunks = [];
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (this.isCancelled() || Date.now() > deadline) {
+        child.kill();
+        throw new Error(this.isCancelled() ? "Operation aborted" : `${program} timed out after ${timeoutMs} ms`);
+      }
+      const event = child.next(100);
+      if (event.tag === "output") chunks.push(event.val);
+      else if (event.tag === "exited") {
+        dispose(child);
+        return { output: new TextDecoder().decode(concat(chunks)), code: event.val.code, signal: event.val.signal };
+      }
+    }
+  }
+
+  /** A result with structured content (matching the tool's output schema), details or an error flag. */
+  result(text, options) {
+    return result(text, options);
+  }
+}
+
+function parseOrNull(text) {
+  if (text == null) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+const json = (value) => (value === undefined || value === null ? undefined : JSON.stringify(value));
+
+function toWit(r) {
+  const content = [{ tag: "text", val: r.text }];
+  for (const image of r.images ?? []) content.push({ tag: "image", val: { data: image.data, mimeType: image.mimeType } });
+  return {
+    content,
+    details: json(r.details),
+    structuredContent: json(r.structured),
+    isError: r.isError ? true : undefined,
+  };
+}
+
+// An error (or anything thrown) as the model should read it: its message, and the stack in `details`.
+function failure(error) {
+  if (error instanceof Error) {
+    const name = error.name && error.name !== "Error" ? `${error.name}: ` : "";
+    return result(`${name}${error.message}`, { details: { stack: String(error.stack ?? "") }, isError: true });
+  }
+  return result(typeof error === "string" ? error : JSON.stringify(error) ?? String(error), { isError: true });
+}
+
+const normalizeResult = (out) => (typeof out === "string" ? result(out) : out ?? result(""));
+
+/** A plugin: its metadata, the capabilities it asks for, its tools and its `tool_call` hook. */
+export class Plugin {
+  constructor({ name, version = "0.1.0", description = "", capabilities = [] }) {
+    Object.assign(this, { name, version, description, capabilities });
+    this.tools = new Map();
+    this.toolCall = null;
+    this.toolResult = null;
+  }
+
+  /** Declare a tool: `declaration` has `name`, `description`, `parameters` (a JSON Schema) and optionally
+   * `label`, `outputSchema`, `promptSnippet`, `promptGuidelines`, `executionMode` ("parallel" | "sequential"),
+   * `exposure`, `annotations` ({readOnly, destructive, idempotent, openWorld}); `run(args, ctx)` does it. */
+  tool(declaration, run) {
+    if (!declaration?.name || !declaration.description || !declaration.parameters) {
+      throw new Error("a tool needs a name, a description and parameters");
+    }
+    this.tools.set(declaration.name, { declaration, run });
+    return this;
+  }
+
+  /** Declare the plugin's `tool_call` hook `(tool, args) => undefined | block(…) | rewrite(…)`. */
+  onToolCall(decide) {
+    this.toolCall = decide;
+    return this;
+  }
+
+  /** Declare the plugin's `tool_result` hook `(tool, args, result) => undefined | string | result(…)`: `result`
+   * has the call's `text`, `details` and `isError`; return nothing to keep it, or a replacement. A throw keeps
+   * the result unchanged (and is logged). */
+  onToolResult(change) {
+    this.toolResult = change;
+    return this;
+  }
+
+  /** Run a tool (the export, and unit tests): its result, a throw becoming an error result. */
+  run(name, args, ctx) {
+    const entry = this.tools.get(name);
+    if (!entry) return result(`${this.name} has no tool ${name}`, { isError: true });
+    try {
+      const out = entry.run(args, ctx);
+      if (out && typeof out.then === "function") return out.then(normalizeResult, failure);
+      return normalizeResult(out);
+    } catch (error) {
+      return failure(error);
+    }
+  }
+
+  /** Run the `tool_call` hook (the export, and unit tests): a throw blocks, with the error as reason. */
+  decide(name, args) {
+    try {
+      return this.toolCall ? this.toolCall(name, args) ?? null : null;
+    } catch (error) {
+      return block(`${this.name} failed: ${error instanceof Error ? `${error.name}: ${error.message}` : error}`);
+    }
+  }
+
+  metadata() {
+    return { name: this.name, version: this.version, description: this.description, capabilities: this.capabilities };
+  }
+
+  spec({ declaration: d }) {
+    const hints = d.annotations;
+    return {
+      name: d.name,
+      label: d.label ?? d.name,
+      description: d.description,
+      parameters: JSON.stringify(d.parameters),
+      outputSchema: json(d.outputSchema),
+      promptSnippet: d.promptSnippet,
+      promptGuidelines: d.promptGuidelines ?? [],
+      executionMode: d.executionMode,
+      exposure: d.exposure ?? "direct",
+      annotations: hints && {
+        readOnly: hints.readOnly,
+        destructive: hints.destructive,
+        idempotent: hints.idempotent,
+        openWorld: hints.openWorld,
+      },
+      rendersOwnFrame: false,
+      preparesArguments: false,
+      mutatesFiles: false,
+      preparesLoadout: false,
+    };
+  }
+
+  /** The object to export as `tool` (world `tool-plugin`), given the host's imports `{host, process,
+   * preopens}` (process and preopens may be left out by plugins that do not use them). */
+  exports({ host, process = null, preopens = null }) {
+    const plugin = this;
+    const context = () => {
+      const cwd = host.cwd();
+      const fs = preopens ? new WasiFs(host, preopens, cwd) : null;
+      return new Context({ host, process, fs, cwd });
+    };
+    const finish = (ctx, r) => {
+      if (r.isError && r.details?.stack) ctx.log(r.details.stack, "error");
+      return toWit(r);
+    };
+    return {
+      metadata: () => plugin.metadata(),
+      listTools: () => [...plugin.tools.values()].map((entry) => plugin.spec(entry)),
+      execute(name, _callId, argumentsJson) {
+        const ctx = context();
+        const out = plugin.run(name, JSON.parse(argumentsJson), ctx);
+        return out && typeof out.then === "function" ? out.then((r) => finish(ctx, r)) : finish(ctx, out);
+      },
+      prepareArguments: () => undefined,
+      mutatedPath: () => undefined,
+      prepareLoadout: () => undefined,
+      renderCall: () => undefined,
+      renderResult: () => undefined,
+    };
+  }
+
+  /** The object to export as `handler` (world `handler-plugin`). */
+  handlerExports() {
+    const plugin = this;
+    return {
+      metadata: () => plugin.metadata(),
+      toolCall(event) {
+        const decision = plugin.decide(event.toolName, JSON.parse(event.input));
+        if (decision?.kind === "block") {
+          return { tag: "block", val: { reason: decision.reason, terminate: Boolean(decision.terminate) } };
+        }
+        if (decision?.kind === "rewrite") return { tag: "rewrite", val: JSON.stringify(decision.args) };
+        return { tag: "allow" };
+      },
+      toolResult(event) {
+        if (!plugin.toolResult) return undefined;
+        const text = event.content
+          .filter((c) => c.tag === "text")
+          .map((c) => c.val)
+          .join("\n");
+        const details = parseOrNull(event.details);
+        let changed;
+        try {
+          changed = plugin.toolResult(event.toolName, JSON.parse(event.input), { text, details, isError: event.isError });
+        } catch (error) {
+          console.error(`${plugin.name}: the tool_result hook failed: ${error?.stack ?? error}`);
+          return undefined;
+        }
+        if (changed == null) return undefined;
+        const r = typeof changed === "string" ? result(changed, { details, isError: event.isError }) : changed;
+        return {
+          content: [{ tag: "text", val: r.text }],
+          details: json(r.details),
+          isError: Boolean(r.isError),
+        };
+      },
+    };
+  }
+}

@@ -1,0 +1,326 @@
+//! The example plugins in Python and JavaScript (`plugins/examples/py-todos`, `py-guard`, `js-wordcount`), built
+//! from their sources as their authors would (componentize-py 0.25.1 from PyPI, componentize-js 0.23.0 from npm,
+//! with the SDKs of `sdk/`), pass their own unit tests, and give the same results as the Rust examples they port
+//! (`todos`, `guard`, `wordcount`) under `toolwright exec`: the same texts and structured content, the same
+//! decisions, and, for a plugin without its grant, the same refusal.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use toolwright_tests::programs::EXAMPLES;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_toolwright-cli");
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn tmp() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+}
+
+fn ok(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// componentize-py, installed once into a virtual environment under the target directory.
+fn componentize_py() -> PathBuf {
+    const PACKAGE: &str = "componentize-py==0.25.1";
+    let venv = tmp().join("componentize-py-venv");
+    let marker = venv.join(format!("{PACKAGE}.installed"));
+    if !marker.exists() {
+        ok(
+            Command::new("python3")
+                .args(["-m", "venv", "--clear"])
+                .arg(&venv)
+                .output()
+                .unwrap(),
+            "python3 -m venv",
+        );
+        ok(
+            Command::new(venv.join("bin/python"))
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    PACKAGE,
+                ])
+                .output()
+                .unwrap(),
+            "pip install componentize-py (PyPI must be reachable)",
+        );
+        std::fs::write(&marker, "").unwrap();
+    }
+    venv.join("bin/componentize-py")
+}
+
+/// A project directory for example `name` as its author has it: the example's files, the SDK beside them, and
+/// the WIT tree from `toolwright wit`.
+fn project(name: &str, sdk: &str) -> PathBuf {
+    let dir = tmp().join("polyglot").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(root().join("plugins/examples").join(name)).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let sdk = root().join(sdk);
+    std::fs::copy(&sdk, dir.join(sdk.file_name().unwrap())).unwrap();
+    ok(
+        Command::new(BINARY)
+            .args(["wit", "--out"])
+            .arg(dir.join("wit"))
+            .output()
+            .unwrap(),
+        "toolwright wit --out",
+    );
+    dir
+}
+
+/// Build the Python example `name` for `world` (after its unit tests): the component's path.
+fn python_example(name: &str, world: &str) -> PathBuf {
+    let dir = project(name, "sdk/python/toolwright_plugin.py");
+    if dir.join("test_app.py").exists() {
+        ok(
+            Command::new("python3")
+                .args(["-m", "unittest"])
+                .current_dir(&dir)
+                .output()
+                .unwrap(),
+            &format!("{name}'s unit tests"),
+        );
+    }
+    let wasm = dir.join(format!("{}.wasm", name.replace('-', "_")));
+    ok(
+        Command::new(componentize_py())
+            .args(["-d", "wit", "-w", world, "componentize", "app", "-p", ".", "-o"])
+            .arg(&wasm)
+            .current_dir(&dir)
+            .output()
+            .unwrap(),
+        &format!("componentize-py of {name}"),
+    );
+    wasm
+}
+
+/// Build the JavaScript example `name` (after its unit tests): the component's path.
+fn js_example(name: &str) -> PathBuf {
+    let dir = project(name, "sdk/js/toolwright.js");
+    let modules =
+        toolwright_tests::mcp::npm_packages(&tmp(), "plugins/js", "componentize-js").join("node_modules");
+    std::os::unix::fs::symlink(modules, dir.join("node_modules")).unwrap();
+    ok(
+        Command::new("node")
+            .args(["--test", "test.mjs"])
+            .current_dir(&dir)
+            .output()
+            .unwrap(),
+        &format!("{name}'s unit tests"),
+    );
+    ok(
+        Command::new("node")
+            .arg("build.mjs")
+            .current_dir(&dir)
+            .output()
+            .unwrap(),
+        &format!("componentize-js of {name}"),
+    );
+    dir.join(format!("{}.wasm", name.replace('-', "_")))
+}
+
+fn example(package: &str) -> &'static [u8] {
+    EXAMPLES.iter().find(|(p, _)| *p == package).unwrap().1
+}
+
+/// `toolwright exec` of `calls` in `workspace` with the plugins of `plugins` (and `policy`, if any): the end
+/// events by call id, as (isError, text, structuredContent).
+fn run(plugins: &Path, workspace: &Path, policy: Option<&str>, calls: &Value) -> Vec<(bool, String, Value)> {
+    let file = workspace.join("calls.json");
+    std::fs::write(&file, calls.to_string()).unwrap();
+    let mut command = Command::new(BINARY);
+    command
+        .arg("exec")
+        .arg(&file)
+        .args(["--json", "--no-default-plugins", "--plugins"])
+        .arg(plugins)
+        .arg("--cwd")
+        .arg(workspace)
+        .arg("--cache-dir")
+        .arg(tmp().join("component-cache"));
+    let policy_file = workspace.join("policy.toml");
+    std::fs::write(&policy_file, policy.unwrap_or("")).unwrap();
+    command.arg("--policy").arg(&policy_file);
+    let out = ok(command.output().unwrap(), "toolwright exec");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::remove_file(&policy_file).unwrap();
+    let events: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    calls["toolCalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| {
+            let end = events
+                .iter()
+                .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == call["id"])
+                .unwrap_or_else(|| panic!("no end for {call}: {events:?}"));
+            (
+                end["isError"] == true,
+                end["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                end["result"]["structuredContent"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn calls(list: &[(&str, Value)]) -> Value {
+    let calls: Vec<Value> = list
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| json!({"id": format!("c{i}"), "name": name, "arguments": args}))
+        .collect();
+    json!({ "toolCalls": calls })
+}
+
+/// A workspace with TODOs in nested files, a dot-file and a file without any.
+fn workspace() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("src/deep")).unwrap();
+    std::fs::write(ws.path().join("notes.md"), "# Notes\nTODO: write them\n").unwrap();
+    std::fs::write(
+        ws.path().join("src/main.rs"),
+        "fn main() {}\n// TODO(ana): errors\r\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("src/deep/x.py"),
+        "x = 1  # TODO  trailing   \n\nTODO",
+    )
+    .unwrap();
+    std::fs::write(ws.path().join(".hidden"), "TODO never\n").unwrap();
+    std::fs::write(ws.path().join("clean.txt"), "nothing to do\n").unwrap();
+    ws
+}
+
+#[test]
+fn the_python_and_javascript_examples_give_the_rust_examples_results() {
+    let (py_todos, py_guard, js_wordcount) = (
+        python_example("py-todos", "tool-plugin"),
+        python_example("py-guard", "handler-plugin"),
+        js_example("js-wordcount"),
+    );
+    let (rust, ported) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for (file, package) in [
+        ("todos.wasm", "toolwright-example-todos"),
+        ("guard.wasm", "toolwright-example-guard"),
+        ("wordcount.wasm", "toolwright-example-wordcount"),
+    ] {
+        std::fs::write(rust.path().join(file), example(package)).unwrap();
+    }
+    for wasm in [&py_todos, &py_guard, &js_wordcount] {
+        std::fs::copy(wasm, ported.path().join(wasm.file_name().unwrap())).unwrap();
+    }
+    let ws = workspace();
+    let texts = [
+        "one two\nthree\n",
+        "",
+        "naïve café\r\nok",
+        "  spaced   out  \n\n\n",
+        "日本語 テキスト",
+    ];
+    let batch = |todos: &str, word_count: &str| {
+        let mut list: Vec<(&str, Value)> = texts.iter().map(|t| (word_count, json!({"text": t}))).collect();
+        list.push((todos, json!({})));
+        list.push((todos, json!({"path": "src"})));
+        list.push((todos, json!({"path": "missing"})));
+        list.push(("bash", json!({"command": "rm -rf ./nothing"})));
+        list.push(("bash", json!({"command": "sudo echo rewritten"})));
+        list.push(("bash", json!({"command": "echo __guard_trap__"})));
+        list.push(("bash", json!({"command": "echo allowed"})));
+        calls(&list)
+    };
+    let grant_rust = "[plugins.toolwright-example-todos]\nread = [\".\"]\n";
+    let grant_ported = "[plugins.py-todos]\nread = [\".\"]\n";
+    let expected = run(
+        rust.path(),
+        ws.path(),
+        Some(grant_rust),
+        &batch("todos", "word_count"),
+    );
+    let got = run(
+        ported.path(),
+        ws.path(),
+        Some(grant_ported),
+        &batch("py_todos", "js_word_count"),
+    );
+    assert_eq!(expected.len(), got.len());
+    // The Rust examples' answers are what they should be (the comparison below is only as good as they are).
+    assert_eq!(
+        expected[texts.len()].1,
+        "notes.md:2: TODO: write them\nsrc/deep/x.py:1: TODO  trailing\nsrc/deep/x.py:3: TODO\nsrc/main.rs:2: TODO(ana): errors"
+    );
+    let bash = texts.len() + 3;
+    let said = |r: &(bool, String, Value)| (r.0, r.1.clone());
+    assert_eq!(
+        said(&expected[bash]),
+        (true, "guard: recursive deletes are not allowed".into())
+    );
+    assert_eq!(said(&expected[bash + 1]), (false, "rewritten\n".into()));
+    assert_eq!(said(&expected[bash + 3]), (false, "allowed\n".into()));
+    for (i, (want, have)) in expected.iter().zip(&got).enumerate() {
+        if i == texts.len() + 2 {
+            // A missing directory: each language's own words for it.
+            assert!(want.0 && have.0, "{want:?} / {have:?}");
+        } else if i == bash + 2 {
+            // A failing handler blocks the call in both; the reason names the plugin and its error.
+            assert!(want.0 && have.0, "{want:?} / {have:?}");
+            assert!(have.1.contains("guard asked to fail"), "{have:?}");
+        } else if i >= bash {
+            // bash's structured content has its wall time: the texts and error flags are what the guards decide.
+            assert_eq!(said(want), said(have), "call {i}");
+        } else {
+            assert_eq!(want, have, "call {i}");
+        }
+    }
+
+    // Without their grant, the Rust and the Python plugin are refused the same way, in the native built-ins'
+    // words (naming the grant that would allow it).
+    let refused =
+        |plugins: &Path, todos: &str| run(plugins, ws.path(), None, &calls(&[(todos, json!({}))])).remove(0);
+    let (rust_refusal, python_refusal) = (refused(rust.path(), "todos"), refused(ported.path(), "py_todos"));
+    let workspace = ws.path().canonicalize().unwrap();
+    assert_eq!(
+        rust_refusal,
+        (
+            true,
+            format!(
+                "Permission denied: read access to {} is not granted (granted for read: none). A read-only or \
+                 read-write grant of {} in the policy file (toolwright.toml) would allow it.",
+                workspace.display(),
+                workspace.display()
+            ),
+            Value::Null
+        )
+    );
+    assert_eq!(python_refusal, rust_refusal);
+}
