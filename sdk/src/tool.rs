@@ -51,7 +51,7 @@ pub struct ToolSpec {
 /// tool's JSON Schema before `execute`, so an error here means the schema and the type disagree; it names the field.
 ///
 /// ```
-/// #[derive(serde::Deserialize)]
+/// #[derive(Debug, serde::Deserialize)]
 /// struct Args {
 ///     path: String,
 ///     #[serde(default)]

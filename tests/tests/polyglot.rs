@@ -323,4 +323,60 @@ fn the_python_and_javascript_examples_give_the_rust_examples_results() {
         )
     );
     assert_eq!(python_refusal, rust_refusal);
+
+    // The same under `toolwright mcp`, where an MCP client is the caller: the refusal is the call's error result.
+    assert_eq!(
+        mcp_call(ported.path(), ws.path(), "py_todos", json!({})),
+        (true, rust_refusal.1.clone())
+    );
+    assert_eq!(
+        mcp_call(ported.path(), ws.path(), "js_word_count", json!({"text": "a b"})),
+        (false, "2 words, 1 lines, 3 characters".to_owned())
+    );
+}
+
+/// One `tools/call` to `toolwright mcp` over stdio with the plugins of `plugins` and no policy: (isError, text).
+fn mcp_call(plugins: &Path, workspace: &Path, tool: &str, args: Value) -> (bool, String) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(BINARY)
+        .args(["mcp", "--watch-plugins", "0", "--no-default-plugins", "--plugins"])
+        .arg(plugins)
+        .arg("--cwd")
+        .arg(workspace)
+        .arg("--cache-dir")
+        .arg(tmp().join("component-cache"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "polyglot", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": args}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut reply = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if message["id"] == 2 {
+            reply = Some(message);
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    let reply = reply.expect("no reply to the call");
+    (
+        reply["result"]["isError"] == true,
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
 }
