@@ -352,7 +352,9 @@ export class Plugin {
 
   /** Declare a tool: `declaration` has `name`, `description`, `parameters` (a JSON Schema) and optionally
    * `label`, `outputSchema`, `promptSnippet`, `promptGuidelines`, `executionMode` ("parallel" | "sequential"),
-   * `exposure`, `annotations` ({readOnly, destructive, idempotent, openWorld}); `run(args, ctx)` does it. */
+   * `exposure`, `annotations` ({readOnly, destructive, idempotent, openWorld}), and pi's `renderCall(args)` and
+   * `renderResult(result, {expanded, partial})` (lines of text for people, or nothing for the default
+   * rendering); `run(args, ctx)` does it. */
   tool(declaration, run) {
     if (!declaration?.name || !declaration.description || !declaration.parameters) {
       throw new Error("a tool needs a name, a description and parameters");
@@ -450,8 +452,36 @@ export class Plugin {
       prepareArguments: () => undefined,
       mutatedPath: () => undefined,
       prepareLoadout: () => undefined,
-      renderCall: () => undefined,
-      renderResult: () => undefined,
+      // pi's renderCall / renderResult: the declaration's own, when it has them (a throw leaves it to the UI).
+      renderCall(name, argumentsJson) {
+        const render = plugin.tools.get(name)?.declaration.renderCall;
+        if (!render) return undefined;
+        try {
+          return render(JSON.parse(argumentsJson)) ?? undefined;
+        } catch (error) {
+          console.error(`${plugin.name}: renderCall of ${name} failed: ${error?.stack ?? error}`);
+          return undefined;
+        }
+      },
+      renderResult(name, r, expanded, partial) {
+        const render = plugin.tools.get(name)?.declaration.renderResult;
+        if (!render) return undefined;
+        const text = r.content
+          .filter((c) => c.tag === "text")
+          .map((c) => c.val)
+          .join("\n");
+        const seen = result(text, {
+          structured: parseOrNull(r.structuredContent),
+          details: parseOrNull(r.details),
+          isError: Boolean(r.isError),
+        });
+        try {
+          return render(seen, { expanded, partial }) ?? undefined;
+        } catch (error) {
+          console.error(`${plugin.name}: renderResult of ${name} failed: ${error?.stack ?? error}`);
+          return undefined;
+        }
+      },
     };
   }
 

@@ -217,8 +217,11 @@ def _to_wit(result):
 
 
 class _ToolDecl:
-    def __init__(self, function, name, description, parameters, output_schema, annotations, snippet):
+    def __init__(self, function, name, description, parameters, output_schema, annotations, snippet,
+                 render_call=None, render_result=None):
         self.function = function
+        self.render_call = render_call
+        self.render_result = render_result
         self.name = name
         self.description = description
         self.parameters = parameters
@@ -237,13 +240,16 @@ class Plugin:
         self.tool_call = None
         self.tool_result = None
 
-    def tool(self, description, parameters, name=None, output_schema=None, annotations=None, snippet=None):
+    def tool(self, description, parameters, name=None, output_schema=None, annotations=None, snippet=None,
+             render_call=None, render_result=None):
         """Declare the decorated function `f(args, ctx)` as a tool (named after the function unless `name`).
-        `annotations` are MCP's hints: a dict of `read_only`, `destructive`, `idempotent`, `open_world`."""
+        `annotations` are MCP's hints: a dict of `read_only`, `destructive`, `idempotent`, `open_world`.
+        `render_call(args)` and `render_result(result, expanded, partial)` are pi's `renderCall` / `renderResult`:
+        lines of text for people (`toolwright exec` on a terminal), or `None` for the default rendering."""
 
         def declare(function):
             decl = _ToolDecl(function, name or function.__name__, description, parameters, output_schema,
-                             annotations, snippet)
+                             annotations, snippet, render_call, render_result)
             self.tools[decl.name] = decl
             return function
 
@@ -409,9 +415,27 @@ class Plugin:
                 return None
 
             def render_call(self, tool, arguments):
-                return None
+                decl = plugin.tools.get(tool)
+                if decl is None or decl.render_call is None:
+                    return None
+                try:
+                    return decl.render_call(json.loads(arguments))
+                except Exception:  # noqa: BLE001 - a failing renderer leaves the rendering to the UI
+                    traceback.print_exc()
+                    return None
 
             def render_result(self, tool, result, expanded, partial):
-                return None
+                decl = plugin.tools.get(tool)
+                if decl is None or decl.render_result is None:
+                    return None
+                load = lambda text: None if text is None else json.loads(text)  # noqa: E731
+                seen = Result("\n".join(c.value for c in result.content if type(c).__name__ == "Content_Text"),
+                              structured=load(result.structured_content), details=load(result.details),
+                              is_error=bool(result.is_error))
+                try:
+                    return decl.render_result(seen, expanded, partial)
+                except Exception:  # noqa: BLE001 - a failing renderer leaves the rendering to the UI
+                    traceback.print_exc()
+                    return None
 
         return Tool

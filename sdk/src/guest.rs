@@ -112,17 +112,15 @@ impl<T: ToolPlugin> exported::Guest for T {
         Ok(changes.map(|c| serde_json::to_string(&c).unwrap_or_default()))
     }
 
-    fn render_call(_tool: String, _arguments: String) -> Option<String> {
-        None
+    fn render_call(tool: String, arguments: String) -> Option<String> {
+        let args = parse(&arguments).ok()?;
+        find::<T>(&tool).ok()?.render_call(&args)
     }
 
-    fn render_result(
-        _tool: String,
-        _result: wit::ToolResult,
-        _expanded: bool,
-        _partial: bool,
-    ) -> Option<String> {
-        None
+    fn render_result(tool: String, result: wit::ToolResult, expanded: bool, partial: bool) -> Option<String> {
+        find::<T>(&tool)
+            .ok()?
+            .render_result(&result_from_wit(result), expanded, partial)
     }
 }
 

@@ -98,6 +98,20 @@ pub trait Tool: Send + Sync {
         Ok(None)
     }
 
+    /// pi's `renderCall`: the call's arguments as lines of text for people (a terminal, a UI); `None` (the
+    /// default) leaves it to the UI. It must not have effects: a UI may call it any number of times.
+    fn render_call(&self, args: &Value) -> Option<String> {
+        let _ = args;
+        None
+    }
+
+    /// pi's `renderResult`: a (partial) result as lines of text for people, `expanded` when the UI shows it in
+    /// full; `None` (the default) leaves it to the UI. It must not have effects.
+    fn render_result(&self, result: &ToolResult, expanded: bool, partial: bool) -> Option<String> {
+        let _ = (result, expanded, partial);
+        None
+    }
+
     /// Do the work of one call with validated arguments. `Err` is a thrown error: its message is the result text.
     fn execute(&self, call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError>;
 }

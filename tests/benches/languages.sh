@@ -3,19 +3,19 @@
 # and bytes of a file), side by side in one run: build time, component size, first load (compile and describe,
 # empty cache), cached load, and one call. Figures go to docs/performance.md ("Plugins in three languages").
 #
-#   cargo build --release -p toolwright-cli && bash tests/benches/languages.sh [target/release/toolwright-cli]
+#   cargo build --release -p toolwright-cli && bash tests/benches/languages.sh [target/release/toolwright]
 #
 # Needs what the tests need: cargo with wasm32-wasip2, python3 (componentize-py from PyPI), node and npm
 # (componentize-js from npm). Rust builds in a fresh target directory, so its time includes the SDK's
 # dependencies; the others install their tool first, untimed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-toolwright="$(realpath "${1:-$root/target/release/toolwright-cli}")"
+toolwright="$(realpath "${1:-$root/target/release/toolwright}")"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-ms() { date +%s%N | awk '{printf "%d", $1 / 1000000}'; }
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
 load_ms() { "$toolwright" check "$1" --json --cache-dir "$2" | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["loadMs"]))'; }
 
 printf '| language | build | size | first load | cached load | one call (durationMs) |\n|---|---|---|---|---|---|\n'
@@ -40,7 +40,7 @@ for lang in rust python js; do
 for l in sys.stdin:
     e = json.loads(l)
     if e["type"] == "tool_execution_end" and e["toolCallId"] == "1": print(e.get("durationMs"))')
-  printf '| %s | %.1f s | %s KiB | %s ms | %s ms | %s ms |\n' "$lang" "$(echo "$build / 1000" | bc -l)" \
+  printf '| %s | %s s | %s KiB | %s ms | %s ms | %s ms |\n' "$lang" "$(awk "BEGIN {printf \"%.1f\", $build / 1000}")" \
     $(( size / 1024 )) "$first" "$cached" "$call"
   cd "$work"
 done

@@ -197,6 +197,48 @@ fn assert_blocks_recursive_deletes(project: &Path, name: &str) {
     assert_eq!(end_text(&events, "2"), (false, "allowed\n".to_owned()));
 }
 
+/// `toolwright exec --human` of the project's calls shows the template tool's own rendering of the call and of
+/// its result (pi's renderCall / renderResult), and the default rendering of the error it leaves alone.
+fn assert_renders_its_own_call_and_result(project: &Path) {
+    let out = ok(
+        Command::new(BINARY)
+            .args([
+                "exec",
+                "calls.json",
+                "--human",
+                "--plugins",
+                ".",
+                "--no-default-plugins",
+                "--cwd",
+            ])
+            .arg(project)
+            .arg("--cache-dir")
+            .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache"))
+            .current_dir(project)
+            .output()
+            .unwrap(),
+        "toolwright exec --human",
+    );
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        shown.contains("\x1b[0m count lines, words and bytes of README.md\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("\n  counted {}\n", readme_counted(project))),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("\x1b[0m count lines, words and bytes of missing.txt\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("\n  ENOENT: no such file or directory, open 'missing.txt'")
+            || shown.contains("\n  FileNotFoundError"),
+        "{shown}"
+    );
+}
+
 /// The new tool `tool` in `project` asked for a file outside its grant: the refusal, the same for every language
 /// (and the text the native built-ins give), which names what is granted and the grant that would allow it.
 fn assert_refuses_outside_its_grant(project: &Path, tool: &str) {
@@ -280,6 +322,7 @@ fn a_new_rust_tool_plugin_builds_tests_checks_and_runs_with_its_grant() {
         )
     );
     assert_refuses_outside_its_grant(&project, "line_counter_count");
+    assert_renders_its_own_call_and_result(&project);
 }
 
 #[test]
@@ -319,6 +362,7 @@ fn a_new_python_tool_plugin_builds_tests_checks_and_runs_with_python_s_own_file_
     );
     assert!(!text.contains("a Rust plugin panicked"));
     assert_refuses_outside_its_grant(&project, "py_counter_count");
+    assert_renders_its_own_call_and_result(&project);
 }
 
 #[test]
@@ -372,6 +416,7 @@ fn a_new_javascript_tool_plugin_builds_tests_checks_and_runs_with_the_sdk_s_file
     let stack = end["result"]["details"]["stack"].as_str().unwrap();
     assert!(stack.contains("readFileSync"), "{stack}");
     assert_refuses_outside_its_grant(&project, "js_counter_count");
+    assert_renders_its_own_call_and_result(&project);
 }
 
 #[test]

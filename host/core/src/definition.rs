@@ -227,10 +227,12 @@ pub type PrepareLoadout =
     Arc<dyn Fn(&ToolLoadout) -> Result<Option<LoadoutChanges>, ToolError> + Send + Sync>;
 /// A `reachesTools` function.
 pub type ReachesTools = Arc<dyn Fn(&Value) -> ReachedTools + Send + Sync>;
-/// A renderer of a call's arguments for a UI: lines of text.
-pub type RenderCall = Arc<dyn Fn(&Value) -> String + Send + Sync>;
-/// A renderer of a (partial) result for a UI: `(result, expanded, is_partial)` to lines of text.
-pub type RenderResult = Arc<dyn Fn(&ToolResult, bool, bool) -> String + Send + Sync>;
+/// A tool's own rendering of a call's arguments for a UI (pi's `renderCall`): lines of text, or none for the
+/// UI's default rendering.
+pub type RenderCall = Arc<dyn Fn(&Value) -> Option<String> + Send + Sync>;
+/// A tool's own rendering of a (partial) result for a UI (pi's `renderResult`): `(result, expanded, is_partial)`
+/// to lines of text, or none for the UI's default rendering.
+pub type RenderResult = Arc<dyn Fn(&ToolResult, bool, bool) -> Option<String> + Send + Sync>;
 
 /// A tool as the application knows it (pi's `ToolDefinition`): every field of pi's, plus where it came from.
 ///

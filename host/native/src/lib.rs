@@ -301,6 +301,13 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
         }
     };
     let mut definition = ToolDefinition::from_spec(&spec, source, execute);
+    // pi's renderCall / renderResult: the tool's own, when it renders (a `None` leaves it to the UI).
+    let renderer = tool.clone();
+    definition.render_call = Some(Arc::new(move |args: &Value| renderer.render_call(args)));
+    let renderer = tool.clone();
+    definition.render_result = Some(Arc::new(move |result: &ToolResult, expanded, partial| {
+        renderer.render_result(result, expanded, partial)
+    }));
     if spec.prepares_loadout {
         let hook = tool.clone();
         definition.prepare_loadout = Some(Arc::new(

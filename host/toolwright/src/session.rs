@@ -322,6 +322,30 @@ impl Session {
         self.dispatcher.registry()
     }
 
+    /// The tool `name`'s own rendering of a call's arguments for people (pi's `renderCall`); none when it has
+    /// none (render them yourself). A plugin's runs in a fresh sandboxed instance, synchronously.
+    pub fn render_call(&self, name: &str, args: &Value) -> Option<String> {
+        let render = self
+            .registry()
+            .read(|r| r.definition(name).and_then(|d| d.render_call.clone()))?;
+        render(args)
+    }
+
+    /// The tool `name`'s own rendering of a (partial) result for people (pi's `renderResult`), `expanded` when
+    /// shown in full; none when it has none.
+    pub fn render_result(
+        &self,
+        name: &str,
+        result: &crate::types::ToolResult,
+        expanded: bool,
+        partial: bool,
+    ) -> Option<String> {
+        let render = self
+            .registry()
+            .read(|r| r.definition(name).and_then(|d| d.render_result.clone()))?;
+        render(result, expanded, partial)
+    }
+
     /// The workspace.
     pub fn cwd(&self) -> &Path {
         &self.options.cwd

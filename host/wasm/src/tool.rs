@@ -51,6 +51,18 @@ pub fn definition(
         },
         execute,
     );
+    // pi's renderCall / renderResult, each in a fresh instance (a UI's rendering must not have effects; none
+    // carry over): the plugin's own rendering, or none for the UI's default.
+    let (plugin, tool_name, render_grants) = (inner.clone(), spec.name.clone(), Arc::new(grants.clone()));
+    definition.render_call = Some(Arc::new(move |args: &Value| {
+        super::gate::run_blocking(|| plugin.render_call(&render_grants, &tool_name, args))
+    }));
+    let (plugin, tool_name, render_grants) = (inner.clone(), spec.name.clone(), Arc::new(grants.clone()));
+    definition.render_result = Some(Arc::new(move |result: &ToolResult, expanded, partial| {
+        super::gate::run_blocking(|| {
+            plugin.render_result(&render_grants, &tool_name, result, expanded, partial)
+        })
+    }));
     if spec.prepares_loadout {
         let (plugin, tool_name, grants) = (inner.clone(), spec.name.clone(), grants.clone());
         definition.prepare_loadout = Some(Arc::new(
@@ -261,6 +273,37 @@ impl PluginInner {
             Ok(None) => Ok(None),
             Err(message) => Err(ToolError::new(message)),
         }
+    }
+
+    /// The plugin's rendering of a call's arguments; none when it has none, or fails to (logged).
+    fn render_call(&self, grants: &WasmGrants, tool: &str, args: &Value) -> Option<String> {
+        let arguments = args.to_string();
+        self.enter(grants, Entry::bare("render-call"), |store, instance| {
+            let guest = self.tool_exports(store, instance)?;
+            guest.call_render_call(store, tool, &arguments)
+        })
+        .inspect_err(|e| tracing::warn!(plugin = %self.name, "render-call failed: {}", e.message()))
+        .ok()
+        .flatten()
+    }
+
+    /// The plugin's rendering of a (partial) result; none when it has none, or fails to (logged).
+    fn render_result(
+        &self,
+        grants: &WasmGrants,
+        tool: &str,
+        result: &ToolResult,
+        expanded: bool,
+        partial: bool,
+    ) -> Option<String> {
+        let wit_result = convert::result_to_wit(result);
+        self.enter(grants, Entry::bare("render-result"), |store, instance| {
+            let guest = self.tool_exports(store, instance)?;
+            guest.call_render_result(store, tool, &wit_result, expanded, partial)
+        })
+        .inspect_err(|e| tracing::warn!(plugin = %self.name, "render-result failed: {}", e.message()))
+        .ok()
+        .flatten()
     }
 
     /// The file a call will change (for pi's file mutation queue); none when the plugin does not say, or fails

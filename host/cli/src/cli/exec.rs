@@ -25,6 +25,10 @@ pub struct ExecArgs {
     /// Print JSON lines even on a terminal.
     #[arg(long)]
     json: bool,
+    /// Render the events for people even when stdout is not a terminal (with each tool's own rendering of its
+    /// calls and results, pi's `renderCall` / `renderResult`, where it has one).
+    #[arg(long, conflicts_with = "json")]
+    human: bool,
     /// After the batch, write `{"type":"timing","batchMs":…,"calls":…}` to stderr: the batch alone, from the first
     /// event to the last result message, with start-up and plugin loading excluded (for benchmarks).
     #[arg(long)]
@@ -60,8 +64,11 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         stop_reason: file.stop_reason.unwrap_or_default(),
     };
     let session = args.tools.session(&cwd, mode)?;
-    let human = !args.json && std::io::stdout().is_terminal();
-    let sink = StdoutSink { human };
+    let human = args.human || !args.json && std::io::stdout().is_terminal();
+    let sink = StdoutSink {
+        human,
+        session: &session,
+    };
 
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
@@ -94,14 +101,16 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Writes each event to stdout as it happens.
-struct StdoutSink {
+struct StdoutSink<'a> {
     human: bool,
+    /// The tools' own renderings come from the session's registry.
+    session: &'a toolwright::Session,
 }
 
-impl EventSink for StdoutSink {
+impl EventSink for StdoutSink<'_> {
     fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
         let line = if self.human {
-            render(&event)
+            render(&event, self.session)
         } else {
             serde_json::to_string(&event).ok()
         };
@@ -114,9 +123,10 @@ impl EventSink for StdoutSink {
     }
 }
 
-/// One event for people: the call, its progress, and the result text; nested calls indented by depth, and
-/// the nested-call record under the result it belongs to.
-fn render(event: &AgentEvent) -> Option<String> {
+/// One event for people: the call, its progress, and the result text — each as the tool renders it, when it
+/// does (pi's `renderCall` / `renderResult`); nested calls indented by depth, and the nested-call record under the
+/// result it belongs to.
+fn render(event: &AgentEvent, session: &toolwright::Session) -> Option<String> {
     let indent = |id: &str| "  ".repeat(id.matches('/').count());
     match event {
         AgentEvent::ToolExecutionStart {
@@ -124,10 +134,16 @@ fn render(event: &AgentEvent) -> Option<String> {
             tool_name,
             args,
             ..
-        } => Some(format!(
-            "{}\x1b[1m▶ {tool_name}\x1b[0m \x1b[2m{tool_call_id}\x1b[0m {args}",
-            indent(tool_call_id)
-        )),
+        } => {
+            let pad = indent(tool_call_id);
+            let shown = match session.render_call(tool_name, args) {
+                Some(text) => text.replace('\n', &format!("\n{pad}  ")),
+                None => args.to_string(),
+            };
+            Some(format!(
+                "{pad}\x1b[1m▶ {tool_name}\x1b[0m \x1b[2m{tool_call_id}\x1b[0m {shown}"
+            ))
+        }
         AgentEvent::ToolExecutionUpdate { .. } | AgentEvent::MessageStart { .. } => None,
         AgentEvent::ToolExecutionEnd {
             tool_call_id,
@@ -139,7 +155,14 @@ fn render(event: &AgentEvent) -> Option<String> {
         } => {
             let (mark, colour) = if *is_error { ("✗", "31") } else { ("✓", "32") };
             let time = duration_ms.map(|ms| format!(" in {ms} ms")).unwrap_or_default();
-            let text = result.text_content();
+            // The renderer sees the call's error flag on the result, whether the tool threw or flagged it.
+            let mut seen = result.clone();
+            if *is_error {
+                seen.is_error = Some(true);
+            }
+            let text = session
+                .render_result(tool_name, &seen, false, false)
+                .unwrap_or_else(|| result.text_content());
             let pad = indent(tool_call_id);
             let body: String = text.lines().map(|l| format!("\n{pad}  {l}")).collect();
             Some(format!(
