@@ -630,3 +630,32 @@ fn a_log_flood_reaches_an_mcp_client_bounded_and_cut_and_the_server_serves_on() 
     );
     assert_eq!(mcp.run(3, json!({"action": "print"})), (false, "printed".into()));
 }
+
+/// A plugin's rendering for people (pi's `renderCall`) that never returns cannot hang `toolwright exec` on a
+/// terminal: past the render limit the call is shown as the UI shows any call, and the result with the plugin's
+/// own rendering. (MCP renders nothing: there is no such path under `toolwright mcp`.)
+#[test]
+fn a_renderer_that_never_returns_does_not_hang_the_terminal_view() {
+    let s = setup("");
+    let file = s.plugins.path().join("calls.json");
+    let calls = json!({"toolCalls": [{"id": "c0", "name": "probe", "arguments": {"action": "renderloop"}}]});
+    std::fs::write(&file, calls.to_string()).unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg("exec")
+        .arg(&file)
+        .arg("--human")
+        .args(s.args())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the renderer held exec for {:?}",
+        started.elapsed()
+    );
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains(r#"{"action":"renderloop"}"#), "{shown}");
+    assert!(shown.contains("\n  rendered by the probe"), "{shown}");
+}

@@ -13,6 +13,10 @@ use toolwright_core::definition::{ToolContext, ToolDefinition, ToolSource};
 use toolwright_core::tool::ToolExecution;
 use toolwright_core::types::ToolResult;
 
+/// How long a plugin may take to render a call or a result for people (a UI waits for it); past it, the UI
+/// renders them itself.
+pub const RENDER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The definition of `spec`, a tool of the plugin `inner`.
 pub fn definition(
     inner: &Arc<PluginInner>,
@@ -52,12 +56,20 @@ pub fn definition(
         execute,
     );
     // pi's renderCall / renderResult, each in a fresh instance (a UI's rendering must not have effects; none
-    // carry over): the plugin's own rendering, or none for the UI's default.
-    let (plugin, tool_name, render_grants) = (inner.clone(), spec.name.clone(), Arc::new(grants.clone()));
+    // carry over), within RENDER_TIMEOUT (a UI must not hang on it): the plugin's own rendering, or none for the
+    // UI's default.
+    let mut render_grants = grants.clone();
+    render_grants.timeout = Some(
+        render_grants
+            .timeout
+            .map_or(RENDER_TIMEOUT, |t| t.min(RENDER_TIMEOUT)),
+    );
+    let render_grants = Arc::new(render_grants);
+    let (plugin, tool_name, call_grants) = (inner.clone(), spec.name.clone(), render_grants.clone());
     definition.render_call = Some(Arc::new(move |args: &Value| {
-        super::gate::run_blocking(|| plugin.render_call(&render_grants, &tool_name, args))
+        super::gate::run_blocking(|| plugin.render_call(&call_grants, &tool_name, args))
     }));
-    let (plugin, tool_name, render_grants) = (inner.clone(), spec.name.clone(), Arc::new(grants.clone()));
+    let (plugin, tool_name) = (inner.clone(), spec.name.clone());
     definition.render_result = Some(Arc::new(move |result: &ToolResult, expanded, partial| {
         super::gate::run_blocking(|| {
             plugin.render_result(&render_grants, &tool_name, result, expanded, partial)

@@ -25,7 +25,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop"]},
                     "target": {"type": "string"},
                     "mib": {"type": "integer"},
                     "ms": {"type": "integer"},
@@ -39,6 +39,21 @@ impl Tool for Probe {
     }
 
     #[allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)] // Crossing boundaries is the point.
+    /// A renderer that never returns (for `renderloop`): a UI must not hang on a plugin's rendering.
+    fn render_call(&self, args: &Value) -> Option<String> {
+        if args["action"] == "renderloop" {
+            let mut n: u64 = 0;
+            loop {
+                n = std::hint::black_box(n.wrapping_add(1));
+            }
+        }
+        None
+    }
+
+    fn render_result(&self, _result: &ToolResult, _expanded: bool, _partial: bool) -> Option<String> {
+        Some("rendered by the probe".into())
+    }
+
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
         let target = args["target"].as_str().unwrap_or_default();
         let err = |e: std::io::Error| ToolError::new(format!("{:?}: {e}", e.kind()));
