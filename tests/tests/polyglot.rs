@@ -1,7 +1,7 @@
 //! The example plugins in Python and JavaScript (`plugins/examples/py-todos`, `py-guard`, `js-wordcount`), built
 //! from their sources as their authors would (componentize-py 0.25.1 from PyPI, componentize-js 0.23.0 from npm,
 //! with the SDKs of `sdk/`), pass their own unit tests, and give the same results as the Rust examples they port
-//! (`todos`, `guard`, `wordcount`) under `toolwright exec`: the same texts and structured content, the same
+//! (`todos`, `guard` and `redact`, `wordcount`) under `toolwright exec`: the same texts and structured content, the same
 //! decisions, and, for a plugin without its grant, the same refusal.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
@@ -234,6 +234,7 @@ fn the_python_and_javascript_examples_give_the_rust_examples_results() {
         ("todos.wasm", "toolwright-example-todos"),
         ("guard.wasm", "toolwright-example-guard"),
         ("wordcount.wasm", "toolwright-example-wordcount"),
+        ("redact.wasm", "toolwright-example-redact"),
     ] {
         std::fs::write(rust.path().join(file), example(package)).unwrap();
     }
@@ -257,6 +258,10 @@ fn the_python_and_javascript_examples_give_the_rust_examples_results() {
         list.push(("bash", json!({"command": "sudo echo rewritten"})));
         list.push(("bash", json!({"command": "echo __guard_trap__"})));
         list.push(("bash", json!({"command": "echo allowed"})));
+        list.push((
+            "bash",
+            json!({"command": "echo SECRET=hunter2 AKIAABCDEFGHIJKLMNOP AKIAshort; echo SECRET="}),
+        ));
         calls(&list)
     };
     let grant_rust = "[plugins.toolwright-example-todos]\nread = [\".\"]\n";
@@ -287,6 +292,13 @@ fn the_python_and_javascript_examples_give_the_rust_examples_results() {
     );
     assert_eq!(said(&expected[bash + 1]), (false, "rewritten\n".into()));
     assert_eq!(said(&expected[bash + 3]), (false, "allowed\n".into()));
+    assert_eq!(
+        said(&expected[bash + 4]),
+        (
+            false,
+            "SECRET=[redacted] [redacted] AKIAshort\nSECRET=[redacted]\n".into()
+        )
+    );
     for (i, (want, have)) in expected.iter().zip(&got).enumerate() {
         if i == texts.len() + 2 {
             // A missing directory: each language's own words for it.

@@ -1,9 +1,13 @@
-"""py-guard: the `guard` example (plugins/examples/guard) in Python, with Toolwright's Python SDK.
+"""py-guard: the `guard` and `redact` examples (plugins/examples/guard, plugins/examples/redact) in Python, with
+Toolwright's Python SDK.
 
-A handler plugin in the call path of every tool (pi's `tool_call` hook), deciding as the Rust example does:
+A handler plugin in the call path of every tool (pi's `tool_call` and `tool_result` hooks), deciding as the Rust
+examples do:
 
 - `bash` commands containing `rm -rf` are blocked, with a reason the model sees;
-- a leading `sudo ` is dropped from `bash` commands (the arguments are rewritten).
+- a leading `sudo ` is dropped from `bash` commands (the arguments are rewritten);
+- in every result, `SECRET=value` becomes `SECRET=[redacted]` and AWS key ids (`AKIA` and 16 more upper-case
+  letters or digits) become `[redacted]`.
 
 Arguments containing `__guard_trap__` make it raise, which shows how the host treats a failing handler: the call is
 blocked. It asks for no capability: a handler sees the calls whatever it is granted. Build (tests/tests/polyglot.rs
@@ -31,6 +35,34 @@ def guard(tool, args):
     if command.startswith("sudo "):
         return Rewrite({**args, "command": command[len("sudo "):]})
     return None
+
+
+def redact(text):
+    """`SECRET=value` (to the end of the word) as `SECRET=[redacted]`; `AKIA…` key ids as `[redacted]`."""
+    out, rest = [], text
+    while (i := rest.find("SECRET=")) >= 0:
+        out.append(rest[: i + 7] + "[redacted]")
+        after = rest[i + 7:]
+        end = next((j for j, c in enumerate(after) if c.isspace()), len(after))
+        rest = after[end:]
+    out.append(rest)
+    rest, result = "".join(out), []
+    while (i := rest.find("AKIA")) >= 0:
+        key = rest[i:i + 20]
+        if len(key) == 20 and all(c.isascii() and (c.isupper() or c.isdigit()) for c in key):
+            result.append(rest[:i] + "[redacted]")
+            rest = rest[i + 20:]
+        else:
+            result.append(rest[: i + 4])
+            rest = rest[i + 4:]
+    result.append(rest)
+    return "".join(result)
+
+
+@plugin.on_tool_result
+def redact_result(tool, args, result):
+    clean = redact(result.text)
+    return None if clean == result.text else clean
 
 
 try:
