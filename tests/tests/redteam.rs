@@ -640,7 +640,7 @@ fn a_renderer_that_never_returns_does_not_hang_the_terminal_view() {
     let file = s.plugins.path().join("calls.json");
     let calls = json!({"toolCalls": [{"id": "c0", "name": "probe", "arguments": {"action": "renderloop"}}]});
     std::fs::write(&file, calls.to_string()).unwrap();
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
         .arg("exec")
         .arg(&file)
@@ -651,7 +651,7 @@ fn a_renderer_that_never_returns_does_not_hang_the_terminal_view() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(
-        started.elapsed() < std::time::Duration::from_secs(20),
+        started.elapsed() < Duration::from_secs(20),
         "the renderer held exec for {:?}",
         started.elapsed()
     );

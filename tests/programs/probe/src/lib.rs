@@ -38,7 +38,6 @@ impl Tool for Probe {
         }
     }
 
-    #[allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)] // Crossing boundaries is the point.
     /// A renderer that never returns (for `renderloop`): a UI must not hang on a plugin's rendering.
     fn render_call(&self, args: &Value) -> Option<String> {
         if args["action"] == "renderloop" {
@@ -54,6 +53,7 @@ impl Tool for Probe {
         Some("rendered by the probe".into())
     }
 
+    #[allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)] // Crossing boundaries is the point.
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
         let target = args["target"].as_str().unwrap_or_default();
         let err = |e: std::io::Error| ToolError::new(format!("{:?}: {e}", e.kind()));
