@@ -233,6 +233,27 @@ class _ToolDecl:
 class Plugin:
     """A plugin: its metadata, the capabilities it asks for, and its tools."""
 
+    @classmethod
+    def from_project(cls, capabilities=(), path=None):
+        """A plugin named, versioned and described by the `[project]` table of `pyproject.toml` (beside the module
+        that calls this, unless `path`). componentize-py imports the app at build time, so the file is read then
+        and the component carries the values."""
+        import sys
+
+        if path is None:
+            caller = sys._getframe(1).f_globals.get("__file__") or "."
+            path = os.path.join(os.path.dirname(os.path.abspath(caller)), "pyproject.toml")
+        try:
+            import tomllib
+        except ImportError as error:  # Python before 3.11 (componentize-py bundles 3.14)
+            raise RuntimeError("Plugin.from_project needs Python 3.11 or later (tomllib)") from error
+        with open(path, "rb") as f:
+            project = tomllib.load(f).get("project", {})
+        missing = [key for key in ("name", "version") if key not in project]
+        if missing:
+            raise ValueError(f"{path}: [project] has no {' or '.join(missing)}")
+        return cls(project["name"], project["version"], project.get("description", ""), capabilities)
+
     def __init__(self, name, version, description, capabilities=()):
         self.name, self.version, self.description = name, version, description
         self.capabilities = list(capabilities)

@@ -179,6 +179,11 @@ fn python_project(name: &str, handler: bool) -> Vec<(String, String, bool)> {
             fill(include_str!("../../templates/python/toolwright.toml.in"), &values),
             false,
         ),
+        (
+            "pyproject.toml".into(),
+            fill(include_str!("../../templates/python/pyproject.toml.in"), &values),
+            false,
+        ),
         ("calls.json".into(), format!("{calls:#}\n"), false),
         (
             ".gitignore".into(),
