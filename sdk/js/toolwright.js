@@ -282,6 +282,23 @@ export class Context {
     return { text, isError: outcome.isError, details: parseOrNull(outcome.result.details) };
   }
 
+  /**
+   * The tools `callTool` can reach now (pi's `ctx.tools`), in registry order: `{name, description, exposure,
+   * namespace, promptGuidelines, parameters, outputSchema}` (`namespace` a name or null; schemas parsed, or null).
+   */
+  tools() {
+    if (!this.host) return [];
+    return this.host.callableTools().map((t) => ({
+      name: t.name,
+      description: t.description,
+      exposure: t.exposure,
+      namespace: t.namespace?.name ?? null,
+      promptGuidelines: t.promptGuidelines,
+      parameters: parseOrNull(t.parameters),
+      outputSchema: parseOrNull(t.outputSchema),
+    }));
+  }
+
   /** Run a program the plugin was granted, to its end: its output (stdout and stderr, interleaved) and status. */
   run(program, args = [], { cwd, env = {}, timeoutMs = 60000 } = {}) {
     if (!this.process) throw new Error("run needs the host's process import");

@@ -156,6 +156,28 @@ class Context:
         text = "\n".join(c.value for c in outcome.result.content if type(c).__name__ == "Content_Text")
         return text, outcome.is_error
 
+    def tools(self):
+        """The tools `call_tool` can reach now (pi's `ctx.tools`), in registry order: dicts with `name`,
+        `description`, `exposure` (`"direct"`, `"codemode"`, ...), `namespace` (a name or None),
+        `prompt_guidelines`, and the JSON Schemas `parameters` and `output_schema` (None when absent)."""
+        if not self._host:
+            return []
+        def schema(text):
+            return json.loads(text) if text is not None else None
+
+        out = []
+        for t in self._host.callable_tools():
+            out.append({
+                "name": t.name,
+                "description": t.description,
+                "exposure": t.exposure.name.lower().replace("_", "-"),
+                "namespace": t.namespace.name if t.namespace is not None else None,
+                "prompt_guidelines": list(t.prompt_guidelines),
+                "parameters": schema(t.parameters),
+                "output_schema": schema(t.output_schema),
+            })
+        return out
+
     def run(self, program, args=(), cwd=None, env=None, timeout_ms=60000):
         """Run a program the plugin was granted, to its end: `(output, exit_code)`, stdout and stderr
         interleaved in `output`."""

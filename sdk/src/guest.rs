@@ -75,12 +75,18 @@ impl<T: ToolPlugin> exported::Guest for T {
     }
 
     fn list_tools() -> Vec<wit::ToolSpec> {
-        T::tools().iter().map(|t| spec_to_wit(t.spec())).collect()
+        T::tools()
+            .iter()
+            .map(|t| spec_to_wit(crate::declaration(t.as_ref())))
+            .collect()
     }
 
     fn prepare_arguments(tool: String, arguments: String) -> Result<Option<String>, String> {
         let args = parse(&arguments)?;
-        let prepared = find::<T>(&tool)?
+        let Some(shim) = find::<T>(&tool)?.arguments_shim() else {
+            return Ok(None);
+        };
+        let prepared = shim
             .prepare_arguments(&args)
             .map_err(|e| e.message().to_owned())?;
         Ok(prepared.map(|v| v.to_string()))
@@ -88,7 +94,7 @@ impl<T: ToolPlugin> exported::Guest for T {
 
     fn mutated_path(tool: String, arguments: String) -> Option<String> {
         let args = parse(&arguments).ok()?;
-        find::<T>(&tool).ok()?.mutated_path(&args)
+        find::<T>(&tool).ok()?.file_mutations()?.mutated_path(&args)
     }
 
     fn execute(tool: String, call_id: String, arguments: String) -> Result<wit::ToolResult, String> {
@@ -103,13 +109,23 @@ impl<T: ToolPlugin> exported::Guest for T {
         Ok(result_to_wit(result))
     }
 
-    fn prepare_loadout(tool: String, loadout: String) -> Result<Option<String>, String> {
-        let loadout: crate::Loadout =
-            serde_json::from_str(&loadout).map_err(|e| format!("invalid loadout from the host: {e}"))?;
-        let changes = find::<T>(&tool)?
+    fn prepare_loadout(tool: String, loadout: wit::Loadout) -> Result<Option<wit::LoadoutChanges>, String> {
+        let list = |tools: Vec<wit::ToolInfo>| tools.into_iter().map(tool_info_from_wit).collect();
+        let loadout = crate::Loadout {
+            declared: list(loadout.declared),
+            callable: list(loadout.callable),
+            registered: list(loadout.registered),
+        };
+        let Some(hook) = find::<T>(&tool)?.loadout_hook() else {
+            return Ok(None);
+        };
+        let changes = hook
             .prepare_loadout(&loadout)
             .map_err(|e| e.message().to_owned())?;
-        Ok(changes.map(|c| serde_json::to_string(&c).unwrap_or_default()))
+        Ok(changes.map(|c| wit::LoadoutChanges {
+            descriptions: c.descriptions.into_iter().collect(),
+            hidden_declarations: c.hidden_declarations,
+        }))
     }
 
     fn render_call(tool: String, arguments: String) -> Option<String> {
@@ -290,6 +306,31 @@ fn spec_to_wit(s: ToolSpec) -> wit::ToolSpec {
     }
 }
 
+fn tool_info_from_wit(t: wit::ToolInfo) -> crate::LoadoutTool {
+    // The host wrote the schemas from JSON values.
+    let json = |text: Option<String>| text.and_then(|t| serde_json::from_str(&t).ok());
+    crate::LoadoutTool {
+        name: t.name,
+        description: t.description,
+        exposure: match t.exposure {
+            wit::Exposure::Direct => crate::Exposure::Direct,
+            wit::Exposure::ModelOnly => crate::Exposure::ModelOnly,
+            wit::Exposure::Codemode => crate::Exposure::Codemode,
+            wit::Exposure::Deferred => crate::Exposure::Deferred,
+            wit::Exposure::Hidden => crate::Exposure::Hidden,
+        },
+        namespace: t.namespace.map(|n| crate::ToolNamespace {
+            name: n.name,
+            aliases: n.aliases,
+            description: n.description,
+            instructions: n.instructions,
+        }),
+        prompt_guidelines: t.prompt_guidelines,
+        parameters: json(t.parameters),
+        output_schema: json(t.output_schema),
+    }
+}
+
 fn usage_to_wit(u: Usage) -> wit::Usage {
     wit::Usage {
         input: u.input,
@@ -420,7 +461,10 @@ impl Ctx for GuestCtx {
     }
 
     fn tools(&self) -> Vec<crate::LoadoutTool> {
-        serde_json::from_str(&host::callable_tools()).unwrap_or_default()
+        host::callable_tools()
+            .into_iter()
+            .map(tool_info_from_wit)
+            .collect()
     }
 }
 

@@ -59,7 +59,7 @@ pub use loadout::{Loadout, LoadoutChanges, LoadoutTool};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 pub use plugin::{Capability, CapabilityRequest, PluginMetadata};
 pub use result::ToolResult;
-pub use tool::{Tool, ToolSpec, args};
+pub use tool::{ArgumentsShim, FileMutations, LoadoutHook, Tool, ToolSpec, args, declaration};
 pub use usage::{Cost, Usage};
 
 /// JSON values, re-exported so plugin crates need no direct `serde_json` dependency for the common cases.

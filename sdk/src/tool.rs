@@ -38,12 +38,69 @@ pub struct ToolSpec {
     pub default_active: Option<bool>,
     /// The tool draws its own UI frame (pi's `renderShell: "self"`).
     pub renders_own_frame: bool,
-    /// The tool has a `prepare_arguments` shim; without it the host never calls the shim.
+    /// The tool has an arguments shim ([`Tool::arguments_shim`]); without it the host never calls the shim. Set
+    /// by [`declaration`] from the tool itself: what [`Tool::spec`] puts here is replaced.
     pub prepares_arguments: bool,
-    /// The tool modifies files (`mutated_path` names them); without it the host never asks.
+    /// The tool modifies files ([`Tool::file_mutations`] names them); without it the host never asks. Set by
+    /// [`declaration`].
     pub mutates_files: bool,
-    /// The tool has a loadout hook ([`Tool::prepare_loadout`]); without it the host never calls it.
+    /// The tool has a loadout hook ([`Tool::loadout_hook`]); without it the host never calls it. Set by
+    /// [`declaration`].
     pub prepares_loadout: bool,
+}
+
+/// A tool's declaration as hosts see it: [`Tool::spec`], with `prepares_arguments`, `mutates_files` and
+/// `prepares_loadout` set from the hooks the tool has, so the flags and the hooks cannot disagree.
+///
+/// ```
+/// use toolwright_sdk::{ArgumentsShim, Ctx, Tool, ToolError, ToolResult, ToolSpec, Value};
+/// struct Old;
+/// impl Tool for Old {
+///     fn spec(&self) -> ToolSpec {
+///         ToolSpec { name: "old".into(), ..Default::default() }
+///     }
+///     fn arguments_shim(&self) -> Option<&dyn ArgumentsShim> {
+///         Some(self)
+///     }
+///     fn execute(&self, _: &str, _: Value, _: &dyn Ctx) -> Result<ToolResult, ToolError> {
+///         Ok(ToolResult::text("ok"))
+///     }
+/// }
+/// impl ArgumentsShim for Old {
+///     fn prepare_arguments(&self, _: &Value) -> Result<Option<Value>, ToolError> {
+///         Ok(None)
+///     }
+/// }
+/// let spec = toolwright_sdk::declaration(&Old);
+/// assert!(spec.prepares_arguments && !spec.mutates_files && !spec.prepares_loadout);
+/// ```
+pub fn declaration(tool: &dyn Tool) -> ToolSpec {
+    let mut spec = tool.spec();
+    spec.prepares_arguments = tool.arguments_shim().is_some();
+    spec.mutates_files = tool.file_mutations().is_some();
+    spec.prepares_loadout = tool.loadout_hook().is_some();
+    spec
+}
+
+/// pi's `prepareArguments`: a compatibility shim on a tool's raw arguments, run before validation. A tool has one
+/// when its [`Tool::arguments_shim`] returns it.
+pub trait ArgumentsShim: Send + Sync {
+    /// New arguments, or `Ok(None)` to keep them as they are; an error is the call's result.
+    fn prepare_arguments(&self, args: &Value) -> Result<Option<Value>, ToolError>;
+}
+
+/// A tool that modifies files: calls modifying the same file run one at a time in call order, even in parallel
+/// batches (pi's file mutation queue). A tool has it when its [`Tool::file_mutations`] returns it.
+pub trait FileMutations: Send + Sync {
+    /// The file this call modifies, as the model wrote it, if any.
+    fn mutated_path(&self, args: &Value) -> Option<String>;
+}
+
+/// pi's `prepareLoadout`: called whenever the active set is applied while the tool is active, to override the
+/// descriptions of declared tools or hide declarations. A tool has one when its [`Tool::loadout_hook`] returns it.
+pub trait LoadoutHook: Send + Sync {
+    /// The changes, or `Ok(None)` for none; an error is reported and ignored.
+    fn prepare_loadout(&self, loadout: &Loadout) -> Result<Option<LoadoutChanges>, ToolError>;
 }
 
 /// The validated arguments of a call as a typed value: `let Args { path } = toolwright_sdk::args(args)?;` with
@@ -75,27 +132,22 @@ pub trait Tool: Send + Sync {
     /// The tool's declaration.
     fn spec(&self) -> ToolSpec;
 
-    /// A compatibility shim on the raw arguments, run before validation (pi's `prepareArguments`). `Ok(None)`
-    /// keeps them as they are. Called only when the spec sets `prepares_arguments`.
-    fn prepare_arguments(&self, args: &Value) -> Result<Option<Value>, ToolError> {
-        let _ = args;
-        Ok(None)
-    }
-
-    /// The file this call modifies, as the model wrote it, if any. Calls modifying the same file run one at a
-    /// time in call order, even in parallel batches (pi's file mutation queue). Called only when the spec sets
-    /// `mutates_files`.
-    fn mutated_path(&self, args: &Value) -> Option<String> {
-        let _ = args;
+    /// The tool's arguments shim (pi's `prepareArguments`), if it has one: `Some(self)` from a tool that
+    /// implements [`ArgumentsShim`].
+    fn arguments_shim(&self) -> Option<&dyn ArgumentsShim> {
         None
     }
 
-    /// pi's `prepareLoadout`: called whenever the active set is applied while this tool is active, to override
-    /// the descriptions of declared tools or hide declarations. `Ok(None)` changes nothing; an error is reported
-    /// and ignored. Called only when the spec sets `prepares_loadout`.
-    fn prepare_loadout(&self, loadout: &Loadout) -> Result<Option<LoadoutChanges>, ToolError> {
-        let _ = loadout;
-        Ok(None)
+    /// Which file a call modifies, if the tool modifies files: `Some(self)` from a tool that implements
+    /// [`FileMutations`].
+    fn file_mutations(&self) -> Option<&dyn FileMutations> {
+        None
+    }
+
+    /// The tool's loadout hook (pi's `prepareLoadout`), if it has one: `Some(self)` from a tool that implements
+    /// [`LoadoutHook`].
+    fn loadout_hook(&self) -> Option<&dyn LoadoutHook> {
+        None
     }
 
     /// pi's `renderCall`: the call's arguments as lines of text for people (a terminal, a UI); `None` (the

@@ -98,6 +98,46 @@ pub fn npm_packages(target_tmp: &Path, manifest: &str, name: &str) -> PathBuf {
     dir
 }
 
+/// A Python virtual environment under `target_tmp/<name>` with `package` (a pip requirement such as
+/// `componentize-py==0.25.1`) installed once: the environment's directory (`bin/python`, `bin/<script>`). Made
+/// with `TOOLWRIGHT_PYTHON` when set, else `python3`. Needs PyPI on first use.
+pub fn python_venv(target_tmp: &Path, name: &str, package: &str) -> PathBuf {
+    // The tests of one binary run in parallel: one installs, the others wait.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _installing = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let venv = target_tmp.join(name);
+    let marker = venv.join(format!("{package}.installed"));
+    if marker.exists() {
+        return venv;
+    }
+    let base = std::env::var("TOOLWRIGHT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let status = Command::new(&base)
+        .args(["-m", "venv", "--clear"])
+        .arg(&venv)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `{base}` to make a virtual environment: {e}"));
+    assert!(status.success(), "`{base} -m venv {}` failed", venv.display());
+    let status = Command::new(venv.join("bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            package,
+        ])
+        .status()
+        .expect("run pip");
+    assert!(
+        status.success(),
+        "`pip install {package}` failed (PyPI must be reachable)"
+    );
+    std::fs::write(&marker, "").expect("mark the virtual environment installed");
+    venv
+}
+
 /// A command running one of the Node tools' binaries, with Node 22 first on `PATH`.
 pub fn node_command(tools: &Path, binary: &str) -> Command {
     let bin = tools.join("node_modules/.bin");

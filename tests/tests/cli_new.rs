@@ -29,36 +29,12 @@ fn ok(out: Output, what: &str) -> Output {
 
 /// componentize-py, installed once into a virtual environment under the target directory.
 fn componentize_py() -> std::path::PathBuf {
-    const PACKAGE: &str = "componentize-py==0.25.1";
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("componentize-py-venv");
-    let binary = venv.join("bin/componentize-py");
-    let marker = venv.join(format!("{PACKAGE}.installed"));
-    if marker.exists() {
-        return binary;
-    }
-    let status = Command::new("python3")
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .status()
-        .unwrap();
-    assert!(status.success(), "python3 -m venv failed");
-    let status = Command::new(venv.join("bin/python"))
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            PACKAGE,
-        ])
-        .status()
-        .unwrap();
-    assert!(
-        status.success(),
-        "pip install {PACKAGE} failed (PyPI must be reachable)"
-    );
-    std::fs::write(&marker, "").unwrap();
-    binary
+    toolwright_tests::mcp::python_venv(
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "componentize-py-venv",
+        "componentize-py==0.25.1",
+    )
+    .join("bin/componentize-py")
 }
 
 /// componentize-js, installed once (`npm ci`) under the target directory: its `node_modules`.
@@ -89,14 +65,26 @@ fn new_and_build(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    // One build at a time: two componentize-py runs at once (on their first use, at least) crash with a bus
-    // error, and the JavaScript builds take 800 MB each.
-    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _building = BUILDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if args.contains(&"js") {
         // What `npm install` would put there, shared by the tests' projects.
         std::os::unix::fs::symlink(componentize_js(), project.join("node_modules")).unwrap();
     }
+    let package_js = std::fs::read_to_string(project.join("package.js")).ok();
+    build(&project, args);
+    // The build writes package.js from package.json: as `new` wrote it, until package.json changes.
+    assert_eq!(
+        std::fs::read_to_string(project.join("package.js")).ok(),
+        package_js
+    );
+    project
+}
+
+/// `./build.sh` in `project`.
+fn build(project: &Path, args: &[&str]) {
+    // One build at a time: two componentize-py runs at once (on their first use, at least) crash with a bus
+    // error, and the JavaScript builds take 800 MB each.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _building = BUILDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     ok(
         Command::new("./build.sh")
             .current_dir(&project)
@@ -109,7 +97,6 @@ fn new_and_build(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
             .unwrap(),
         "./build.sh",
     );
-    project
 }
 
 /// The componentize-py a Python project's build uses (an empty value for the others).
@@ -425,6 +412,16 @@ fn a_new_javascript_handler_plugin_blocks_what_it_should_and_lets_the_rest_throu
     let project = new_and_build(dir.path(), "js-guard", &["--lang", "js", "--handler"]);
     node_unit_tests(&project);
     assert_blocks_recursive_deletes(&project, "js-guard");
+    // The name, version and description are package.json's.
+    let manifest = std::fs::read_to_string(project.join("package.json")).unwrap();
+    let manifest = manifest.replace("\"version\": \"0.1.0\"", "\"version\": \"2.5.0\"");
+    std::fs::write(project.join("package.json"), manifest).unwrap();
+    build(&project, &["--lang", "js"]);
+    let report = check(&project.join("js_guard.wasm"));
+    assert!(
+        report.starts_with("ok: js-guard 2.5.0, a handler plugin"),
+        "{report}"
+    );
 }
 
 #[test]

@@ -19,36 +19,8 @@ const SDK: &str = "mcp==2.3.0";
 
 /// The virtual environment's interpreter, made on first use.
 fn python() -> PathBuf {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-python-venv");
-    let python = venv.join("bin").join("python");
-    let marker = venv.join(format!("{SDK}.installed"));
-    if marker.exists() {
-        return python;
-    }
-    let base = std::env::var("TOOLWRIGHT_PYTHON").unwrap_or_else(|_| "python3".into());
-    let status = Command::new(&base)
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run `{base}` to make a virtual environment: {e}"));
-    assert!(status.success(), "`{base} -m venv` failed");
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            SDK,
-        ])
-        .status()
-        .expect("run pip");
-    assert!(
-        status.success(),
-        "`pip install {SDK}` failed (PyPI must be reachable)"
-    );
-    std::fs::write(&marker, "").unwrap();
-    python
+    toolwright_tests::mcp::python_venv(Path::new(env!("CARGO_TARGET_TMPDIR")), "mcp-python-venv", SDK)
+        .join("bin/python")
 }
 
 /// Run `tests/mcp/SCRIPT TOOLWRIGHT WORKSPACE PLUGIN_DIR CACHE_DIR EXTRA…` with the plugin directory holding the

@@ -37,35 +37,8 @@ fn ok(out: Output, what: &str) -> Output {
 
 /// componentize-py, installed once into a virtual environment under the target directory.
 fn componentize_py() -> PathBuf {
-    const PACKAGE: &str = "componentize-py==0.25.1";
-    let venv = tmp().join("componentize-py-venv");
-    let marker = venv.join(format!("{PACKAGE}.installed"));
-    if !marker.exists() {
-        ok(
-            Command::new("python3")
-                .args(["-m", "venv", "--clear"])
-                .arg(&venv)
-                .output()
-                .unwrap(),
-            "python3 -m venv",
-        );
-        ok(
-            Command::new(venv.join("bin/python"))
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    PACKAGE,
-                ])
-                .output()
-                .unwrap(),
-            "pip install componentize-py (PyPI must be reachable)",
-        );
-        std::fs::write(&marker, "").unwrap();
-    }
-    venv.join("bin/componentize-py")
+    toolwright_tests::mcp::python_venv(&tmp(), "componentize-py-venv", "componentize-py==0.25.1")
+        .join("bin/componentize-py")
 }
 
 /// A project directory for example `name` as its author has it: the example's files, the SDK beside them, and
@@ -74,9 +47,12 @@ fn project(name: &str, sdk: &str) -> PathBuf {
     let dir = tmp().join("polyglot").join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(root().join("plugins/examples").join(name)).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    let source = root().join("plugins/examples").join(name);
+    if source.exists() {
+        for entry in std::fs::read_dir(source).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+        }
     }
     let sdk = root().join(sdk);
     std::fs::copy(&sdk, dir.join(sdk.file_name().unwrap())).unwrap();
@@ -93,7 +69,16 @@ fn project(name: &str, sdk: &str) -> PathBuf {
 
 /// Build the Python example `name` for `world` (after its unit tests): the component's path.
 fn python_example(name: &str, world: &str) -> PathBuf {
+    python_project(name, world, &[])
+}
+
+/// Build the Python project `name` for `world`: the example of that name, or these `files` (after its unit tests,
+/// if it has them): the component's path.
+fn python_project(name: &str, world: &str, files: &[(&str, &str)]) -> PathBuf {
     let dir = project(name, "sdk/python/toolwright_plugin.py");
+    for (file, text) in files {
+        std::fs::write(dir.join(file), text).unwrap();
+    }
     if dir.join("test_app.py").exists() {
         ok(
             Command::new("python3")
@@ -119,18 +104,36 @@ fn python_example(name: &str, world: &str) -> PathBuf {
 
 /// Build the JavaScript example `name` (after its unit tests): the component's path.
 fn js_example(name: &str) -> PathBuf {
+    js_project(name, &[])
+}
+
+/// Build the JavaScript project `name`: the example of that name, or these `files` with the entry and build
+/// script of `js-wordcount` (after its unit tests, if it has them): the component's path.
+fn js_project(name: &str, files: &[(&str, &str)]) -> PathBuf {
     let dir = project(name, "sdk/js/toolwright.js");
+    let wasm = format!("{}.wasm", name.replace('-', "_"));
+    if !files.is_empty() {
+        let example = root().join("plugins/examples/js-wordcount");
+        std::fs::copy(example.join("component.js"), dir.join("component.js")).unwrap();
+        let build = std::fs::read_to_string(example.join("build.mjs")).unwrap();
+        std::fs::write(dir.join("build.mjs"), build.replace("js_wordcount.wasm", &wasm)).unwrap();
+    }
+    for (file, text) in files {
+        std::fs::write(dir.join(file), text).unwrap();
+    }
     let modules =
         toolwright_tests::mcp::npm_packages(&tmp(), "plugins/js", "componentize-js").join("node_modules");
     std::os::unix::fs::symlink(modules, dir.join("node_modules")).unwrap();
-    ok(
-        Command::new("node")
-            .args(["--test", "test.mjs"])
-            .current_dir(&dir)
-            .output()
-            .unwrap(),
-        &format!("{name}'s unit tests"),
-    );
+    if dir.join("test.mjs").exists() {
+        ok(
+            Command::new("node")
+                .args(["--test", "test.mjs"])
+                .current_dir(&dir)
+                .output()
+                .unwrap(),
+            &format!("{name}'s unit tests"),
+        );
+    }
     ok(
         Command::new("node")
             .arg("build.mjs")
@@ -139,7 +142,7 @@ fn js_example(name: &str) -> PathBuf {
             .unwrap(),
         &format!("componentize-js of {name}"),
     );
-    dir.join(format!("{}.wasm", name.replace('-', "_")))
+    dir.join(wasm)
 }
 
 fn example(package: &str) -> &'static [u8] {
@@ -391,4 +394,165 @@ fn mcp_call(plugins: &Path, workspace: &Path, tool: &str, args: Value) -> (bool,
             .unwrap_or_default()
             .to_owned(),
     )
+}
+
+/// A Python tool that writes a file with `open` and calls other tools (`ctx.tools()`, `ctx.call_tool`).
+const PY_NESTED: &str = r#"
+import json
+from toolwright_plugin import Plugin, Read, Write
+
+plugin = Plugin("py-nested", "0.1.0", "Writes files and calls tools.",
+                capabilities=[Read(".", "reads the workspace"), Write(".", "writes notes")])
+
+@plugin.tool(name="py_write", description="Write a file.",
+             parameters={"type": "object", "properties": {"path": {"type": "string"}, "text": {"type": "string"}},
+                         "required": ["path", "text"]})
+def py_write(args, ctx):
+    with open(args["path"], "w") as f:
+        f.write(args["text"])
+    return "wrote " + args["path"]
+
+@plugin.tool(name="py_nested", description="List the callable tools and run one.",
+             parameters={"type": "object", "properties": {"tool": {"type": "string"}, "args": {"type": "object"}},
+                         "required": ["tool", "args"]})
+def py_nested(args, ctx):
+    tools = ctx.tools()
+    names = [t["name"] for t in tools]
+    ls = next(t for t in tools if t["name"] == "ls")
+    text, is_error = ctx.call_tool(args["tool"], args["args"])
+    return json.dumps({"names": names, "ls_exposure": ls["exposure"], "ls_schema": ls["parameters"]["type"],
+                       "text": text, "is_error": is_error})
+
+try:
+    Tool = plugin.export()
+except ImportError:
+    pass
+"#;
+
+/// The same two tools in JavaScript, with `node:fs`'s `writeFileSync` through the SDK's `ctx.fs`.
+const JS_NESTED: &str = r#"
+import { Plugin, read, write } from "./toolwright.js";
+
+export const plugin = new Plugin({
+  name: "js-nested",
+  version: "0.1.0",
+  description: "Writes files and calls tools.",
+  capabilities: [read(".", "reads the workspace"), write(".", "writes notes")],
+});
+
+plugin.tool(
+  {
+    name: "js_write",
+    description: "Write a file.",
+    parameters: { type: "object", properties: { path: { type: "string" }, text: { type: "string" } }, required: ["path", "text"] },
+  },
+  (args, ctx) => {
+    ctx.fs.writeFileSync(args.path, args.text);
+    return `wrote ${args.path}`;
+  },
+);
+
+plugin.tool(
+  {
+    name: "js_nested",
+    description: "List the callable tools and run one.",
+    parameters: { type: "object", properties: { tool: { type: "string" }, args: { type: "object" } }, required: ["tool", "args"] },
+  },
+  (args, ctx) => {
+    const tools = ctx.tools();
+    const ls = tools.find((t) => t.name === "ls");
+    const { text, isError } = ctx.callTool(args.tool, args.args);
+    return JSON.stringify({
+      names: tools.map((t) => t.name), ls_exposure: ls.exposure, ls_schema: ls.parameters.type, text, is_error: isError,
+    });
+  },
+);
+"#;
+
+/// The entry of `JS_NESTED`, with the filesystem.
+const JS_NESTED_ENTRY: &str = r#"
+import * as host from "toolwright:plugin/host@0.1.0";
+import * as preopens from "wasi:filesystem/preopens@0.2.12";
+import { plugin } from "./app.js";
+
+export const tool = plugin.exports({ host, preopens });
+"#;
+
+#[test]
+fn python_and_javascript_plugins_write_only_what_they_are_granted_and_make_nested_calls() {
+    let py = python_project("py-nested", "tool-plugin", &[("app.py", PY_NESTED)]);
+    let js = js_project(
+        "js-nested",
+        &[("app.js", JS_NESTED), ("component.js", JS_NESTED_ENTRY)],
+    );
+    let plugins = tempfile::tempdir().unwrap();
+    for wasm in [&py, &js] {
+        std::fs::copy(wasm, plugins.path().join(wasm.file_name().unwrap())).unwrap();
+    }
+    let ws = workspace();
+    let workspace = ws.path().canonicalize().unwrap();
+    let notes = workspace.join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    // Granted reads of the workspace, writes of `notes/` only.
+    let policy = "[plugins.py-nested]\nread = [\".\"]\nwrite = [\"notes\"]\n\
+                  [plugins.js-nested]\nread = [\".\"]\nwrite = [\"notes\"]\n";
+    for (lang, write, nested) in [
+        ("python", "py_write", "py_nested"),
+        ("js", "js_write", "js_nested"),
+    ] {
+        let out = run(
+            plugins.path(),
+            ws.path(),
+            Some(policy),
+            &calls(&[
+                (write, json!({"path": "notes/ok.txt", "text": lang})),
+                (write, json!({"path": "outside.txt", "text": "should not exist"})),
+                (nested, json!({"tool": "ls", "args": {"path": "notes"}})),
+                (nested, json!({"tool": nested, "args": {}})),
+            ]),
+        );
+        assert!(!out[0].0, "{lang}: {:?}", out[0]);
+        assert_eq!(std::fs::read_to_string(notes.join("ok.txt")).unwrap(), lang);
+        // The refused write: the native built-ins' words, and nothing on disk.
+        assert_eq!(
+            out[1],
+            (
+                true,
+                format!(
+                    "Permission denied: write access to {} is not granted (granted for write: {}). A read-write \
+                     grant of {} in the policy file (toolwright.toml) would allow it.",
+                    workspace.join("outside.txt").display(),
+                    notes.display(),
+                    workspace.display(),
+                ),
+                Value::Null
+            ),
+            "{lang}"
+        );
+        assert!(
+            !workspace.join("outside.txt").exists(),
+            "{lang} wrote outside its grant"
+        );
+        // ctx.tools(): the callable tools with their exposure and schemas; the nested call ran ls.
+        let report: Value =
+            serde_json::from_str(&out[2].1).unwrap_or_else(|_| panic!("{lang}: {:?}", out[2]));
+        let names: Vec<&str> = report["names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        for tool in ["read", "bash", "ls", write, nested] {
+            assert!(names.contains(&tool), "{lang}: {names:?}");
+        }
+        assert_eq!(report["ls_exposure"], "direct", "{lang}");
+        assert_eq!(report["ls_schema"], "object", "{lang}");
+        assert_eq!(report["text"], "ok.txt", "{lang}: {report}");
+        assert_eq!(report["is_error"], false, "{lang}");
+        // A nested call with arguments its schema refuses is an error outcome, not a trap.
+        let report: Value =
+            serde_json::from_str(&out[3].1).unwrap_or_else(|_| panic!("{lang}: {:?}", out[3]));
+        assert_eq!(report["is_error"], true, "{lang}: {report}");
+        std::fs::remove_file(notes.join("ok.txt")).unwrap();
+    }
 }

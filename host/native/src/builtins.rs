@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn every_built_in_gives_all_four_mcp_hints() {
         for tool in tools() {
-            let spec = tool.spec();
+            let spec = toolwright_sdk::declaration(tool.as_ref());
             let a = spec
                 .annotations
                 .unwrap_or_else(|| panic!("{} has no annotations", spec.name));
@@ -84,7 +84,7 @@ mod tests {
     #[test]
     fn every_built_in_schema_can_be_enforced() {
         for tool in tools() {
-            let spec = tool.spec();
+            let spec = toolwright_sdk::declaration(tool.as_ref());
             if let Err(e) = toolwright_core::schema::Validator::new(spec.parameters.clone()) {
                 panic!("{}: {e}", spec.name);
             }

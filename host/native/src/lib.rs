@@ -254,7 +254,7 @@ fn random_u64() -> u64 {
 /// The [`ToolDefinition`] of a native tool: calls run on a blocking thread; calls modifying the same file wait
 /// for each other in call order.
 pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) -> ToolDefinition {
-    let spec = tool.spec();
+    let spec = toolwright_sdk::declaration(tool.as_ref());
     let mutates = spec.mutates_files;
     let name = spec.name.clone();
     let runner = tool.clone();
@@ -266,7 +266,7 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
                 .as_ref()
                 .map_or_else(|| env.cwd.clone(), |c| paths::normalize(&c.cwd.to_string_lossy()));
             let target = if mutates {
-                tool.mutated_path(&run.params)
+                tool.file_mutations().and_then(|m| m.mutated_path(&run.params))
             } else {
                 None
             };
@@ -311,13 +311,20 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
     if spec.prepares_loadout {
         let hook = tool.clone();
         definition.prepare_loadout = Some(Arc::new(
-            move |loadout: &toolwright_core::definition::ToolLoadout| hook.prepare_loadout(&loadout.to_sdk()),
+            move |loadout: &toolwright_core::definition::ToolLoadout| {
+                hook.loadout_hook()
+                    .map_or(Ok(None), |h| h.prepare_loadout(&loadout.to_sdk()))
+            },
         ));
     }
     if spec.prepares_arguments {
         let shim = tool;
         definition.prepare_arguments = Some(Arc::new(move |args: &Value| {
-            Ok(shim.prepare_arguments(args)?.unwrap_or_else(|| args.clone()))
+            let prepared = match shim.arguments_shim() {
+                Some(s) => s.prepare_arguments(args)?,
+                None => None,
+            };
+            Ok(prepared.unwrap_or_else(|| args.clone()))
         }));
     }
     definition

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use toolwright_sdk::Tool;
+use toolwright_sdk::LoadoutHook;
 use toolwright_tool_codemode::Codemode;
 
 use crate::{Plugin, PluginHost, Preopen, WasmGrants};
@@ -102,7 +102,11 @@ pub fn definition(options: CodemodeOptions) -> ToolDefinition {
             inner.execute.execute(run, ctx).await
         }
     };
-    let mut definition = ToolDefinition::from_spec(&Codemode.spec(), ToolSource::Builtin, execute);
+    let mut definition = ToolDefinition::from_spec(
+        &toolwright_sdk::declaration(&Codemode),
+        ToolSource::Builtin,
+        execute,
+    );
     definition.prepare_loadout = Some(Arc::new(|loadout: &ToolLoadout| {
         Codemode.prepare_loadout(&loadout.to_sdk())
     }));

@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 use toolwright_sdk::{
-    Capability, CapabilityRequest, Content, Cost, ExecutionMode, Exposure, PluginMetadata, ToolAnnotations,
-    ToolNamespace, ToolSpec, Usage,
+    Capability, CapabilityRequest, Content, Cost, ExecutionMode, Exposure, Loadout, LoadoutChanges,
+    LoadoutTool, PluginMetadata, ToolAnnotations, ToolNamespace, ToolSpec, Usage,
 };
 
 use super::bindings::types as wit;
@@ -170,6 +170,54 @@ pub fn spec_from_wit(s: wit::ToolSpec) -> Result<ToolSpec, String> {
         mutates_files: s.mutates_files,
         prepares_loadout: s.prepares_loadout,
     })
+}
+
+/// A tool as loadout hooks and nested callers see it, for a plugin.
+pub fn tool_info_to_wit(t: &LoadoutTool) -> wit::ToolInfo {
+    wit::ToolInfo {
+        name: t.name.clone(),
+        description: t.description.clone(),
+        exposure: match t.exposure {
+            Exposure::Direct => wit::Exposure::Direct,
+            Exposure::ModelOnly => wit::Exposure::ModelOnly,
+            Exposure::Codemode => wit::Exposure::Codemode,
+            Exposure::Deferred => wit::Exposure::Deferred,
+            Exposure::Hidden => wit::Exposure::Hidden,
+        },
+        namespace: t.namespace.as_ref().map(|n| wit::ToolNamespace {
+            name: n.name.clone(),
+            aliases: n.aliases.clone(),
+            description: n.description.clone(),
+            instructions: n.instructions.clone(),
+        }),
+        prompt_guidelines: t.prompt_guidelines.clone(),
+        parameters: t.parameters.as_ref().map(Value::to_string),
+        output_schema: t.output_schema.as_ref().map(Value::to_string),
+    }
+}
+
+/// A loadout for a plugin's hook.
+pub fn loadout_to_wit(l: &Loadout) -> wit::Loadout {
+    let list = |tools: &[LoadoutTool]| tools.iter().map(tool_info_to_wit).collect();
+    wit::Loadout {
+        declared: list(&l.declared),
+        callable: list(&l.callable),
+        registered: list(&l.registered),
+    }
+}
+
+/// A plugin's loadout changes as the SDK's (a description given twice: the last wins, as between hooks).
+pub fn changes_from_wit(c: wit::LoadoutChanges) -> LoadoutChanges {
+    let mut hidden_declarations: Vec<String> = Vec::new();
+    for name in c.hidden_declarations {
+        if !hidden_declarations.contains(&name) {
+            hidden_declarations.push(name);
+        }
+    }
+    LoadoutChanges {
+        descriptions: c.descriptions.into_iter().collect(),
+        hidden_declarations,
+    }
 }
 
 /// A plugin's metadata as the SDK's.

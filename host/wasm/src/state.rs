@@ -223,14 +223,14 @@ impl host::Host for PluginState {
         Ok(outcomes)
     }
 
-    fn callable_tools(&mut self) -> wasmtime::Result<String> {
+    fn callable_tools(&mut self) -> wasmtime::Result<Vec<types::ToolInfo>> {
         let tools = self
             .call
             .session
             .as_ref()
             .map(ToolContext::tools)
             .unwrap_or_default();
-        Ok(serde_json::to_string(&tools).unwrap_or_else(|_| "[]".into()))
+        Ok(tools.iter().map(convert::tool_info_to_wit).collect())
     }
 }
 

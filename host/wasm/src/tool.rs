@@ -266,25 +266,14 @@ impl PluginInner {
         tool: &str,
         loadout: &toolwright_core::definition::ToolLoadout,
     ) -> Result<Option<toolwright_sdk::LoadoutChanges>, ToolError> {
-        let input = serde_json::to_string(&loadout.to_sdk())
-            .map_err(|e| ToolError::new(format!("cannot encode the loadout: {e}")))?;
+        let input = convert::loadout_to_wit(&loadout.to_sdk());
         let outcome = self.enter(grants, Entry::bare("prepare-loadout"), |store, instance| {
             let guest = self.tool_exports(store, instance)?;
             guest.call_prepare_loadout(store, tool, &input)
         })?;
-        match outcome {
-            Ok(Some(text)) => serde_json::from_str(&text).map(Some).map_err(|e| {
-                ToolError::host(
-                    HostFault::Malformed,
-                    format!(
-                        "The plugin {} returned invalid JSON from prepare-loadout: {e}",
-                        self.name
-                    ),
-                )
-            }),
-            Ok(None) => Ok(None),
-            Err(message) => Err(ToolError::new(message)),
-        }
+        outcome
+            .map(|changes| changes.map(convert::changes_from_wit))
+            .map_err(ToolError::new)
     }
 
     /// The plugin's rendering of a call's arguments; none when it has none, or fails to (logged).

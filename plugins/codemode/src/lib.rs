@@ -29,7 +29,7 @@ pub mod source;
 
 use serde_json::{Value, json};
 use toolwright_sdk::{
-    Ctx, Exposure, Loadout, LoadoutChanges, LoadoutTool, Tool, ToolError, ToolResult, ToolSpec,
+    Ctx, Exposure, Loadout, LoadoutChanges, LoadoutHook, LoadoutTool, Tool, ToolError, ToolResult, ToolSpec,
 };
 
 /// The tool's name.
@@ -250,11 +250,22 @@ impl Tool for Codemode {
             ],
             exposure: Exposure::ModelOnly,
             default_active: Some(false),
-            prepares_loadout: true,
             ..Default::default()
         }
     }
 
+    fn loadout_hook(&self) -> Option<&dyn LoadoutHook> {
+        Some(self)
+    }
+
+    fn execute(&self, call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+        let input = args["code"].as_str().unwrap_or_default();
+        let script = source::parse(input).map_err(ToolError::new)?;
+        run(call_id, &script, ctx)
+    }
+}
+
+impl LoadoutHook for Codemode {
     /// pi's mode `on`: every declared, callable tool says how scripts call it; codemode lists the callable tools
     /// that are neither `direct` (declared already) nor `deferred` (found by search).
     fn prepare_loadout(&self, loadout: &Loadout) -> Result<Option<LoadoutChanges>, ToolError> {
@@ -286,12 +297,6 @@ impl Tool for Codemode {
             .descriptions
             .insert(CODEMODE_TOOL_NAME.into(), description(&listed));
         Ok(Some(changes))
-    }
-
-    fn execute(&self, call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
-        let input = args["code"].as_str().unwrap_or_default();
-        let script = source::parse(input).map_err(ToolError::new)?;
-        run(call_id, &script, ctx)
     }
 }
 

@@ -6,7 +6,7 @@
 //! `prepare_arguments`.
 //!
 //! ```
-//! use toolwright_sdk::Tool;
+//! use toolwright_sdk::ArgumentsShim;
 //! let args = serde_json::json!({"path": "a.txt", "oldText": "x", "newText": "y"});
 //! let prepared = toolwright_tool_edit::Edit.prepare_arguments(&args).unwrap().unwrap();
 //! assert_eq!(prepared, serde_json::json!({"path": "a.txt", "edits": [{"oldText": "x", "newText": "y"}]}));
@@ -17,7 +17,9 @@ mod diff;
 mod jsdiff;
 
 use serde_json::{Map, Value, json};
-use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, node_code, paths};
+use toolwright_sdk::{
+    Access, ArgumentsShim, Ctx, FileMutations, Tool, ToolError, ToolResult, ToolSpec, node_code, paths,
+};
 
 use crate::apply::{apply_edits, apply_to_original, normalize_to_lf};
 
@@ -62,20 +64,18 @@ impl Tool for Edit {
             ],
             constrained_sampling: Some(json!({"type": "json_schema", "strict": "prefer"})),
             renders_own_frame: true,
-            prepares_arguments: true,
-            mutates_files: true,
             // MCP's hints for clients that decide what to auto-approve (README, "Serving MCP clients").
             annotations: Some(toolwright_sdk::ToolAnnotations::hints(false, true, false, false)),
             ..Default::default()
         }
     }
 
-    fn prepare_arguments(&self, args: &Value) -> Result<Option<Value>, ToolError> {
-        Ok(prepare_edit_arguments(args))
+    fn arguments_shim(&self) -> Option<&dyn ArgumentsShim> {
+        Some(self)
     }
 
-    fn mutated_path(&self, args: &Value) -> Option<String> {
-        args.get("path").and_then(Value::as_str).map(str::to_owned)
+    fn file_mutations(&self) -> Option<&dyn FileMutations> {
+        Some(self)
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
@@ -140,6 +140,19 @@ impl Tool for Edit {
         aborted()?;
         let text = format!("Successfully replaced {} block(s) in {path}.", edits.len());
         Ok(ToolResult::text(text).with_details(details))
+    }
+}
+
+impl ArgumentsShim for Edit {
+    /// pi's legacy shapes: a top-level `oldText`/`newText` pair becomes one entry of `edits`.
+    fn prepare_arguments(&self, args: &Value) -> Result<Option<Value>, ToolError> {
+        Ok(prepare_edit_arguments(args))
+    }
+}
+
+impl FileMutations for Edit {
+    fn mutated_path(&self, args: &Value) -> Option<String> {
+        args.get("path").and_then(Value::as_str).map(str::to_owned)
     }
 }
 

@@ -8,7 +8,7 @@
 //! ```
 
 use serde_json::{Value, json};
-use toolwright_sdk::{Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
+use toolwright_sdk::{Ctx, FileMutations, Tool, ToolError, ToolResult, ToolSpec, paths};
 
 /// The `write` tool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,15 +31,14 @@ impl Tool for Write {
             prompt_snippet: Some("Create or overwrite files".into()),
             prompt_guidelines: vec!["Use write only for new files or complete rewrites.".into()],
             constrained_sampling: Some(json!({"type": "json_schema", "strict": "prefer"})),
-            mutates_files: true,
             // MCP's hints for clients that decide what to auto-approve (README, "Serving MCP clients").
             annotations: Some(toolwright_sdk::ToolAnnotations::hints(false, true, true, false)),
             ..Default::default()
         }
     }
 
-    fn mutated_path(&self, args: &Value) -> Option<String> {
-        args.get("path").and_then(Value::as_str).map(str::to_owned)
+    fn file_mutations(&self) -> Option<&dyn FileMutations> {
+        Some(self)
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
@@ -64,6 +63,12 @@ impl Tool for Write {
             .map_err(|e| ToolError::io(&e, "open", &absolute))?;
         aborted()?;
         Ok(ToolResult::text(format!("Successfully wrote to {path}")))
+    }
+}
+
+impl FileMutations for Write {
+    fn mutated_path(&self, args: &Value) -> Option<String> {
+        args.get("path").and_then(Value::as_str).map(str::to_owned)
     }
 }
 

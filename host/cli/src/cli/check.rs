@@ -51,6 +51,10 @@ const OTHER_IMPORT: &str = "the host links WASI 0.2 (cli, clocks, filesystem, io
      `toolwright:plugin/host@0.1.0`: build against this host's WIT (`wit/` in Toolwright's repository) and leave out \
      what it does not offer";
 
+const WRONG_TYPE: &str = "the plugin was built against another draft of `toolwright:plugin@0.1.0` (before \
+     `prepare-loadout` and `callable-tools` took records, they passed JSON text): rebuild it with the current SDK, or \
+     against `toolwright wit --out wit`";
+
 const NO_EXPORT: &str = "export `toolwright:plugin/tool@0.1.0` (world `tool-plugin`, the SDK's `export_tool!`) or \
      `toolwright:plugin/handler@0.1.0` (world `handler-plugin`, `export_handler!`)";
 
@@ -88,6 +92,9 @@ pub fn diagnose(error: &toolwright::wasm::PluginError) -> Problem {
     let fix = match error {
         PluginError::Incompatible { message, .. } if message.contains("wasi:http") => Some(HTTP_IMPORT),
         PluginError::Incompatible { message, .. } if message.contains("exports neither") => Some(NO_EXPORT),
+        PluginError::Incompatible { message, .. } if message.contains("has the wrong type") => {
+            Some(WRONG_TYPE)
+        }
         PluginError::Incompatible { .. } => Some(OTHER_IMPORT),
         PluginError::Invalid { .. } => {
             Some("rebuild it: the file may be truncated or built for another target")
@@ -233,5 +240,23 @@ mod tests {
         assert_eq!(core.what, "a core WebAssembly module, not a component");
         assert!(core.fix.unwrap().contains("wasm32-wasip2"));
         assert!(sniff(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+
+    #[test]
+    fn a_plugin_built_against_an_earlier_draft_is_told_to_rebuild() {
+        // What wasmtime says of a component whose `callable-tools` returns JSON text (the draft before records).
+        let error = toolwright::wasm::PluginError::Incompatible {
+            path: "old.wasm".into(),
+            message: "component imports instance `toolwright:plugin/host@0.1.0`, but a matching implementation was \
+                      not found in the linker: instance export `callable-tools` has the wrong type: type mismatch \
+                      with results: expected `list` found `string`"
+                .into(),
+        };
+        let problem = diagnose(&error);
+        assert!(
+            problem.what.contains("`callable-tools` has the wrong type"),
+            "{problem:?}"
+        );
+        assert!(problem.fix.unwrap().contains("another draft"));
     }
 }

@@ -309,10 +309,21 @@ fn js_project(name: &str, handler: bool) -> Vec<(String, String, bool)> {
             format!("{:#}\n", sample_calls(handler, &tool)),
             false,
         ),
+        ("package.js".into(), js_package_module(name, &description), false),
         (".gitignore".into(), "/node_modules\n/*.wasm\n".into(), false),
     ];
     files.extend(wit_tree());
     files
+}
+
+/// `package.js`, as `build.mjs` writes it from `package.json`: the plugin's metadata for `app.js` (a component
+/// cannot read `package.json`). Written by `new` too, so the unit tests run before the first build.
+fn js_package_module(name: &str, description: &str) -> String {
+    let metadata = serde_json::json!({"name": name, "version": "0.1.0", "description": description});
+    format!(
+        "// Written by build.mjs from package.json: edit package.json, not this file.\nexport default {};\n",
+        serde_json::to_string_pretty(&metadata).unwrap_or_default()
+    )
 }
 
 pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {

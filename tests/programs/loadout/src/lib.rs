@@ -13,7 +13,7 @@
 
 use serde_json::{Value, json};
 use toolwright_sdk::{
-    Ctx, Exposure, Loadout, LoadoutChanges, Tool, ToolError, ToolNamespace, ToolResult, ToolSpec,
+    Ctx, Exposure, Loadout, LoadoutChanges, LoadoutHook, Tool, ToolError, ToolNamespace, ToolResult, ToolSpec,
 };
 
 /// One tool of the program, described by data.
@@ -75,7 +75,6 @@ impl Tool for TestTool {
                 description: "Run tools.".into(),
                 prompt_snippet: Some("Run other tools".into()),
                 exposure: Exposure::ModelOnly,
-                prepares_loadout: true,
                 ..base
             },
             "weather_lookup" => ToolSpec {
@@ -103,12 +102,21 @@ impl Tool for TestTool {
             },
             _ => ToolSpec {
                 description: "A tool whose loadout hook fails.".into(),
-                prepares_loadout: true,
                 ..base
             },
         }
     }
 
+    fn loadout_hook(&self) -> Option<&dyn LoadoutHook> {
+        matches!(self.name, "run_tools" | "broken").then_some(self as &dyn LoadoutHook)
+    }
+
+    fn execute(&self, _call_id: &str, args: Value, _ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+        Ok(ToolResult::text(format!("{} {}", self.name, args)))
+    }
+}
+
+impl LoadoutHook for TestTool {
     fn prepare_loadout(&self, loadout: &Loadout) -> Result<Option<LoadoutChanges>, ToolError> {
         match self.name {
             "run_tools" => {
@@ -126,10 +134,6 @@ impl Tool for TestTool {
             "broken" => Err(ToolError::new("loadout exploded")),
             _ => Ok(None),
         }
-    }
-
-    fn execute(&self, _call_id: &str, args: Value, _ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
-        Ok(ToolResult::text(format!("{} {}", self.name, args)))
     }
 }
 

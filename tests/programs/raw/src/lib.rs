@@ -25,7 +25,9 @@ mod guest {
     });
 
     use exports::toolwright::plugin::tool::Guest;
-    use toolwright::plugin::types::{Content, Exposure, PluginMetadata, ToolResult, ToolSpec};
+    use toolwright::plugin::types::{
+        Content, Exposure, Loadout, LoadoutChanges, PluginMetadata, ToolResult, ToolSpec,
+    };
 
     struct Raw;
 
@@ -116,7 +118,7 @@ mod guest {
             Ok(result)
         }
 
-        fn prepare_loadout(_tool: String, _loadout: String) -> Result<Option<String>, String> {
+        fn prepare_loadout(_tool: String, _loadout: Loadout) -> Result<Option<LoadoutChanges>, String> {
             Ok(None)
         }
 

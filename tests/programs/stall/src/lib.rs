@@ -17,7 +17,9 @@ mod guest {
     });
 
     use exports::toolwright::plugin::tool::Guest;
-    use toolwright::plugin::types::{Content, Exposure, PluginMetadata, ToolResult, ToolSpec};
+    use toolwright::plugin::types::{
+        Content, Exposure, Loadout, LoadoutChanges, PluginMetadata, ToolResult, ToolSpec,
+    };
 
     struct Hostile;
 
@@ -78,7 +80,7 @@ mod guest {
             Ok(text("ran"))
         }
 
-        fn prepare_loadout(_tool: String, _loadout: String) -> Result<Option<String>, String> {
+        fn prepare_loadout(_tool: String, _loadout: Loadout) -> Result<Option<LoadoutChanges>, String> {
             Ok(None)
         }
 
