@@ -87,7 +87,7 @@ fn build(project: &Path, args: &[&str]) {
     let _building = BUILDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     ok(
         Command::new("./build.sh")
-            .current_dir(&project)
+            .current_dir(project)
             .env(
                 "CARGO_TARGET_DIR",
                 Path::new(env!("CARGO_TARGET_TMPDIR")).join("new-projects"),
