@@ -59,6 +59,8 @@ pub use loadout::{Loadout, LoadoutChanges, LoadoutTool};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 pub use plugin::{Capability, CapabilityRequest, PluginMetadata};
 pub use result::ToolResult;
+#[cfg(feature = "schemars")]
+pub use tool::schema;
 pub use tool::{ArgumentsShim, FileMutations, LoadoutHook, Tool, ToolSpec, args, declaration};
 pub use usage::{Cost, Usage};
 

@@ -124,6 +124,36 @@ pub fn args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError>
         .map_err(|e| ToolError::new(format!("The arguments do not fit the tool's type: {e}")))
 }
 
+/// The JSON Schema of `T`, for a tool's `parameters` (feature `schemars`): derive `schemars::JsonSchema` beside
+/// `serde::Deserialize` on the argument type, and the schema and [`args`] cannot disagree. Doc comments become
+/// `description`s; `$schema` and the type's `title` are left out (the model sees the tool's own name and
+/// description).
+///
+/// ```
+/// # #[cfg(feature = "schemars")] {
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Args {
+///     /// The file to read
+///     path: String,
+///     limit: Option<u32>,
+/// }
+/// let schema = toolwright_sdk::schema::<Args>();
+/// assert_eq!(schema["type"], "object");
+/// assert_eq!(schema["properties"]["path"]["description"], "The file to read");
+/// assert_eq!(schema["required"], serde_json::json!(["path"]));
+/// assert!(schema.get("$schema").is_none() && schema.get("title").is_none());
+/// # }
+/// ```
+#[cfg(feature = "schemars")]
+pub fn schema<T: schemars::JsonSchema>() -> Value {
+    let mut schema = schemars::schema_for!(T).to_value();
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("$schema");
+        object.remove("title");
+    }
+    schema
+}
+
 /// A tool, written once against [`Ctx`]: linked natively into the host, or built as a wasm component.
 ///
 /// `execute` is synchronous: the host runs native tools on a blocking thread, and a wasm instance is a thread of
