@@ -3,6 +3,7 @@
 mod cache;
 mod check;
 mod exec;
+mod install;
 mod mcp;
 mod new;
 mod plugins;

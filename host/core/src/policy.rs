@@ -69,6 +69,18 @@ pub struct Policy {
     /// Bounds on the host's memory that hold for every plugin together.
     #[serde(default)]
     pub limits: HostLimits,
+    /// Which changes to an installed plugin keep its approval without asking (honoured in the user's files only;
+    /// see `toolwright_wasm::lock`).
+    #[serde(default, rename = "auto-approve")]
+    pub auto_approve: Option<AutoApprove>,
+}
+
+/// The `auto-approve` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum AutoApprove {
+    /// A new file whose tool surface is the same and whose capabilities did not grow keeps its approval.
+    #[serde(rename = "same-surface")]
+    SameSurface,
 }
 
 /// The `[limits]` section: how much of the host's memory plugins may take. Files combine by the stricter value,
@@ -282,6 +294,12 @@ impl Policy {
             return Ok(policy);
         };
         let mut theirs = Policy::load(&[project.to_owned()])?;
+        if theirs.auto_approve.take().is_some() {
+            policy.ignored.push(
+                "auto-approve = \"same-surface\" (only the user's config decides what approves itself)"
+                    .into(),
+            );
+        }
         if !theirs.trusted_projects.is_empty() {
             policy.ignored.push(format!(
                 "trusted-projects = {:?} (only the user's config can trust a project)",
@@ -320,6 +338,7 @@ impl Policy {
 
     fn merge(&mut self, other: Policy) {
         self.trusted_projects.extend(other.trusted_projects);
+        self.auto_approve = self.auto_approve.or(other.auto_approve);
         self.ignored.extend(other.ignored);
         for (name, p) in other.plugins {
             self.plugins.entry(name).or_default().merge(p);

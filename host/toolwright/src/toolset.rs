@@ -15,7 +15,7 @@ use crate::grants::{Grant, GrantedFiles};
 use crate::native::{FileMutationQueue, HostEnv, NativeEnv, ProgramGrant};
 use crate::policy::{PluginPolicy, Policy};
 #[cfg(feature = "wasm")]
-pub use plugins::Toolset;
+pub use plugins::{Locks, Toolset};
 
 /// How the built-in tools run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -119,6 +119,10 @@ pub enum ToolsetError {
     /// A policy file is unreadable or invalid.
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),
+    /// A lockfile is unreadable or invalid.
+    #[cfg(feature = "wasm")]
+    #[error(transparent)]
+    Lock(crate::wasm::lock::LockError),
 }
 
 /// Step 1: the policy in force for `options` (trusted files, then the project's, confined unless trusted).

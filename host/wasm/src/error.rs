@@ -63,6 +63,23 @@ pub enum PluginError {
         /// Where the trusted one was found (`the user's plugin directory`).
         location: String,
     },
+    /// It no longer matches what `toolwright.lock` records as approved: it does not run (no tools, no hooks, no
+    /// grant) until approved.
+    #[error(
+        "{path}: plugin `{name}` changed since it was approved ({changes}); it is held: its tools and hooks do \
+         not run until you approve it: toolwright plugins approve {name}",
+        changes = changes.join("; ")
+    )]
+    Held {
+        /// The file.
+        path: PathBuf,
+        /// The plugin's name.
+        name: String,
+        /// What changed, in words.
+        changes: Vec<String>,
+        /// The lockfile that records the approval.
+        lockfile: PathBuf,
+    },
     /// Another plugin already provides a tool of this name; the first in load order keeps it.
     #[error("{path}: the tool `{tool}` is already provided by {other}; this one is skipped")]
     ToolClash {

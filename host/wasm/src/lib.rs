@@ -16,6 +16,7 @@
 //!   `tool_result` as hooks ([`handler_hooks`]).
 //! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
 //! - [`identity`]: where a plugin came from, its digest and pin, and which policy entry applies to it.
+//! - [`lock`]: `toolwright.lock`, what the user approved of each installed plugin, and what changed since.
 //! - [`codemode`] (feature `codemode`): pi's `codemode` tool, its engine a component.
 //! - [`components`]: the reference plugins as components, built from their crates' sources by `build.rs`.
 //!
@@ -41,6 +42,7 @@ mod gate;
 mod grants;
 mod handler;
 pub mod identity;
+pub mod lock;
 mod process;
 mod state;
 mod store;

@@ -92,7 +92,9 @@ pub fn diagnose(error: &toolwright::wasm::PluginError) -> Problem {
     let fix = match error {
         PluginError::Incompatible { message, .. } if message.contains("wasi:http") => Some(HTTP_IMPORT),
         PluginError::Incompatible { message, .. } if message.contains("exports neither") => Some(NO_EXPORT),
-        PluginError::Incompatible { message, .. } if message.contains("has the wrong type") => {
+        PluginError::Incompatible { message, .. }
+            if message.contains("instance `toolwright:plugin/") && message.contains("type mismatch") =>
+        {
             Some(WRONG_TYPE)
         }
         PluginError::Incompatible { .. } => Some(OTHER_IMPORT),

@@ -11,7 +11,11 @@ use toolwright::sdk::Capability;
 
 /// Arguments of `toolwright plugins`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct PluginsArgs {
+    /// Install, approve, update or remove a plugin (without one: list the plugins).
+    #[command(subcommand)]
+    command: Option<super::install::PluginsCommand>,
     /// The workspace (default: the current directory).
     #[arg(long)]
     cwd: Option<PathBuf>,
@@ -72,6 +76,9 @@ const DEFAULT_TIMEOUT_MS: u64 = toolwright::wasm::DEFAULT_TIMEOUT.as_secs() * 10
 const MAX_MEMORY_MIB: u64 = (toolwright::wasm::MAX_MEMORY >> 20) as u64;
 
 pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
+    if let Some(command) = args.command {
+        return super::install::run(command);
+    }
     let cwd = super::workspace(args.cwd)?;
     // Problems are this command's report: printed once, here, not also on stderr.
     let toolset = args.tools.load(&cwd)?;

@@ -13,6 +13,7 @@ use crate::native::{FileMutationQueue, HostEnv, ProgramGrant};
 use crate::policy::{Effective, Policy};
 use crate::tool::AgentTool;
 use crate::wasm::identity::{self, PinStatus, PluginIdentity, PluginLocation};
+use crate::wasm::lock::{LockError, Lockfile, Verdict};
 use crate::wasm::{Plugin, PluginError, PluginHost, Preopen, WasmGrants};
 
 impl ToolsetOptions {
@@ -66,6 +67,9 @@ pub struct Toolset {
     pub grants: Vec<(String, Effective)>,
     /// Where each loaded plugin came from, its file's digest and its pin status.
     pub identities: Vec<PluginIdentity>,
+    /// The approvals of `toolwright.lock`: beside the trusted policy files (for plugins from trusted locations)
+    /// and beside the project's (for the project's plugins).
+    pub locks: Locks,
     handler_grants: Vec<WasmGrants>,
     /// pi's `codemode` (registered as an extension tool, inactive until named; feature `codemode`).
     pub codemode: Option<ToolDefinition>,
@@ -117,6 +121,7 @@ impl Toolset {
             BuiltinMode::Wasm => Vec::new(),
         };
         let loaded = load_plugins(options, &policy)?;
+        let locks = Locks::load(options)?;
         let mut toolset = Toolset {
             builtins,
             extension_tools: Vec::new(),
@@ -127,6 +132,7 @@ impl Toolset {
             policy,
             grants: Vec::new(),
             identities: Vec::new(),
+            locks,
             handler_grants: Vec::new(),
             codemode: codemode(options),
         };
@@ -162,6 +168,28 @@ impl Toolset {
             sha256: identity::hex(&plugin.sha256()),
             pin: PinStatus::Unpinned,
         };
+        // A plugin that no longer matches its approval in toolwright.lock does not run at all, neither its tools
+        // nor its hooks (a changed handler could rewrite calls): the error says what changed.
+        if !is_builtin {
+            match self.approval(&plugin, location) {
+                Approval::Held => {
+                    self.identities.push(identity);
+                    return;
+                }
+                // The pin `plugins add` wrote is the lockfile's digest: what the lockfile approves by itself, the
+                // pin does not refuse.
+                Approval::Auto { approved } => {
+                    let entry = identity::policy_for(&self.policy, &plugin.metadata.name, location);
+                    if let Some(entry) = entry
+                        && entry.sha256.iter().all(|pin| *pin == approved)
+                        && let Some(p) = self.policy.plugins.get_mut(&plugin.metadata.name)
+                    {
+                        p.sha256 = vec![identity.sha256.clone()];
+                    }
+                }
+                Approval::Approved | Approval::Unlocked => {}
+            }
+        }
         let mut grants = if is_builtin {
             self.builtin_grants(&options.cwd, host, builtin_section)
         } else {
@@ -261,6 +289,43 @@ impl Toolset {
             grants.limit(section.timeout_ms, section.memory_mib);
         }
         grants
+    }
+
+    /// How `plugin` stands with the lockfile for `location`: held (the error recorded says what changed),
+    /// approved by the policy (logged), approved, or not in a lockfile.
+    fn approval(&mut self, plugin: &Plugin, location: PluginLocation) -> Approval {
+        let Some((lockfile, lock)) = self.locks.for_location(location) else {
+            return Approval::Unlocked;
+        };
+        let Some(approved) = lock.plugins.get(&plugin.metadata.name) else {
+            return Approval::Unlocked;
+        };
+        let found = crate::wasm::lock::entry(plugin, &approved.source);
+        let changes = crate::wasm::lock::changes(approved, &found);
+        let same_surface = self.policy.auto_approve == Some(crate::policy::AutoApprove::SameSurface);
+        match crate::wasm::lock::verdict(&changes, same_surface) {
+            Verdict::Approved => Approval::Approved,
+            Verdict::AutoApproved(changes) => {
+                let words: Vec<String> = changes.iter().map(ToString::to_string).collect();
+                tracing::info!(
+                    plugin = %plugin.metadata.name,
+                    "approved by auto-approve = \"same-surface\": {}",
+                    words.join("; ")
+                );
+                Approval::Auto {
+                    approved: approved.sha256.clone(),
+                }
+            }
+            Verdict::Held(changes) => {
+                self.errors.push(PluginError::Held {
+                    path: plugin.path.clone(),
+                    name: plugin.metadata.name.clone(),
+                    changes: changes.iter().map(ToString::to_string).collect(),
+                    lockfile: lockfile.to_owned(),
+                });
+                Approval::Held
+            }
+        }
     }
 
     /// Where `plugin` came from, its digest and pin status.
@@ -387,6 +452,64 @@ fn load_plugins(options: &ToolsetOptions, policy: &Policy) -> Result<Loaded, Too
         errors,
         host: Some(host),
     })
+}
+
+/// How a plugin stands with its lockfile.
+enum Approval {
+    /// No lockfile records it.
+    Unlocked,
+    /// It is what was approved.
+    Approved,
+    /// It changed in a way the policy approves by itself; `approved` is the digest the lockfile records.
+    Auto { approved: String },
+    /// It changed: it does not run.
+    Held,
+}
+
+/// The lockfiles in force: the first trusted one (beside the first trusted policy file that has one), and the
+/// project's.
+#[derive(Debug, Clone, Default)]
+pub struct Locks {
+    /// For plugins from trusted locations: the lockfile beside the user's policy (or the first `--policy` file),
+    /// and what it records.
+    pub trusted: Option<(PathBuf, Lockfile)>,
+    /// For the project's plugins: the lockfile beside the project's `toolwright.toml`.
+    pub project: Option<(PathBuf, Lockfile)>,
+}
+
+impl Locks {
+    /// The lockfiles beside the policy files of `options` (one that does not parse is an error).
+    pub fn load(options: &ToolsetOptions) -> Result<Locks, ToolsetError> {
+        let open = |policy: &Path| -> Result<Option<(PathBuf, Lockfile)>, LockError> {
+            let path = crate::wasm::lock::beside(policy);
+            if !path.exists() {
+                return Ok(None);
+            }
+            Ok(Some((path.clone(), Lockfile::load(&path)?)))
+        };
+        let mut trusted = None;
+        for file in &options.policy_files {
+            if let Some(found) = open(file).map_err(ToolsetError::Lock)? {
+                trusted = Some(found);
+                break;
+            }
+        }
+        let project = match &options.project_policy {
+            Some(file) if !options.policy_files.contains(file) => open(file).map_err(ToolsetError::Lock)?,
+            _ => None,
+        };
+        Ok(Locks { trusted, project })
+    }
+
+    /// The lockfile for plugins from `location`.
+    pub fn for_location(&self, location: PluginLocation) -> Option<(&Path, &Lockfile)> {
+        let lock = match location {
+            PluginLocation::Builtin => None,
+            PluginLocation::Project => self.project.as_ref(),
+            PluginLocation::User | PluginLocation::Cli => self.trusted.as_ref(),
+        };
+        lock.map(|(path, lock)| (path.as_path(), lock))
+    }
 }
 
 /// Step 4: pi's `codemode`, when this build has it.

@@ -1,0 +1,398 @@
+//! Installing plugins people can trust over time (issue 18), through the command line with a HOME of its own:
+//! `toolwright plugins add` installs a file, grants what was chosen and pins it; `toolwright.lock` records the
+//! approval; a plugin whose file, capabilities or tool surface changed afterwards is held (its tools withheld,
+//! under `exec` and under `mcp`) until `plugins approve`; `auto-approve = "same-surface"` lets a rebuilt file
+//! with the same surface through, and nothing else; `update` and `remove` complete the set; a broken lockfile
+//! stops the load rather than approving anything.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+use toolwright_tests::golden::test_cache_dir;
+use toolwright_tests::programs::{IMPOSTOR, PROBE};
+
+struct User {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+}
+
+impl User {
+    fn new() -> User {
+        let user = User {
+            home: tempfile::tempdir().unwrap(),
+            ws: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(user.ws.path().join("readme"), "hello").unwrap();
+        user
+    }
+
+    fn config(&self) -> PathBuf {
+        self.home.path().join(".config/toolwright")
+    }
+
+    fn installed(&self) -> PathBuf {
+        self.config().join("plugins/toolwright-test-probe.wasm")
+    }
+
+    fn lockfile(&self) -> PathBuf {
+        self.config().join("toolwright.lock")
+    }
+
+    fn policy(&self) -> PathBuf {
+        self.config().join("toolwright.toml")
+    }
+
+    /// `toolwright ARGS` as this user (no terminal: nothing is asked).
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+            .args(args)
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path().join(".config"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// `toolwright ARGS`, which must succeed: its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "toolwright {args:?}:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn cache(&self) -> String {
+        test_cache_dir().to_string_lossy().into_owned()
+    }
+
+    /// The probe reading the workspace's readme under `toolwright exec`: (isError, text) and stderr.
+    fn read_readme(&self) -> ((bool, String), String) {
+        let calls = self.ws.path().join("calls.json");
+        let target = self.ws.path().join("readme");
+        let call = json!({"toolCalls": [{"id": "1", "name": "probe",
+            "arguments": {"action": "read", "target": target}}]});
+        std::fs::write(&calls, call.to_string()).unwrap();
+        let cwd = self.ws.path().to_string_lossy().into_owned();
+        let args = [
+            "exec",
+            calls.to_str().unwrap(),
+            "--json",
+            "--cwd",
+            &cwd,
+            "--cache-dir",
+            &self.cache(),
+        ];
+        let out = self.run(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let end: Value = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|e| e["type"] == "tool_execution_end")
+            .unwrap();
+        let text = end["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+        (
+            (end["isError"] == true, text),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    }
+
+    /// The tools `toolwright mcp` lists to a client.
+    fn mcp_tools(&self) -> Vec<String> {
+        use std::io::{BufRead, BufReader, Write};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+            .args([
+                "mcp",
+                "--watch-plugins",
+                "0",
+                "--cache-dir",
+                &self.cache(),
+                "--cwd",
+            ])
+            .arg(self.ws.path())
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path().join(".config"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        ] {
+            writeln!(stdin, "{message}").unwrap();
+        }
+        stdin.flush().unwrap();
+        let mut tools = Vec::new();
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if message["id"] == 2 {
+                tools = message["result"]["tools"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t["name"].as_str().unwrap().to_owned())
+                    .collect();
+                break;
+            }
+        }
+        drop(stdin);
+        let _ = child.kill();
+        let _ = child.wait();
+        tools
+    }
+
+    fn listing(&self) -> Output {
+        let cwd = self.ws.path().to_string_lossy().into_owned();
+        self.run(&["plugins", "--cwd", &cwd, "--cache-dir", &self.cache()])
+    }
+}
+
+fn add(user: &User, file: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["plugins", "add", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let cache = user.cache();
+    args.extend(["--cache-dir", &cache]);
+    user.ok(&args)
+}
+
+fn held_message(user: &User) -> String {
+    let out = user.listing();
+    assert_eq!(out.status.code(), Some(1), "a held plugin makes `plugins` fail");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn an_added_plugin_runs_with_what_was_granted_and_is_held_once_it_changes() {
+    let user = User::new();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    let added = add(&user, &source, &["--grant", "read=."]);
+    assert!(
+        added.contains("requests: read files below . (because: reads what the test asks)"),
+        "{added}"
+    );
+    assert!(added.contains("granted: read files below ."), "{added}");
+    let policy = std::fs::read_to_string(user.policy()).unwrap();
+    assert!(
+        policy.contains("[plugins.toolwright-test-probe]\nread = [\".\"]\nsha256 = \""),
+        "{policy}"
+    );
+    let lock = std::fs::read_to_string(user.lockfile()).unwrap();
+    assert!(
+        lock.contains("[plugins.toolwright-test-probe.tools.probe]"),
+        "{lock}"
+    );
+    assert_eq!(user.read_readme().0, (false, "read 5 bytes".into()));
+    // Adding it twice is refused.
+    let again = user.run(&["plugins", "add", source.to_str().unwrap()]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("is already installed"));
+
+    // A rebuilt file, same surface (a custom section appended): held, since the policy does not say otherwise.
+    let mut rebuilt = std::fs::read(PROBE).unwrap();
+    rebuilt.extend_from_slice(&custom_section("toolwright-test", b"rebuilt"));
+    std::fs::write(user.installed(), &rebuilt).unwrap();
+    let ((is_error, text), stderr) = user.read_readme();
+    assert!(is_error);
+    assert_eq!(text, "Tool probe not found");
+    assert!(
+        stderr.contains("plugin `toolwright-test-probe` changed since it was approved (file digest changed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("toolwright plugins approve toolwright-test-probe"),
+        "{stderr}"
+    );
+    assert!(!user.mcp_tools().contains(&"probe".to_owned()));
+    // With auto-approve = "same-surface" it runs, with its grant.
+    let mut with_auto = std::fs::read_to_string(user.policy()).unwrap();
+    with_auto.insert_str(0, "auto-approve = \"same-surface\"\n\n");
+    std::fs::write(user.policy(), &with_auto).unwrap();
+    assert_eq!(user.read_readme().0, (false, "read 5 bytes".into()));
+    assert!(user.mcp_tools().contains(&"probe".to_owned()));
+
+    // Another plugin under the same name (the impostor: other descriptions and schema): held even so.
+    std::fs::write(user.installed(), std::fs::read(IMPOSTOR).unwrap()).unwrap();
+    let listing = held_message(&user);
+    assert!(
+        listing.contains("tool `probe`'s description changed"),
+        "{listing}"
+    );
+    assert!(listing.contains("tool `probe`'s schema changed"), "{listing}");
+    assert!(
+        listing.contains("capability no longer requested: write ./out"),
+        "{listing}"
+    );
+    assert_eq!(user.read_readme().0.1, "Tool probe not found");
+    // Approved, it runs: its grants are what they were, the pin and the lockfile now the new file's.
+    let cache = user.cache();
+    let approved = user.ok(&[
+        "plugins",
+        "approve",
+        "toolwright-test-probe",
+        "--cache-dir",
+        &cache,
+    ]);
+    assert!(
+        approved.contains("changed: tool `probe`'s description changed"),
+        "{approved}"
+    );
+    assert!(user.listing().status.success());
+    assert_ne!(user.read_readme().0.1, "Tool probe not found");
+
+    // Removed: file, section and approval.
+    let removed = user.ok(&["plugins", "remove", "toolwright-test-probe"]);
+    assert!(removed.contains("removed toolwright-test-probe"), "{removed}");
+    assert!(!user.installed().exists());
+    assert!(
+        !std::fs::read_to_string(user.policy())
+            .unwrap()
+            .contains("[plugins.toolwright-test-probe]")
+    );
+    assert!(
+        !std::fs::read_to_string(user.lockfile())
+            .unwrap()
+            .contains("toolwright-test-probe")
+    );
+    let again = user.run(&["plugins", "remove", "toolwright-test-probe"]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("toolwright-test-probe is not installed"));
+}
+
+#[test]
+fn update_installs_the_new_file_held_and_shrunk_capabilities_approve_themselves_only_when_allowed() {
+    let user = User::new();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    add(&user, &source, &["--yes"]);
+    let cache = user.cache();
+    assert!(
+        user.ok(&["plugins", "update", "--cache-dir", &cache])
+            .contains("toolwright-test-probe: up to date")
+    );
+    // The source changes (a new release claiming the name): update fetches it, and it is held.
+    std::fs::copy(IMPOSTOR, &source).unwrap();
+    let updated = user.ok(&[
+        "plugins",
+        "update",
+        "toolwright-test-probe",
+        "--cache-dir",
+        &cache,
+    ]);
+    assert!(
+        updated.contains("changed: tool `probe`'s description changed"),
+        "{updated}"
+    );
+    assert!(
+        updated.contains("held until approved: toolwright plugins approve toolwright-test-probe"),
+        "{updated}"
+    );
+    assert_eq!(
+        std::fs::read(user.installed()).unwrap(),
+        std::fs::read(IMPOSTOR).unwrap()
+    );
+    assert_eq!(user.read_readme().0.1, "Tool probe not found");
+
+    // Back to the approved file, but the lockfile recorded one capability more than it asks for now (it shrank).
+    std::fs::copy(PROBE, user.installed()).unwrap();
+    let lock = std::fs::read_to_string(user.lockfile()).unwrap();
+    let shrunk = lock.replacen(
+        "capabilities = [",
+        "capabilities = [\n    \"env SECRET_TOKEN\",",
+        1,
+    );
+    assert_ne!(lock, shrunk);
+    std::fs::write(user.lockfile(), shrunk).unwrap();
+    let listing = held_message(&user);
+    assert!(
+        listing.contains("capability no longer requested: env SECRET_TOKEN"),
+        "{listing}"
+    );
+    let policy = std::fs::read_to_string(user.policy()).unwrap();
+    std::fs::write(
+        user.policy(),
+        format!("auto-approve = \"same-surface\"\n{policy}"),
+    )
+    .unwrap();
+    assert_eq!(user.read_readme().0, (false, "read 5 bytes".into()));
+}
+
+#[test]
+fn a_broken_lockfile_stops_the_load_and_a_project_cannot_auto_approve() {
+    let user = User::new();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    add(&user, &source, &[]);
+    std::fs::write(
+        user.lockfile(),
+        "version = 1\n[plugins.toolwright-test-probe]\nsha256 = 7\n",
+    )
+    .unwrap();
+    let out = user.listing();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&user.lockfile().display().to_string()),
+        "{stderr}"
+    );
+
+    // A project's toolwright.toml cannot switch auto-approval on for itself.
+    let project = toolwright::policy::Policy::load_with_project(
+        &[],
+        Some(&write_file(
+            user.ws.path(),
+            "toolwright.toml",
+            "auto-approve = \"same-surface\"\n",
+        )),
+        &user.ws.path().to_string_lossy(),
+        None,
+    )
+    .unwrap();
+    assert_eq!(project.auto_approve, None);
+    assert!(
+        project.ignored[0].starts_with("auto-approve"),
+        "{:?}",
+        project.ignored
+    );
+}
+
+fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A custom section (id 0) named `name`: appended to a component, it changes the file, not what it does.
+fn custom_section(name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                break;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb(name.len(), &mut body);
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    let mut section = vec![0];
+    leb(body.len(), &mut section);
+    section.extend(body);
+    section
+}
