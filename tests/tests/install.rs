@@ -3,7 +3,8 @@
 //! approval; a plugin whose file, capabilities or tool surface changed afterwards is held (its tools withheld,
 //! under `exec` and under `mcp`) until `plugins approve`; `auto-approve = "same-surface"` lets a rebuilt file
 //! with the same surface through, and nothing else; `update` and `remove` complete the set; a broken lockfile
-//! stops the load rather than approving anything.
+//! stops the load rather than approving anything. A real OCI registry on loopback (Debian's `docker-registry`, which
+//! `.ci/run` installs) takes `plugins publish`, `plugins add oci://…` and `plugins update` end to end.
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
 
@@ -395,4 +396,149 @@ fn custom_section(name: &str, payload: &[u8]) -> Vec<u8> {
     leb(body.len(), &mut section);
     section.extend(body);
     section
+}
+
+/// A `docker-registry` serving on a free loopback port for one test; stopped when dropped.
+struct Registry {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start() -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run docker-registry (Debian's docker-registry package; .ci/run installs it)");
+        let registry = Registry {
+            child,
+            port,
+            _dir: dir,
+        };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return registry;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("docker-registry did not listen on 127.0.0.1:{port}");
+    }
+
+    fn reference(&self, repo: &str) -> String {
+        format!("oci://127.0.0.1:{}/{repo}", self.port)
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_plugin_from_a_real_registry_is_installed_pinned_and_held_after_a_release_that_asks_for_more() {
+    let registry = Registry::start();
+    let user = User::new();
+    let cache = user.cache();
+    let tag = registry.reference("toolwright/probe:latest");
+    // Release 1 (the impostor build: few capabilities), published with our own client.
+    let first = user.home.path().join("release-1.wasm");
+    std::fs::copy(IMPOSTOR, &first).unwrap();
+    let published = user.ok(&[
+        "plugins",
+        "publish",
+        first.to_str().unwrap(),
+        &tag,
+        "--cache-dir",
+        &cache,
+    ]);
+    assert!(
+        published.contains(&format!(
+            "published toolwright-test-probe 0.1.0 to {tag} (sha256:"
+        )),
+        "{published}"
+    );
+    let added = user.ok(&["plugins", "add", &tag, "--yes", "--cache-dir", &cache]);
+    assert!(added.contains("installed toolwright-test-probe"), "{added}");
+    let lock = std::fs::read_to_string(user.lockfile()).unwrap();
+    assert!(lock.contains(&format!("source = \"{tag}\"")), "{lock}");
+    assert!(lock.contains("resolved = \"sha256:"), "{lock}");
+    assert_eq!(
+        std::fs::read(user.installed()).unwrap(),
+        std::fs::read(IMPOSTOR).unwrap()
+    );
+    assert_ne!(user.read_readme().0.1, "Tool probe not found");
+    // Pinned by digest: the same digest installs the same bytes.
+    let digest = published
+        .rsplit_once("(sha256:")
+        .unwrap()
+        .1
+        .split(')')
+        .next()
+        .unwrap()
+        .to_owned();
+    let by_digest = registry.reference(&format!("toolwright/probe@sha256:{digest}"));
+    let other = User::new();
+    other.ok(&["plugins", "add", &by_digest, "--cache-dir", &cache]);
+    assert_eq!(
+        std::fs::read(other.installed()).unwrap(),
+        std::fs::read(IMPOSTOR).unwrap()
+    );
+
+    // Release 2 under the same tag asks for more (writes, programs) and describes its tool otherwise.
+    let second = user.home.path().join("release-2.wasm");
+    std::fs::copy(PROBE, &second).unwrap();
+    user.ok(&[
+        "plugins",
+        "publish",
+        second.to_str().unwrap(),
+        &tag,
+        "--cache-dir",
+        &cache,
+    ]);
+    let updated = user.ok(&["plugins", "update", "--cache-dir", &cache]);
+    assert!(
+        updated.contains("changed: new capability: write ./out"),
+        "{updated}"
+    );
+    assert!(
+        updated.contains("changed: tool `probe`'s description changed"),
+        "{updated}"
+    );
+    // Held: under exec and under mcp, until approved.
+    let ((is_error, text), stderr) = user.read_readme();
+    assert!(is_error && text == "Tool probe not found", "{text}");
+    assert!(stderr.contains("new capability: spawn /bin/echo"), "{stderr}");
+    assert!(!user.mcp_tools().contains(&"probe".to_owned()));
+    let approved = user.ok(&[
+        "plugins",
+        "approve",
+        "toolwright-test-probe",
+        "--cache-dir",
+        &cache,
+    ]);
+    assert!(approved.contains("granted: nothing"), "{approved}");
+    assert_eq!(user.read_readme().0, (false, "read 5 bytes".into()));
+    assert!(user.mcp_tools().contains(&"probe".to_owned()));
+    // (Only a loopback registry is spoken to in plain HTTP: `oci::tests`, without leaving loopback.)
 }

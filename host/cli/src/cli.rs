@@ -6,6 +6,7 @@ mod exec;
 mod install;
 mod mcp;
 mod new;
+mod oci;
 mod plugins;
 mod registry;
 mod wit;

@@ -1,6 +1,6 @@
 //! `toolwright plugins add|approve|update|remove`: installing plugins people can trust over time.
 //!
-//! `add` fetches a plugin (a `.wasm` file; OCI registries are not reached yet), runs `toolwright check` on
+//! `add` fetches a plugin (a `.wasm` file, or `oci://HOST/REPO:TAG` through [`super::oci`]), runs `toolwright check` on
 //! it, shows its tools and every capability it requests with its reason, and asks which to grant (`--grant`,
 //! `--yes`, or a terminal prompt; nothing by default). It installs the file into the user's plugin directory (the
 //! project's with `--project`), writes the grant pinned by digest into the policy file (`[plugins.NAME]`, edited
@@ -19,14 +19,31 @@ use toolwright::wasm::lock::{self, LockEntry, Lockfile};
 /// `toolwright plugins` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum PluginsCommand {
-    /// Install a plugin from a `.wasm` file, grant what you choose of what it requests, and record the approval.
+    /// Install a plugin from a `.wasm` file or an OCI registry (`oci://HOST/REPO:TAG`, `oci://HOST/REPO@sha256:…`),
+    /// grant what you choose of what it requests, and record the approval.
     Add(AddArgs),
     /// Approve an installed plugin as it is now (after it changed), updating its pin and its lockfile entry.
     Approve(ApproveArgs),
-    /// Fetch installed plugins again from their sources; a changed plugin is held until approved.
+    /// Fetch installed plugins again from their sources (re-resolving a tag); a changed plugin is held until
+    /// approved.
     Update(UpdateArgs),
     /// Uninstall a plugin: its file, its policy section and its lockfile entry.
     Remove(RemoveArgs),
+    /// Publish a plugin file to an OCI registry as a wasm artifact (the layout `wkg oci push` writes), after the
+    /// checks of `toolwright check`.
+    Publish(PublishArgs),
+}
+
+/// Arguments of `plugins publish`.
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The `.wasm` file.
+    file: PathBuf,
+    /// Where to: `oci://HOST/REPO:TAG` (plain HTTP only for loopback).
+    target: String,
+    /// Where compiled plugins are cached (default: `$TOOLWRIGHT_CACHE_DIR` or `~/.cache/toolwright/components`).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 /// Where an installation goes.
@@ -65,7 +82,7 @@ pub struct GrantArgs {
 /// Arguments of `plugins add`.
 #[derive(Debug, Args)]
 pub struct AddArgs {
-    /// A `.wasm` file.
+    /// A `.wasm` file, or `oci://HOST/REPO:TAG` / `oci://HOST/REPO@sha256:DIGEST` (plain HTTP only for loopback).
     source: String,
     #[command(flatten)]
     grant: GrantArgs,
@@ -165,7 +182,22 @@ pub fn run(command: PluginsCommand) -> anyhow::Result<ExitCode> {
         PluginsCommand::Approve(args) => approve(args),
         PluginsCommand::Update(args) => update(args),
         PluginsCommand::Remove(args) => remove(args),
+        PluginsCommand::Publish(args) => publish(args),
     }
+}
+
+fn publish(args: PublishArgs) -> anyhow::Result<ExitCode> {
+    let cache = Some(args.cache_dir.unwrap_or_else(toolwright::wasm::default_cache_dir));
+    let plugin = checked(&args.file, cache)?;
+    let bytes = std::fs::read(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
+    let digest = super::oci::push(&bytes, &args.target)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "published {} {} to {} ({digest}); install it with: toolwright plugins add {}",
+        plugin.metadata.name, plugin.metadata.version, args.target, args.target
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A plugin file fetched from its source: its bytes and what the source resolved to.
@@ -179,10 +211,12 @@ struct Fetched {
 
 fn fetch(source: &str) -> anyhow::Result<Fetched> {
     if source.starts_with("oci://") {
-        bail!(
-            "{source}: this toolwright cannot fetch from OCI registries yet; pull the component with `wkg oci pull` \
-             (or `oras pull`) and add the file"
-        );
+        let pulled = super::oci::pull(source)?;
+        return Ok(Fetched {
+            bytes: pulled.bytes,
+            resolved: pulled.manifest_digest,
+            source: source.to_owned(),
+        });
     }
     let path = std::path::absolute(source).unwrap_or_else(|_| PathBuf::from(source));
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
