@@ -231,6 +231,22 @@ fn an_added_plugin_runs_with_what_was_granted_and_is_held_once_it_changes() {
         listing.contains("tool `probe`'s description changed"),
         "{listing}"
     );
+    // The same for programs: `plugins --json` lists what is held, what changed and how to approve it.
+    let cwd = user.ws.path().to_string_lossy().into_owned();
+    let json = user.run(&["plugins", "--json", "--cwd", &cwd, "--cache-dir", &user.cache()]);
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["held"][0]["name"], "toolwright-test-probe");
+    assert_eq!(
+        report["held"][0]["approve"],
+        "toolwright plugins approve toolwright-test-probe"
+    );
+    let changes: Vec<&str> = report["held"][0]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(changes.contains(&"tool `probe`'s schema changed"), "{changes:?}");
     assert!(listing.contains("tool `probe`'s schema changed"), "{listing}");
     assert!(
         listing.contains("capability no longer requested: write ./out"),

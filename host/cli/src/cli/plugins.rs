@@ -132,12 +132,32 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                 })
             })
             .collect();
+        // Plugins held by their lockfile, for programs: what changed, and the command that approves it.
+        let held: Vec<_> = toolset
+            .errors
+            .iter()
+            .filter_map(|e| match e {
+                toolwright::wasm::PluginError::Held {
+                    path,
+                    name,
+                    changes,
+                    lockfile,
+                } => Some(json!({
+                    "name": name,
+                    "path": path,
+                    "changes": changes,
+                    "lockfile": lockfile,
+                    "approve": format!("toolwright plugins approve {name}"),
+                })),
+                _ => None,
+            })
+            .collect();
         let mut errors: Vec<String> = toolset.errors.iter().map(ToString::to_string).collect();
         errors.extend(problems.iter().cloned());
         writeln!(
             out,
             "{}",
-            json!({"plugins": plugins, "errors": errors, "warnings": warnings,
+            json!({"plugins": plugins, "held": held, "errors": errors, "warnings": warnings,
                 "ignoredFromProject": toolset.policy.ignored})
         )?;
         return Ok(code);
