@@ -67,6 +67,20 @@ pub mod programs {
     }
 }
 pub mod mcp;
+
+/// The text blocks of an MCP or pi `content` array, joined by newlines.
+pub fn text_of(content: &serde_json::Value) -> String {
+    content
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
 pub mod normalize;
 pub mod scenario;
 pub mod workspace;

@@ -1,9 +1,12 @@
-//! Running `toolwright mcp --http` for a test, and the pinned Node tools that drive it: Node 22, the official MCP
-//! conformance suite and the MCP Inspector (`tests/mcp/node/package.json` and its lockfile).
+//! Running `toolwright mcp` for a test (over stdio, and with `--http`), and the pinned Node tools that drive it:
+//! Node 22, the official MCP conformance suite and the MCP Inspector (`tests/mcp/node/package.json` and its
+//! lockfile).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
 
 /// A `toolwright mcp --http 127.0.0.1:0` process, killed when dropped.
 pub struct HttpServer {
@@ -145,4 +148,117 @@ pub fn node_command(tools: &Path, binary: &str) -> Command {
     let mut command = Command::new(bin.join(binary));
     command.env("PATH", format!("{}:{path}", bin.display()));
     command
+}
+
+/// `toolwright mcp` over stdio, initialised (as a 2025-06-18 client), killed when dropped.
+pub struct StdioServer {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+    /// Responses read while waiting for another one.
+    early: std::collections::HashMap<i64, Value>,
+    /// The notifications read so far.
+    pub notifications: Vec<Value>,
+}
+
+impl StdioServer {
+    /// Start `binary mcp --watch-plugins 0 ARGS…` and initialise it. `TOOLWRIGHT_TEST_LOG=debug` shows the
+    /// server's log (its `TOOLWRIGHT_LOG`) on the test's stderr.
+    pub fn start(binary: &Path, args: &[String]) -> StdioServer {
+        Self::start_with(
+            Command::new(binary)
+                .args(["mcp", "--watch-plugins", "0"])
+                .args(args),
+        )
+    }
+
+    /// [`StdioServer::start`] for a command already given its arguments and environment.
+    pub fn start_with(command: &mut Command) -> StdioServer {
+        let log = std::env::var_os("TOOLWRIGHT_TEST_LOG");
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(match log {
+                Some(_) => Stdio::inherit(),
+                None => Stdio::null(),
+            })
+            .env(
+                "TOOLWRIGHT_LOG",
+                std::env::var_os("TOOLWRIGHT_TEST_LOG").unwrap_or_default(),
+            )
+            .spawn()
+            .expect("toolwright mcp starts");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut server = StdioServer {
+            child,
+            stdin,
+            stdout,
+            early: Default::default(),
+            notifications: Vec::new(),
+        };
+        server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "toolwright-tests", "version": "1"}}}));
+        let init = server.response(0);
+        assert_eq!(init["result"]["serverInfo"]["name"], "toolwright", "{init}");
+        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    /// Send one message.
+    pub fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("the server reads its input");
+        stdin.flush().expect("the server reads its input");
+    }
+
+    /// Send `tools/call` of `tool` with `args` as request `id`, without waiting.
+    pub fn call(&mut self, id: i64, tool: &str, args: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}));
+    }
+
+    /// The response with `id`, keeping notifications and other responses for later.
+    pub fn response(&mut self, id: i64) -> Value {
+        if let Some(message) = self.early.remove(&id) {
+            return message;
+        }
+        loop {
+            let mut line = String::new();
+            let read = self
+                .stdout
+                .read_line(&mut line)
+                .expect("the server's output reads");
+            assert!(read > 0, "the server closed its output");
+            let message: Value = serde_json::from_str(&line).expect("a JSON-RPC message per line");
+            match message["id"].as_i64() {
+                Some(found) if found == id => return message,
+                Some(other) => {
+                    self.early.insert(other, message);
+                }
+                None => self.notifications.push(message),
+            }
+        }
+    }
+
+    /// Call and wait: (isError, the text blocks joined by newlines).
+    pub fn run(&mut self, id: i64, tool: &str, args: Value) -> (bool, String) {
+        self.call(id, tool, args);
+        let answer = self.response(id);
+        let result = &answer["result"];
+        assert!(result.is_object(), "{answer}");
+        (result["isError"] == true, crate::text_of(&result["content"]))
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for StdioServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

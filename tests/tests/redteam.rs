@@ -5,14 +5,15 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a failure with a message.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolwright_tests::golden::test_cache_dir;
+use toolwright_tests::mcp::StdioServer as Mcp;
 use toolwright_tests::programs::PROBE;
+use toolwright_tests::text_of;
 
 const PROBE_NAME: &str = "toolwright-test-probe";
 
@@ -93,121 +94,7 @@ impl Setup {
     }
 
     fn mcp(&self) -> Mcp {
-        Mcp::start(&self.args())
-    }
-}
-
-fn text_of(content: &Value) -> String {
-    content
-        .as_array()
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
-}
-
-/// `toolwright mcp` over stdio.
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    /// Responses read while waiting for another one.
-    early: std::collections::HashMap<i64, Value>,
-    /// The notifications read so far.
-    notifications: Vec<Value>,
-}
-
-impl Mcp {
-    fn start(args: &[String]) -> Mcp {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
-            .arg("mcp")
-            .args(["--watch-plugins", "0"])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            // REDTEAM_LOG=debug shows the server's log (TOOLWRIGHT_LOG) on the test's stderr.
-            .stderr(match std::env::var_os("REDTEAM_LOG") {
-                Some(_) => Stdio::inherit(),
-                None => Stdio::null(),
-            })
-            .env(
-                "TOOLWRIGHT_LOG",
-                std::env::var_os("REDTEAM_LOG").unwrap_or_default(),
-            )
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut server = Mcp {
-            child,
-            stdin,
-            stdout,
-            early: Default::default(),
-            notifications: Vec::new(),
-        };
-        server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "redteam", "version": "1"}}}));
-        let init = server.response(0);
-        assert_eq!(init["result"]["serverInfo"]["name"], "toolwright", "{init}");
-        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        server
-    }
-
-    fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{message}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn call(&mut self, id: i64, args: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "probe", "arguments": args}}));
-    }
-
-    /// The response with `id`, skipping notifications and keeping other responses for later.
-    fn response(&mut self, id: i64) -> Value {
-        if let Some(message) = self.early.remove(&id) {
-            return message;
-        }
-        loop {
-            let mut line = String::new();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "the server closed its output"
-            );
-            let message: Value = serde_json::from_str(&line).unwrap();
-            match message["id"].as_i64() {
-                Some(found) if found == id => return message,
-                Some(other) => {
-                    self.early.insert(other, message);
-                }
-                None => self.notifications.push(message),
-            }
-        }
-    }
-
-    /// Call and wait: (isError, text).
-    fn run(&mut self, id: i64, args: Value) -> (bool, String) {
-        self.call(id, args);
-        let answer = self.response(id);
-        let result = &answer["result"];
-        assert!(result.is_object(), "{answer}");
-        (result["isError"] == true, text_of(&result["content"]))
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Mcp::start(Path::new(env!("CARGO_BIN_EXE_toolwright-cli")), &self.args())
     }
 }
 
@@ -232,10 +119,16 @@ fn a_busy_loop_is_stopped_at_its_deadline_under_exec_and_mcp() {
 
     let mut mcp = setup.mcp();
     let started = Instant::now();
-    assert_eq!(mcp.run(1, json!({"action": "loop"})), (true, stopped_at(500)));
+    assert_eq!(
+        mcp.run(1, "probe", json!({"action": "loop"})),
+        (true, stopped_at(500))
+    );
     let took = started.elapsed();
     assert!(took < Duration::from_secs(5), "the loop under mcp took {took:?}");
-    assert_eq!(mcp.run(2, json!({"action": "print"})), (false, "printed".into()));
+    assert_eq!(
+        mcp.run(2, "probe", json!({"action": "print"})),
+        (false, "printed".into())
+    );
 }
 
 /// The resident-memory high-water mark of a process, in bytes.
@@ -251,7 +144,7 @@ fn six_parallel_huge_results_stay_under_the_host_memory_cap_under_mcp() {
     let setup = setup("[plugins.toolwright-test-probe]\n");
     let mut mcp = setup.mcp();
     for id in 1..=6 {
-        mcp.call(id, json!({"action": "big", "mib": 100}));
+        mcp.call(id, "probe", json!({"action": "big", "mib": 100}));
     }
     for id in 1..=6 {
         let answer = mcp.response(id);
@@ -280,7 +173,7 @@ fn six_parallel_huge_results_stay_under_the_host_memory_cap_under_mcp() {
     }
     let peak = peak_rss(mcp.pid());
     assert!(peak < 512 << 20, "peak RSS {} MiB", peak >> 20);
-    assert!(!mcp.run(7, json!({"action": "big", "mib": 1})).0);
+    assert!(!mcp.run(7, "probe", json!({"action": "big", "mib": 1})).0);
 }
 
 #[test]
@@ -342,6 +235,7 @@ fn a_cancelled_call_under_mcp_leaves_no_process_behind() {
     let mut mcp = setup.mcp();
     mcp.call(
         1,
+        "probe",
         json!({"action": "spawn", "target": "/bin/sh", "args": ["-c", script]}),
     );
     let until = Instant::now() + Duration::from_secs(10);
@@ -358,7 +252,10 @@ fn a_cancelled_call_under_mcp_leaves_no_process_behind() {
     }
     let left: Vec<_> = pids.iter().filter(|p| alive(**p)).collect();
     assert!(left.is_empty(), "still running after the cancel: {left:?}");
-    assert_eq!(mcp.run(2, json!({"action": "print"})), (false, "printed".into()));
+    assert_eq!(
+        mcp.run(2, "probe", json!({"action": "print"})),
+        (false, "printed".into())
+    );
 }
 
 /// A plugin directory holding the probe and `program`, under `timeout-ms` for the probe.
@@ -402,7 +299,10 @@ fn a_plugin_that_loops_while_describing_itself_does_not_hold_the_start_hostage()
     let started = Instant::now();
     let mut mcp = setup.mcp();
     assert!(started.elapsed() < Duration::from_secs(15));
-    assert_eq!(mcp.run(1, json!({"action": "print"})), (false, "printed".into()));
+    assert_eq!(
+        mcp.run(1, "probe", json!({"action": "print"})),
+        (false, "printed".into())
+    );
 }
 
 #[test]
@@ -438,12 +338,15 @@ fn a_self_referencing_schema_is_refused_at_load_and_the_host_serves_on() {
     assert!(stdout.contains("Tool loop_ref not found"), "{stdout}");
     assert!(stdout.contains("printed"), "{stdout}");
 
-    let mut mcp = Mcp::start(&args);
+    let mut mcp = Mcp::start(Path::new(env!("CARGO_BIN_EXE_toolwright-cli")), &args);
     mcp.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "loop_ref", "arguments": {}}}));
     let answer = mcp.response(1);
     assert!(answer.to_string().contains("loop_ref"), "{answer}");
-    assert_eq!(mcp.run(2, json!({"action": "print"})), (false, "printed".into()));
+    assert_eq!(
+        mcp.run(2, "probe", json!({"action": "print"})),
+        (false, "printed".into())
+    );
 }
 
 #[test]
@@ -492,12 +395,13 @@ fn a_granted_program_stays_what_was_granted_and_reaches_only_the_grants_under_ex
     assert_eq!(by_exec[3], (false, "hi\n".into()));
     let mut mcp = setup.mcp();
     assert_eq!(
-        mcp.run(1, spawn("echo", json!({"PATH": out_dir}), json!(["hi"]))),
+        mcp.run(1, "probe", spawn("echo", json!({"PATH": out_dir}), json!(["hi"]))),
         (true, refusal("PATH"))
     );
     assert_eq!(
         mcp.run(
             2,
+            "probe",
             spawn(
                 "echo",
                 json!({"LD_PRELOAD": format!("{out_dir}/evil.so")}),
@@ -509,6 +413,7 @@ fn a_granted_program_stays_what_was_granted_and_reaches_only_the_grants_under_ex
     assert_eq!(
         mcp.run(
             3,
+            "probe",
             spawn("git", json!({}), json!(["-c", "alias.x=!sh -c id", "x"]))
         ),
         (
@@ -521,11 +426,11 @@ fn a_granted_program_stays_what_was_granted_and_reaches_only_the_grants_under_ex
     );
     if toolwright::native::landlock_abi() >= 4 {
         assert_eq!(
-            mcp.run(4, spawn("cat", json!({}), json!([ws.join("a.txt")]))),
+            mcp.run(4, "probe", spawn("cat", json!({}), json!([ws.join("a.txt")]))),
             (false, "inside".into())
         );
         assert_eq!(
-            mcp.run(5, spawn("cat", json!({}), json!([outside.path()]))),
+            mcp.run(5, "probe", spawn("cat", json!({}), json!([outside.path()]))),
             (
                 false,
                 format!("cat: {}: Permission denied\n", outside.path().display())
@@ -533,7 +438,7 @@ fn a_granted_program_stays_what_was_granted_and_reaches_only_the_grants_under_ex
         );
     }
     assert_eq!(
-        mcp.run(6, spawn("echo", json!({}), json!(["hi"]))),
+        mcp.run(6, "probe", spawn("echo", json!({}), json!(["hi"]))),
         (false, "hi\n".into())
     );
     assert_eq!(std::fs::read_to_string(outside.path()).unwrap(), "secret");
@@ -567,7 +472,7 @@ fn a_look_ahead_pattern_is_enforced_under_exec_and_mcp() {
     assert!(stdout.contains(refused), "{stdout}");
     assert!(stdout.contains("raw ok"), "{stdout}");
 
-    let mut mcp = Mcp::start(&args);
+    let mut mcp = Mcp::start(Path::new(env!("CARGO_BIN_EXE_toolwright-cli")), &args);
     let guarded = |id: i64, name: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "guarded", "arguments": {"name": name}}})
@@ -594,7 +499,7 @@ fn a_log_flood_reaches_an_mcp_client_bounded_and_cut_and_the_server_serves_on() 
     mcp.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "debug"}}));
     mcp.response(1);
     assert_eq!(
-        mcp.run(2, json!({"action": "logflood"})),
+        mcp.run(2, "probe", json!({"action": "logflood"})),
         (false, "logged".into())
     );
     let lines: Vec<&str> = mcp
@@ -628,7 +533,10 @@ fn a_log_flood_reaches_an_mcp_client_bounded_and_cut_and_the_server_serves_on() 
         2000,
         "every line is delivered or counted as dropped"
     );
-    assert_eq!(mcp.run(3, json!({"action": "print"})), (false, "printed".into()));
+    assert_eq!(
+        mcp.run(3, "probe", json!({"action": "print"})),
+        (false, "printed".into())
+    );
 }
 
 /// A plugin's rendering for people (pi's `renderCall`) that never returns cannot hang `toolwright exec` on a

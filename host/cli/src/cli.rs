@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch. Only the binary uses `clap` and `anyhow`.
 
+mod audit;
 mod cache;
 mod check;
 mod exec;
@@ -29,6 +30,8 @@ struct Cli {
 enum Command {
     /// Run one batch of tool calls (as one assistant message carries them) and print the events.
     Exec(exec::ExecArgs),
+    /// Print the audit log for people: one line per call, with its decision path, spawns and connections.
+    Audit(audit::AuditArgs),
     /// List the plugins: versions, tools, what each requests and why, and what failed to load.
     Plugins(plugins::PluginsArgs),
     /// List every registered tool: source, exposure, whether it is active, declared and callable, annotations,
@@ -212,17 +215,25 @@ impl ToolArgs {
         }
     }
 
-    /// The session for `cwd` with these options, running batches in `mode`: plugins that failed to load,
-    /// built-ins replaced by plugins and failed loadout hooks reported on stderr.
+    /// The session for `cwd` with these options, running batches in `mode`, writing the audit log `audit_log`
+    /// too: plugins that failed to load, built-ins replaced by plugins and failed loadout hooks reported on
+    /// stderr.
     pub fn session(
         &self,
         cwd: &std::path::Path,
         mode: toolwright::ExecutionMode,
+        audit_log: Option<&std::path::Path>,
     ) -> anyhow::Result<toolwright::Session> {
         let mut builder = toolwright::Session::builder(cwd)
             .options(self.options(cwd))
             .selection(self.selection())
             .execution_mode(mode);
+        if let Some(path) = audit_log {
+            // Relative to where the command runs, not to the workspace (`--cwd`).
+            let path = std::path::absolute(path)
+                .with_context(|| format!("--audit-log {}: cannot make the path absolute", path.display()))?;
+            builder = builder.audit_log(path);
+        }
         for (tool, exposure) in &self.expose {
             builder = builder.expose(tool.clone(), *exposure);
         }
@@ -310,6 +321,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Exec(args) => exec::run(args),
+        Command::Audit(args) => audit::run(args),
         Command::Plugins(args) => plugins::run(args),
         Command::Tools(args) => registry::tools(args),
         Command::Prompt(args) => registry::prompt(args),

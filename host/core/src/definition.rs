@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 
+use crate::audit::{Origin, OriginKind, Runtime};
 use crate::tool::{
     AgentTool, BoxFuture, PrepareArguments, ToolError, ToolExecution, ToolExecutor, UpdateSink,
 };
@@ -142,6 +143,26 @@ pub enum ToolSource {
         /// The `.wasm` file.
         path: PathBuf,
     },
+}
+
+impl ToolSource {
+    /// The audit log's origin of a tool from this source, when whoever made it said nothing more.
+    pub fn origin(&self) -> Origin {
+        match self {
+            ToolSource::Builtin => Origin::default(),
+            ToolSource::Embedder => Origin {
+                kind: OriginKind::Embedder,
+                ..Default::default()
+            },
+            ToolSource::Plugin { path } => Origin {
+                kind: OriginKind::Plugin,
+                runtime: Runtime::Wasm,
+                plugin: path.file_stem().map(|s| s.to_string_lossy().into_owned()),
+                grants: Some(Vec::new()),
+                ..Default::default()
+            },
+        }
+    }
 }
 
 /// How a tool's UI frame is drawn (pi's `renderShell`).
@@ -280,6 +301,8 @@ pub struct ToolDefinition {
     pub render_result: Option<RenderResult>,
     /// Where the tool came from.
     pub source: ToolSource,
+    /// What the audit log says runs it (plugin, digest, grants); `None`: what [`ToolSource::origin`] says.
+    pub origin: Option<Arc<Origin>>,
     /// The code.
     pub execute: Arc<dyn DefinitionExecutor>,
 }
@@ -314,6 +337,7 @@ impl ToolDefinition {
             render_call: None,
             render_result: None,
             source: ToolSource::Embedder,
+            origin: None,
             execute: Arc::new(execute),
         }
     }
@@ -388,7 +412,13 @@ pub fn wrap_tool_definition(definition: &ToolDefinition, ctx_factory: Option<Con
         Arc::new(executor),
     )
     .with_label(definition.label.clone())
-    .with_prepare_arguments_shared(definition.prepare_arguments.clone());
+    .with_prepare_arguments_shared(definition.prepare_arguments.clone())
+    .with_origin(
+        definition
+            .origin
+            .clone()
+            .unwrap_or_else(|| Arc::new(definition.source.origin())),
+    );
     if let Some(schema) = &definition.output_schema {
         tool = tool.with_output_schema(schema.clone());
     }
@@ -415,6 +445,7 @@ pub fn definition_from_agent_tool(tool: &AgentTool) -> ToolDefinition {
     definition.constrained_sampling = tool.constrained_sampling().cloned();
     definition.prepare_arguments = tool.prepare_arguments().cloned();
     definition.execution_mode = tool.execution_mode();
+    definition.origin = tool.origin().cloned();
     definition
 }
 

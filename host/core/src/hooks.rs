@@ -8,8 +8,12 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::{Stage, Step, Trail, Verdict};
 use crate::tool::{BoxFuture, ToolError};
 use crate::types::{AssistantMessage, Content, ToolCall, ToolResult, Usage};
+
+/// What the model reads when a hook blocks a call without a reason (pi's text).
+pub const BLOCKED: &str = "Tool execution was blocked";
 
 /// What a `before_tool_call` hook sees: the call after validation, before execution.
 #[derive(Debug, Clone)]
@@ -23,6 +27,9 @@ pub struct BeforeToolCallContext {
     pub args: Value,
     /// The calling tool's call id, for nested calls only.
     pub parent_tool_call_id: Option<String>,
+    /// The call's decision path for the audit log: a hook that decides for several parties (a handler-plugin
+    /// hook, one step per plugin) records its own [`Step`]s; a [`HookChain`] names the others.
+    pub trail: Trail,
 }
 
 /// What a `before_tool_call` hook decides.
@@ -73,6 +80,8 @@ pub struct AfterToolCallContext {
     pub is_error: bool,
     /// The calling tool's call id, for nested calls only.
     pub parent_tool_call_id: Option<String>,
+    /// The call's decision path for the audit log (see [`BeforeToolCallContext::trail`]).
+    pub trail: Trail,
 }
 
 /// Field-by-field replacements an `after_tool_call` hook returns; `None` keeps the executed value.
@@ -132,6 +141,9 @@ where
     Arc::new(move |ctx, cancel| Box::pin(f(ctx, cancel)))
 }
 
+/// A hook with the name the audit log gives it.
+pub type Named<H> = (String, H);
+
 /// Several hooks of each kind, run in the order they were added (pi runs extension handlers in load order).
 ///
 /// - `before_tool_call`: each hook sees the arguments as the previous hooks left them; the first to block (or
@@ -142,10 +154,12 @@ where
 /// A session chains, in this order: the embedder's `before_tool_call` hooks, then the handler plugins'
 /// `tool_call`; after execution, the embedder's `after_tool_call` hooks, then the handler plugins'
 /// `tool_result`, then image normalisation (so the model always gets images it can take).
+///
+/// Each hook has a name, which the audit log's decision path gives it (`embedder hook 1`, `handler plugins`).
 #[derive(Clone, Default)]
 pub struct HookChain {
-    before: Vec<BeforeToolCall>,
-    after: Vec<AfterToolCall>,
+    before: Vec<Named<BeforeToolCall>>,
+    after: Vec<Named<AfterToolCall>>,
 }
 
 impl std::fmt::Debug for HookChain {
@@ -163,14 +177,26 @@ impl HookChain {
         Self::default()
     }
 
-    /// Add a `before_tool_call` hook at the end of the chain.
+    /// Add a `before_tool_call` hook at the end of the chain (named `before_tool_call hook N` in the audit log).
     pub fn push_before(&mut self, hook: BeforeToolCall) {
-        self.before.push(hook);
+        let name = format!("before_tool_call hook {}", self.before.len() + 1);
+        self.before.push((name, hook));
     }
 
-    /// Add an `after_tool_call` hook at the end of the chain.
+    /// Add an `after_tool_call` hook at the end of the chain (named `after_tool_call hook N`).
     pub fn push_after(&mut self, hook: AfterToolCall) {
-        self.after.push(hook);
+        let name = format!("after_tool_call hook {}", self.after.len() + 1);
+        self.after.push((name, hook));
+    }
+
+    /// Add a `before_tool_call` hook named `name` (for the audit log) at the end of the chain.
+    pub fn push_before_named(&mut self, name: impl Into<String>, hook: BeforeToolCall) {
+        self.before.push((name.into(), hook));
+    }
+
+    /// Add an `after_tool_call` hook named `name` at the end of the chain.
+    pub fn push_after_named(&mut self, name: impl Into<String>, hook: AfterToolCall) {
+        self.after.push((name.into(), hook));
     }
 
     /// How many hooks of each kind: `(before, after)`.
@@ -178,8 +204,8 @@ impl HookChain {
         (self.before.len(), self.after.len())
     }
 
-    /// The hooks, in order: `(before, after)`.
-    pub fn into_parts(self) -> (Vec<BeforeToolCall>, Vec<AfterToolCall>) {
+    /// The hooks with their names, in order: `(before, after)`.
+    pub fn into_parts(self) -> (Vec<Named<BeforeToolCall>>, Vec<Named<AfterToolCall>>) {
         (self.before, self.after)
     }
 
@@ -188,11 +214,12 @@ impl HookChain {
         self.before.is_empty() && self.after.is_empty()
     }
 
-    /// The `before_tool_call` hooks as one (`None` without any).
+    /// The `before_tool_call` hooks as one (`None` without any). With the call's trail on, each hook that
+    /// records no step of its own gets one with its name and verdict.
     pub fn before_tool_call(&self) -> Option<BeforeToolCall> {
         match self.before.as_slice() {
             [] => None,
-            [one] => Some(one.clone()),
+            [(name, hook)] => Some(single_before(name.clone(), hook.clone())),
             _ => {
                 let hooks = Arc::new(self.before.clone());
                 Some(Arc::new(
@@ -200,10 +227,21 @@ impl HookChain {
                         let hooks = hooks.clone();
                         Box::pin(async move {
                             let mut args = ctx.args.clone();
-                            for hook in hooks.iter() {
+                            for (name, hook) in hooks.iter() {
                                 let mut seen = ctx.clone();
                                 seen.args = args.clone();
-                                match hook(seen, cancel.clone()).await? {
+                                let recorded = ctx.trail.steps_len();
+                                let decision = recording_panic(
+                                    &ctx.trail,
+                                    name,
+                                    Stage::Before,
+                                    hook(seen, cancel.clone()),
+                                )
+                                .await;
+                                if ctx.trail.is_on() && ctx.trail.steps_len() == recorded {
+                                    ctx.trail.step(before_step(name, &decision, &args));
+                                }
+                                match decision? {
                                     Some(decision) if decision.block => return Ok(Some(decision)),
                                     Some(BeforeToolCallResult { args: Some(new), .. }) => args = new,
                                     Some(_) | None => {}
@@ -217,11 +255,12 @@ impl HookChain {
         }
     }
 
-    /// The `after_tool_call` hooks as one (`None` without any).
+    /// The `after_tool_call` hooks as one (`None` without any). With the call's trail on, each hook that
+    /// changed the result or failed, and recorded no step of its own, gets a step with its name.
     pub fn after_tool_call(&self) -> Option<AfterToolCall> {
         match self.after.as_slice() {
             [] => None,
-            [one] => Some(one.clone()),
+            [(name, hook)] => Some(single_after(name.clone(), hook.clone())),
             _ => {
                 let hooks = Arc::new(self.after.clone());
                 Some(Arc::new(
@@ -230,11 +269,22 @@ impl HookChain {
                         Box::pin(async move {
                             let (mut result, mut is_error) = (ctx.result.clone(), ctx.is_error);
                             let mut changed = false;
-                            for hook in hooks.iter() {
+                            for (name, hook) in hooks.iter() {
                                 let mut seen = ctx.clone();
                                 seen.result = result.clone();
                                 seen.is_error = is_error;
-                                if let Some(after) = hook(seen, cancel.clone()).await? {
+                                let recorded = ctx.trail.steps_len();
+                                let outcome = recording_panic(
+                                    &ctx.trail,
+                                    name,
+                                    Stage::After,
+                                    hook(seen, cancel.clone()),
+                                )
+                                .await;
+                                if ctx.trail.is_on() && ctx.trail.steps_len() == recorded {
+                                    after_step(&ctx.trail, name, &outcome);
+                                }
+                                if let Some(after) = outcome? {
                                     (result, is_error) = merge_after(result, is_error, after);
                                     changed = true;
                                 }
@@ -253,6 +303,84 @@ impl HookChain {
                 ))
             }
         }
+    }
+}
+
+/// Await a hook's `future`; should it panic, record a failed step under its `name` (with the trail on) before
+/// the panic goes on to the pipeline, which turns it into the call's error.
+async fn recording_panic<T>(trail: &Trail, name: &str, stage: Stage, future: BoxFuture<'static, T>) -> T {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(future).catch_unwind().await {
+        Ok(value) => value,
+        Err(panic) => {
+            trail.step(Step::new(name, stage, Verdict::Failed).with_reason("panicked"));
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+/// A chain of one `before_tool_call` hook: the hook itself, its step recorded when the trail is on.
+fn single_before(name: String, hook: BeforeToolCall) -> BeforeToolCall {
+    Arc::new(move |ctx: BeforeToolCallContext, cancel: CancellationToken| {
+        if !ctx.trail.is_on() {
+            return hook(ctx, cancel);
+        }
+        let (trail, args, name, hook) = (ctx.trail.clone(), ctx.args.clone(), name.clone(), hook.clone());
+        Box::pin(async move {
+            let recorded = trail.steps_len();
+            let decision = recording_panic(&trail, &name, Stage::Before, hook(ctx, cancel)).await;
+            if trail.steps_len() == recorded {
+                trail.step(before_step(&name, &decision, &args));
+            }
+            decision
+        })
+    })
+}
+
+/// A chain of one `after_tool_call` hook: the hook itself, a change or failure recorded when the trail is on.
+fn single_after(name: String, hook: AfterToolCall) -> AfterToolCall {
+    Arc::new(move |ctx: AfterToolCallContext, cancel: CancellationToken| {
+        if !ctx.trail.is_on() {
+            return hook(ctx, cancel);
+        }
+        let (trail, name, hook) = (ctx.trail.clone(), name.clone(), hook.clone());
+        Box::pin(async move {
+            let recorded = trail.steps_len();
+            let outcome = recording_panic(&trail, &name, Stage::After, hook(ctx, cancel)).await;
+            if trail.steps_len() == recorded {
+                after_step(&trail, &name, &outcome);
+            }
+            outcome
+        })
+    })
+}
+
+/// Record the step of an `after_tool_call` hook named `name` that returned `outcome`: a change or a failure
+/// (a hook that kept the result leaves no step).
+pub fn after_step(trail: &Trail, name: &str, outcome: &Result<Option<AfterToolCallResult>, ToolError>) {
+    match outcome {
+        Ok(Some(_)) => trail.step(Step::new(name, Stage::After, Verdict::Changed)),
+        Ok(None) => {}
+        Err(e) => trail.step(Step::new(name, Stage::After, Verdict::Failed).with_reason(e.message())),
+    }
+}
+
+/// The step of a `before_tool_call` hook named `name` that decided `decision` on `args`.
+pub fn before_step(
+    name: &str,
+    decision: &Result<Option<BeforeToolCallResult>, ToolError>,
+    args: &Value,
+) -> Step {
+    match decision {
+        Err(e) => Step::new(name, Stage::Before, Verdict::Failed).with_reason(e.message()),
+        Ok(Some(d)) if d.block => {
+            let reason = d.reason.as_deref().filter(|r| !r.is_empty()).unwrap_or(BLOCKED);
+            Step::new(name, Stage::Before, Verdict::Blocked).with_reason(reason)
+        }
+        Ok(Some(BeforeToolCallResult { args: Some(new), .. })) if new != args => {
+            Step::new(name, Stage::Before, Verdict::Rewrote)
+        }
+        Ok(_) => Step::new(name, Stage::Before, Verdict::Allowed),
     }
 }
 

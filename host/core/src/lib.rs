@@ -10,6 +10,8 @@
 //!
 //! - [`types`]: the wire types: [`ToolCall`], [`ToolResult`], [`ToolResultMessage`], [`AgentEvent`].
 //! - [`schema`]: argument validation with pi's coercion rules and error texts; schemas checked before use.
+//! - [`audit`]: the audit log's records ([`AuditRecord`](audit::AuditRecord)), the trail of one call's decisions
+//!   and activity, and the sinks they are written to ([`AuditLog`](audit::AuditLog)).
 //! - [`tool`]: the runtime layer, [`AgentTool`]: what the pipeline runs, and [`ToolError`] with its typed
 //!   [`HostFault`]s.
 //! - [`definition`]: the application layer, [`ToolDefinition`], [`ToolContext`] and the [`ToolCaller`] a
@@ -59,6 +61,7 @@
 //! # });
 //! ```
 
+pub mod audit;
 pub mod definition;
 pub mod dispatch;
 pub mod hooks;

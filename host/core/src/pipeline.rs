@@ -6,6 +6,7 @@
 //! order, messages in call order) or sequentially. Every failure becomes an error result with pi's exact text;
 //! nothing a tool or hook does makes the pipeline fail.
 
+mod audited;
 mod batch;
 mod execute;
 mod prepare;
@@ -28,7 +29,7 @@ pub mod texts {
     /// The batch was aborted.
     pub const OPERATION_ABORTED: &str = "Operation aborted";
     /// A hook blocked the call without a reason.
-    pub const BLOCKED: &str = "Tool execution was blocked";
+    pub const BLOCKED: &str = crate::hooks::BLOCKED;
 
     /// No callable tool has the name.
     pub fn not_found(name: &str) -> String {
@@ -159,6 +160,9 @@ pub struct Pipeline {
     pub before_tool_call: Option<BeforeToolCall>,
     /// Runs after execution, before the result message.
     pub after_tool_call: Option<AfterToolCall>,
+    /// Receives one [`AuditRecord`](crate::audit::AuditRecord) per call, nested calls included, as each
+    /// settles.
+    pub audit: Option<Arc<dyn crate::audit::AuditSink>>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -167,6 +171,7 @@ impl std::fmt::Debug for Pipeline {
             .field("tool_execution", &self.tool_execution)
             .field("before_tool_call", &self.before_tool_call.is_some())
             .field("after_tool_call", &self.after_tool_call.is_some())
+            .field("audit", &self.audit.is_some())
             .finish()
     }
 }
@@ -192,6 +197,12 @@ impl Pipeline {
     /// This pipeline with an `after_tool_call` hook.
     pub fn with_after_tool_call(mut self, hook: AfterToolCall) -> Self {
         self.after_tool_call = Some(hook);
+        self
+    }
+
+    /// This pipeline writing an audit record of every call to `sink` (see [`crate::audit`]).
+    pub fn with_audit(mut self, sink: Arc<dyn crate::audit::AuditSink>) -> Self {
+        self.audit = Some(sink);
         self
     }
 
@@ -289,12 +300,17 @@ impl Pipeline {
             cancel,
             parent,
         };
-        let (result, is_error, duration_ms) = match prepare::prepare(&ctx, call).await {
-            prepare::Prepared::Immediate(result) => (result, true, None),
+        let audit = audited::CallAudit::begin(&ctx, call);
+        let (result, is_error, duration_ms) = match prepare::prepare(&ctx, call, audit.trail()).await {
+            prepare::Prepared::Immediate(result) => {
+                audit.finish(&ctx, &result, true, None);
+                (result, true, None)
+            }
             prepare::Prepared::Ready(ready) => {
                 let executed = execute::execute(&ready, call, cancel, forward).await;
                 let (result, is_error) =
                     execute::finalize(&ctx, call, &ready, executed.result, executed.is_error).await;
+                audit.finish(&ctx, &result, is_error, executed.fault);
                 (result, is_error, Some(executed.duration_ms))
             }
         };

@@ -73,6 +73,10 @@ pub struct Policy {
     /// see `toolwright_wasm::lock`).
     #[serde(default, rename = "auto-approve")]
     pub auto_approve: Option<AutoApprove>,
+    /// Where the audit log goes: one JSON line per tool call ([`crate::audit`]). Relative to the file's
+    /// directory; `~/` is the user's home. Honoured in the user's files only.
+    #[serde(default)]
+    pub audit: Option<PathBuf>,
 }
 
 /// The `auto-approve` setting.
@@ -199,10 +203,17 @@ pub fn config_dir() -> Option<PathBuf> {
 impl Policy {
     /// Parse one file's text.
     pub fn parse(path: &Path, text: &str) -> Result<Policy, PolicyError> {
-        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError {
+        let mut policy: Policy = toml::from_str(text).map_err(|e| PolicyError {
             path: path.to_owned(),
             message: e.to_string(),
         })?;
+        if let Some(audit) = &mut policy.audit
+            && audit.is_relative()
+            && !audit.starts_with("~")
+            && let Some(dir) = path.parent()
+        {
+            *audit = dir.join(&*audit);
+        }
         // Keys that would do nothing are errors, like unknown keys: a grant (or a denial) must never be
         // silently void.
         let sections = policy
@@ -294,6 +305,12 @@ impl Policy {
             return Ok(policy);
         };
         let mut theirs = Policy::load(&[project.to_owned()])?;
+        if let Some(audit) = theirs.audit.take() {
+            policy.ignored.push(format!(
+                "audit = {:?} (only the user's config says where the audit log goes)",
+                audit.display().to_string()
+            ));
+        }
         if theirs.auto_approve.take().is_some() {
             policy.ignored.push(
                 "auto-approve = \"same-surface\" (only the user's config decides what approves itself)"
@@ -339,6 +356,7 @@ impl Policy {
     fn merge(&mut self, other: Policy) {
         self.trusted_projects.extend(other.trusted_projects);
         self.auto_approve = self.auto_approve.or(other.auto_approve);
+        self.audit = self.audit.take().or(other.audit);
         self.ignored.extend(other.ignored);
         for (name, p) in other.plugins {
             self.plugins.entry(name).or_default().merge(p);

@@ -63,6 +63,8 @@ struct UpdateChannel {
     ready: Notify,
     /// Signalled when the consumer takes one.
     room: Notify,
+    /// Programs started and connections opened, for the audit log.
+    activity: Mutex<crate::audit::Activity>,
 }
 
 impl UpdateChannel {
@@ -75,6 +77,12 @@ impl UpdateChannel {
 
     fn logs(&self) -> std::sync::MutexGuard<'_, (VecDeque<LogLine>, usize)> {
         self.logs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn activity(&self) -> std::sync::MutexGuard<'_, crate::audit::Activity> {
+        self.activity
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -129,6 +137,33 @@ impl UpdateSink {
             logs.0.push_back(LogLine { level, message });
         }
         inner.ready.notify_one();
+    }
+
+    /// Record, for the audit log, that the call started `program` with `argv`, or was refused (`refusal`
+    /// says why). A runtime calls it where it checks a start against the grants. Ignored once the call settled.
+    pub fn spawned(&self, program: &str, argv: &[String], refusal: Option<&str>) {
+        let Some(inner) = &self.inner else { return };
+        if inner.accepting.load(Ordering::Acquire) {
+            inner.activity().spawned(program, argv, refusal);
+        }
+    }
+
+    /// Record, for the audit log, that the grants let the call start `program` but it could not be started
+    /// (`error` says why). Ignored once the call settled.
+    pub fn spawn_failed(&self, program: &str, argv: &[String], error: &str) {
+        let Some(inner) = &self.inner else { return };
+        if inner.accepting.load(Ordering::Acquire) {
+            inner.activity().spawn_failed(program, argv, error);
+        }
+    }
+
+    /// Record, for the audit log, that the call connected (or sent a datagram) to `address`, or was refused.
+    /// Ignored once the call settled.
+    pub fn connected(&self, address: std::net::SocketAddr, allowed: bool) {
+        let Some(inner) = &self.inner else { return };
+        if inner.accepting.load(Ordering::Acquire) {
+            inner.activity().connected(address.to_string(), allowed);
+        }
     }
 
     /// Whether anything listens: a tool may skip building log lines nobody reads.
@@ -187,6 +222,7 @@ impl UpdateSink {
             logs: Mutex::new((VecDeque::new(), 0)),
             ready: Notify::new(),
             room: Notify::new(),
+            activity: Mutex::default(),
         });
         (
             UpdateSink {
@@ -259,6 +295,11 @@ impl UpdateReceiver {
         partial.map(Sent::Update)
     }
 
+    /// What the call started and connected to (taken once the call settled).
+    pub(crate) fn take_activity(&self) -> crate::audit::Activity {
+        std::mem::take(&mut *self.inner.activity())
+    }
+
     /// Stop accepting updates; the ones already sent can still be drained. Senders waiting for room give up.
     pub(crate) fn close(&mut self) {
         let _queue = self.inner.queue();
@@ -317,6 +358,7 @@ pub struct AgentTool {
     execution_mode: Option<ExecutionMode>,
     prepare_arguments: Option<PrepareArguments>,
     executor: Arc<dyn ToolExecutor>,
+    origin: Option<Arc<crate::audit::Origin>>,
     validator: Arc<OnceLock<Result<Validator, SchemaDefinitionError>>>,
 }
 
@@ -348,8 +390,20 @@ impl AgentTool {
             execution_mode: None,
             prepare_arguments: None,
             executor,
+            origin: None,
             validator: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// This tool with what the audit log says runs it.
+    pub fn with_origin(mut self, origin: Arc<crate::audit::Origin>) -> Self {
+        self.origin = Some(origin);
+        self
+    }
+
+    /// What the audit log says runs it (`None` for a tool made with [`AgentTool::new`]: the embedder's).
+    pub fn origin(&self) -> Option<&Arc<crate::audit::Origin>> {
+        self.origin.as_ref()
     }
 
     /// This tool with a UI label.

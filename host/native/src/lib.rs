@@ -202,12 +202,25 @@ impl Ctx for NativeCtx {
     }
 
     fn spawn(&self, command: &Command) -> io::Result<Box<dyn Process>> {
-        let launch = self
-            .env
-            .programs
-            .launch(command, &self.env.env, &self.tool)
-            .map_err(|message| io::Error::new(io::ErrorKind::PermissionDenied, message))?;
-        Ok(Box::new(NativeProcess::spawn(command, &launch, &self.processes)?))
+        let launch = match self.env.programs.launch(command, &self.env.env, &self.tool) {
+            Ok(launch) => launch,
+            Err(refusal) => {
+                self.updates
+                    .spawned(&command.program, &command.args, Some(&refusal));
+                return Err(io::Error::new(io::ErrorKind::PermissionDenied, refusal));
+            }
+        };
+        match NativeProcess::spawn(command, &launch, &self.processes) {
+            Ok(process) => {
+                self.updates.spawned(&command.program, &command.args, None);
+                Ok(Box::new(process))
+            }
+            Err(e) => {
+                let error = format!("cannot start {}: {e}", command.program);
+                self.updates.spawn_failed(&command.program, &command.args, &error);
+                Err(e)
+            }
+        }
     }
 
     fn temp_file(&self, prefix: &str, suffix: &str) -> io::Result<TempFile> {
@@ -254,6 +267,11 @@ fn random_u64() -> u64 {
 /// The [`ToolDefinition`] of a native tool: calls run on a blocking thread; calls modifying the same file wait
 /// for each other in call order.
 pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) -> ToolDefinition {
+    // Native code has the host's authority: the audit log keeps out what looks like a secret in its environment.
+    let origin = Arc::new(toolwright_core::audit::Origin {
+        secrets: Arc::new(toolwright_core::audit::secret_looking(&env.env)),
+        ..source.origin()
+    });
     let spec = toolwright_sdk::declaration(tool.as_ref());
     let mutates = spec.mutates_files;
     let name = spec.name.clone();
@@ -327,6 +345,7 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
             Ok(prepared.unwrap_or_else(|| args.clone()))
         }));
     }
+    definition.origin = Some(origin);
     definition
 }
 

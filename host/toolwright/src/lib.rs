@@ -9,7 +9,7 @@
 //! - [`session`]: [`Session`] and its [`SessionBuilder`]: the registry, the pipeline, nested calls, the plugin
 //!   host and the hooks in one object. Start here.
 //! - [`toolset`]: the tools of a session as loaded: built-ins (native or wasm) and plugins (feature `wasm`).
-//! - From `toolwright-core`: [`types`], [`schema`], [`tool`], [`definition`], [`hooks`], [`record`],
+//! - From `toolwright-core`: [`types`], [`schema`], [`audit`], [`tool`], [`definition`], [`hooks`], [`record`],
 //!   [`pipeline`], [`nested`], [`registry`], [`dispatch`], [`policy`].
 //! - From `toolwright-native` (feature `native`): [`native`], [`grants`], [`builtins`].
 //! - From `toolwright-wasm` (feature `wasm`): [`wasm`], [`identity`], and [`codemode`] (feature `codemode`).
@@ -27,7 +27,7 @@
 //! - `icu-search`: tool search with ICU word breaks, as pi.
 
 pub use toolwright_core::{
-    definition, dispatch, hooks, nested, pipeline, policy, record, registry, schema, tool, types,
+    audit, definition, dispatch, hooks, nested, pipeline, policy, record, registry, schema, tool, types,
 };
 #[cfg(feature = "mcp")]
 pub use toolwright_mcp as mcp;

@@ -9,11 +9,13 @@
 //! further step: every batch takes the active tools afresh.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::dispatch::{CallOutcome, Dispatcher};
 
+use crate::audit::{AuditLog, AuditSink};
 use crate::hooks::{AfterToolCall, BeforeToolCall, HookChain};
 use crate::pipeline::{BatchOutcome, EventSink, Pipeline};
 #[cfg(not(feature = "wasm"))]
@@ -35,6 +37,14 @@ pub enum SessionError {
     /// An exposure was set for a tool no source has.
     #[error("there is no tool named `{0}` to expose")]
     UnknownTool(String),
+    /// The audit log cannot be opened: no call runs unaudited when one was asked for.
+    #[error("cannot open the audit log {}: {error}", path.display())]
+    Audit {
+        /// The log's file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
 }
 
 /// How to build a [`Session`]; from [`Session::builder`].
@@ -47,6 +57,7 @@ pub struct SessionBuilder {
     after: Vec<AfterToolCall>,
     mode: ExecutionMode,
     exposures: Vec<(String, Exposure)>,
+    audit: Vec<Arc<dyn AuditSink>>,
 }
 
 impl std::fmt::Debug for SessionBuilder {
@@ -135,6 +146,19 @@ impl SessionBuilder {
         self
     }
 
+    /// Write an audit record of every call, nested calls included, to `sink` (repeatable; besides the log the
+    /// policy's `audit` names, see [`toolwright_core::audit`]).
+    pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
+        self.audit.push(sink);
+        self
+    }
+
+    /// Write the audit log to the file `path` too (the command line's `--audit-log`).
+    pub fn audit_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.options.audit_log = Some(path.into());
+        self
+    }
+
     /// Run every batch sequentially or in parallel (the default).
     pub fn execution_mode(mut self, mode: ExecutionMode) -> Self {
         self.mode = mode;
@@ -162,24 +186,35 @@ impl SessionBuilder {
                 return Err(SessionError::UnknownTool(tool.clone()));
             }
         }
+        let mut audit = self.audit;
+        for path in audit_logs(&self.options, parts.policy()) {
+            match AuditLog::open(&path) {
+                Ok(log) => audit.push(Arc::new(log)),
+                Err(error) => return Err(SessionError::Audit { path, error }),
+            }
+        }
         let registry = parts.registry(&self.selection, self.tools)?;
         let mut chain = HookChain::new();
-        for hook in self.before {
-            chain.push_before(hook);
+        for (i, hook) in self.before.into_iter().enumerate() {
+            chain.push_before_named(format!("embedder hook {}", i + 1), hook);
         }
-        let plugin_hooks = parts.hooks();
-        let (handlers_before, handlers_after) = plugin_hooks.into_parts();
-        for hook in handlers_before {
-            chain.push_before(hook);
+        let (handlers_before, handlers_after) = parts.hooks().into_parts();
+        for (name, hook) in handlers_before {
+            chain.push_before_named(name, hook);
         }
-        for hook in self.after {
-            chain.push_after(hook);
+        for (i, hook) in self.after.into_iter().enumerate() {
+            chain.push_after_named(format!("embedder hook {}", i + 1), hook);
         }
-        for hook in handlers_after {
-            chain.push_after(hook);
+        for (name, hook) in handlers_after {
+            chain.push_after_named(name, hook);
         }
-        chain.push_after(crate::builtins::normalize_images());
-        let pipeline = Pipeline::new().with_tool_execution(self.mode).with_hooks(&chain);
+        chain.push_after_named("image normalisation", crate::builtins::normalize_images());
+        let mut pipeline = Pipeline::new().with_tool_execution(self.mode).with_hooks(&chain);
+        pipeline.audit = match audit.len() {
+            0 => None,
+            1 => audit.pop(),
+            _ => Some(Arc::new(audit)),
+        };
         let dispatcher = Dispatcher::new(registry, pipeline, &self.options.cwd);
         Ok(Session {
             dispatcher,
@@ -189,6 +224,26 @@ impl SessionBuilder {
     }
 }
 
+/// The audit logs to open: the policy's `audit` (`~/` is the home directory) and `options.audit_log` (relative to
+/// the workspace), each file once.
+pub fn audit_logs(options: &ToolsetOptions, policy: &crate::policy::Policy) -> Vec<PathBuf> {
+    let home = crate::native::HostEnv::current().home;
+    let mut logs = Vec::new();
+    if let Some(path) = &policy.audit {
+        logs.push(match (path.strip_prefix("~"), &home) {
+            (Ok(rest), Some(home)) => Path::new(home).join(rest),
+            _ => path.clone(),
+        });
+    }
+    if let Some(extra) = &options.audit_log {
+        let extra = options.cwd.join(extra);
+        if !logs.contains(&extra) {
+            logs.push(extra);
+        }
+    }
+    logs
+}
+
 /// The tools a session is made of: the loaded toolset with `wasm`, else the native built-ins.
 #[cfg(feature = "wasm")]
 type Parts = crate::toolset::Toolset;
@@ -196,6 +251,7 @@ type Parts = crate::toolset::Toolset;
 #[cfg(not(feature = "wasm"))]
 struct Parts {
     builtins: Vec<ToolDefinition>,
+    policy: crate::policy::Policy,
 }
 
 #[cfg(not(feature = "wasm"))]
@@ -213,10 +269,15 @@ impl Parts {
         }
         let host = crate::native::HostEnv::current();
         let policy = crate::toolset::load_policy(options, &host)?;
-        let mutations = std::sync::Arc::new(crate::native::FileMutationQueue::default());
+        let mutations = Arc::new(crate::native::FileMutationQueue::default());
         Ok(Parts {
             builtins: crate::toolset::native_builtins(options, &policy, &host, &mutations)?,
+            policy,
         })
+    }
+
+    fn policy(&self) -> &crate::policy::Policy {
+        &self.policy
     }
 
     fn set_exposure(&mut self, tool: &str, exposure: Exposure) -> bool {
@@ -293,6 +354,7 @@ impl Session {
             after: Vec::new(),
             mode: ExecutionMode::Parallel,
             exposures: Vec::new(),
+            audit: Vec::new(),
         }
     }
 

@@ -52,6 +52,8 @@ pub struct ToolsetOptions {
     pub policy_files: Vec<PathBuf>,
     /// The project's policy file, confined unless a trusted file lists the workspace in `trusted-projects`.
     pub project_policy: Option<PathBuf>,
+    /// An audit log to write besides the one the policy names (`--audit-log`; the same file is written once).
+    pub audit_log: Option<PathBuf>,
 }
 
 impl ToolsetOptions {
@@ -82,6 +84,7 @@ impl ToolsetOptions {
             cache_dir: None,
             policy_files: Vec::new(),
             project_policy: None,
+            audit_log: None,
         }
     }
 }
@@ -175,7 +178,36 @@ pub(crate) fn native_builtins_granted(
         env.env = Arc::new(granted.vars.clone());
     }
     env.mutations = mutations.clone();
-    Ok(crate::builtins::definitions(&env))
+    let origin = Arc::new(crate::audit::Origin {
+        grants: granted.map(|g| {
+            let dirs = g.dirs.iter().map(|d| {
+                let verb = if d.write { "write" } else { "read" };
+                format!("{verb} {}", d.path.display())
+            });
+            let env = g.vars.iter().map(|(name, _)| format!("env {name}"));
+            dirs.chain(program_words(&g.programs)).chain(env).collect()
+        }),
+        secrets: Arc::new(crate::audit::secret_looking(&env.env)),
+        ..Default::default()
+    });
+    let mut definitions = crate::builtins::definitions(&env);
+    for definition in &mut definitions {
+        definition.origin = Some(origin.clone());
+    }
+    Ok(definitions)
+}
+
+/// The programs of a grant in the audit log's words (`spawn git`, `spawn *`).
+pub(crate) fn program_words(programs: &ProgramGrant) -> Vec<String> {
+    match programs {
+        ProgramGrant::None => Vec::new(),
+        ProgramGrant::Any => vec!["spawn *".into()],
+        ProgramGrant::Only(p) => p
+            .granted
+            .iter()
+            .map(|p| format!("spawn {}", p.rule.program))
+            .collect(),
+    }
 }
 
 /// What a policy's `[builtins]` section gives the built-ins: decided by the same rule as a plugin's requests

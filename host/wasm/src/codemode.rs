@@ -110,5 +110,11 @@ pub fn definition(options: CodemodeOptions) -> ToolDefinition {
     definition.prepare_loadout = Some(Arc::new(|loadout: &ToolLoadout| {
         Codemode.prepare_loadout(&loadout.to_sdk())
     }));
+    // A script reaches nothing but the tools it calls (each audited as a nested call) and its own output.
+    definition.origin = Some(Arc::new(toolwright_core::audit::Origin {
+        runtime: toolwright_core::audit::Runtime::Wasm,
+        grants: Some(Vec::new()),
+        ..Default::default()
+    }));
     definition
 }

@@ -11,6 +11,7 @@ use toolwright_sdk::ToolError;
 
 use super::gate::Entry;
 use super::{Plugin, PluginInner, WasmGrants, bindings, convert};
+use toolwright_core::audit::{Stage, Step, Verdict};
 use toolwright_core::hooks::{
     AfterToolCall, AfterToolCallContext, AfterToolCallResult, BeforeToolCall, BeforeToolCallContext,
     BeforeToolCallResult, after_tool_call, before_tool_call,
@@ -55,10 +56,25 @@ async fn run_tool_call(
             parent_tool_call_id: ctx.parent_tool_call_id.clone(),
             input: args.to_string(),
         };
-        let decision = plugin.tool_call(grants.clone(), event, cancel.clone()).await?;
+        let by = format!("handler plugin {}", plugin.name);
+        let decision = match plugin.tool_call(grants.clone(), event, cancel.clone()).await {
+            Ok(decision) => decision,
+            Err(e) => {
+                ctx.trail
+                    .step(Step::new(by, Stage::Before, Verdict::Failed).with_reason(e.message()));
+                return Err(e);
+            }
+        };
         match decision {
-            bindings::handler::ToolCallDecision::Allow => {}
+            bindings::handler::ToolCallDecision::Allow => {
+                ctx.trail.step(Step::new(by, Stage::Before, Verdict::Allowed));
+            }
             bindings::handler::ToolCallDecision::Block(block) => {
+                let reason = block.reason.as_deref().filter(|r| !r.is_empty());
+                ctx.trail.step(
+                    Step::new(by, Stage::Before, Verdict::Blocked)
+                        .with_reason(reason.unwrap_or(toolwright_core::hooks::BLOCKED)),
+                );
                 return Ok(Some(BeforeToolCallResult {
                     block: true,
                     reason: block.reason,
@@ -67,12 +83,19 @@ async fn run_tool_call(
                 }));
             }
             bindings::handler::ToolCallDecision::Rewrite(text) => {
-                args = serde_json::from_str(&text).map_err(|e| {
-                    ToolError::new(format!(
-                        "The handler plugin {} rewrote the arguments to invalid JSON: {e}",
-                        plugin.name
-                    ))
-                })?;
+                args = match serde_json::from_str(&text) {
+                    Ok(args) => args,
+                    Err(e) => {
+                        let error = ToolError::new(format!(
+                            "The handler plugin {} rewrote the arguments to invalid JSON: {e}",
+                            plugin.name
+                        ));
+                        ctx.trail
+                            .step(Step::new(by, Stage::Before, Verdict::Failed).with_reason(error.message()));
+                        return Err(error);
+                    }
+                };
+                ctx.trail.step(Step::new(by, Stage::Before, Verdict::Rewrote));
             }
         }
     }
@@ -123,17 +146,28 @@ async fn run_tool_result(
         };
         // Error level, not warn: the CLI's default filter (no TOOLWRIGHT_LOG) shows errors only, and a handler
         // that silently stops (say, a redactor) must be seen.
+        let by = format!("handler plugin {}", plugin.name);
         let changes = match plugin.tool_result(grants.clone(), event, cancel.clone()).await {
             Ok(changes) => changes,
             Err(error) => {
                 tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
+                let skipped = format!("skipped: {}", error.message());
+                ctx.trail
+                    .step(Step::new(by, Stage::After, Verdict::Failed).with_reason(skipped));
                 continue;
             }
         };
         let Some(changes) = changes else { continue };
         match apply(&mut work, changes) {
-            Ok(()) => modified = true,
-            Err(e) => tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {e}"),
+            Ok(()) => {
+                modified = true;
+                ctx.trail.step(Step::new(by, Stage::After, Verdict::Changed));
+            }
+            Err(e) => {
+                tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {e}");
+                ctx.trail
+                    .step(Step::new(by, Stage::After, Verdict::Failed).with_reason(format!("skipped: {e}")));
+            }
         }
     }
     if !modified {

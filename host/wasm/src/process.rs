@@ -26,13 +26,24 @@ impl wit::Host for PluginState {
             env: command.env,
         };
         let who = format!("the plugin {}", self.call.plugin);
+        let updates = &self.call.updates;
         let launch = match self.call.programs.launch(&command, &self.call.env, &who) {
             Ok(launch) => launch,
-            Err(refusal) => return Ok(Err(refusal)),
+            Err(refusal) => {
+                updates.spawned(&command.program, &command.args, Some(&refusal));
+                return Ok(Err(refusal));
+            }
         };
         match NativeProcess::spawn(&command, &launch, &self.processes) {
-            Ok(process) => Ok(Ok(self.table.push(ChildProcess(process))?)),
-            Err(e) => Ok(Err(format!("cannot start {}: {e}", command.program))),
+            Ok(process) => {
+                updates.spawned(&command.program, &command.args, None);
+                Ok(Ok(self.table.push(ChildProcess(process))?))
+            }
+            Err(e) => {
+                let error = format!("cannot start {}: {e}", command.program);
+                updates.spawn_failed(&command.program, &command.args, &error);
+                Ok(Err(error))
+            }
         }
     }
 }

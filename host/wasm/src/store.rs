@@ -40,6 +40,7 @@ impl PluginInner {
         }
         if !grants.network.is_empty() {
             let (allow, deny) = (grants.network.clone(), grants.network_deny.clone());
+            let audit = updates.clone();
             wasi.allow_tcp(true)
                 .allow_udp(true)
                 .allow_ip_name_lookup(true)
@@ -48,7 +49,12 @@ impl PluginInner {
                     match used {
                         // Connections and datagrams out, to granted addresses only.
                         SocketAddrUse::TcpConnect | SocketAddrUse::UdpSend => {
-                            Box::pin(network_allows(allow.clone(), deny.clone(), addr))
+                            let (allow, deny, audit) = (allow.clone(), deny.clone(), audit.clone());
+                            Box::pin(async move {
+                                let allowed = network_allows(allow, deny, addr).await;
+                                audit.connected(addr, allowed);
+                                allowed
+                            })
                         }
                         // The implicit bind of an outgoing socket (wildcard address, any port); never a listener.
                         SocketAddrUse::TcpBind | SocketAddrUse::UdpBind => {

@@ -33,6 +33,10 @@ pub struct ExecArgs {
     /// event to the last result message, with start-up and plugin loading excluded (for benchmarks).
     #[arg(long)]
     timing: bool,
+    /// Append one JSON line per tool call and nested call to FILE (besides the log the user's policy names with
+    /// `audit = "FILE"`); `toolwright audit` prints it.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
     #[command(flatten)]
     tools: super::ToolArgs,
 }
@@ -63,7 +67,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         tool_calls: file.tool_calls,
         stop_reason: file.stop_reason.unwrap_or_default(),
     };
-    let session = args.tools.session(&cwd, mode)?;
+    let session = args.tools.session(&cwd, mode, args.audit_log.as_deref())?;
     let human = args.human || !args.json && std::io::stdout().is_terminal();
     let sink = StdoutSink {
         human,

@@ -38,6 +38,10 @@ pub struct McpArgs {
     /// (which the spec asks for; it makes the model read a structured result twice).
     #[arg(long)]
     no_structured_text: bool,
+    /// Append one JSON line per tool call and nested call to FILE (besides the log the user's policy names with
+    /// `audit = "FILE"`); `toolwright audit` prints it.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
     #[command(flatten)]
     tools: super::ToolArgs,
 }
@@ -121,7 +125,11 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let cwd = super::workspace(args.cwd)?;
     // Nested calls (from plugin tools and codemode) run through the same pipeline; their events are not part of
     // the MCP conversation.
-    let session = args.tools.session(&cwd, toolwright::ExecutionMode::Parallel)?;
+    let session = args.tools.session(
+        &cwd,
+        toolwright::ExecutionMode::Parallel,
+        args.audit_log.as_deref(),
+    )?;
     let options = session.options().clone();
     let exposures = args.tools.expose.clone();
     let mut seen = fingerprint(&options);

@@ -69,7 +69,7 @@ fn grants(toolset: &Toolset, registry: &Registry, info: &ToolInfo) -> Value {
 
 pub fn tools(args: ToolsArgs) -> anyhow::Result<ExitCode> {
     let cwd = super::workspace(args.cwd)?;
-    let session = args.tools.session(&cwd, Default::default())?;
+    let session = args.tools.session(&cwd, Default::default(), None)?;
     let toolset = session.toolset();
     let (infos, granted): (Vec<ToolInfo>, Vec<Value>) = session.registry().read(|registry| {
         let infos = registry.tool_infos();
@@ -146,7 +146,7 @@ pub fn tools(args: ToolsArgs) -> anyhow::Result<ExitCode> {
 
 pub fn prompt(args: PromptArgs) -> anyhow::Result<ExitCode> {
     let cwd = super::workspace(args.cwd)?;
-    let session = args.tools.session(&cwd, Default::default())?;
+    let session = args.tools.session(&cwd, Default::default(), None)?;
     let sections = session.registry().read(|r| r.prompt_sections());
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -159,7 +159,7 @@ pub fn prompt(args: PromptArgs) -> anyhow::Result<ExitCode> {
 
 pub fn declarations(args: DeclarationsArgs) -> anyhow::Result<ExitCode> {
     let cwd = super::workspace(args.cwd)?;
-    let session = args.tools.session(&cwd, Default::default())?;
+    let session = args.tools.session(&cwd, Default::default(), None)?;
     let declarations = session.registry().read(|r| r.declarations());
     writeln!(
         std::io::stdout().lock(),

@@ -7,6 +7,7 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::ExecutionMode;
 
+use super::audited::CallAudit;
 use super::execute::{execute_with_events, finalize};
 use super::prepare::{CallContext, Prepared, prepare};
 use super::{BatchOutcome, EventSink, Pipeline, texts};
@@ -20,6 +21,38 @@ struct Finalized<'a> {
     result: ToolResult,
     is_error: bool,
     duration_ms: Option<u64>,
+}
+
+impl Finalized<'_> {
+    /// An error result from preflight: the call did not execute.
+    fn immediate(call: &ToolCall, result: ToolResult) -> Finalized<'_> {
+        Finalized {
+            call,
+            result,
+            is_error: true,
+            duration_ms: None,
+        }
+    }
+}
+
+/// Execute a prepared call and apply the `after_tool_call` hook, emitting its updates; its audit record is
+/// written.
+async fn run_prepared<'a>(
+    ctx: &CallContext<'_>,
+    call: &'a ToolCall,
+    ready: super::prepare::Ready,
+    sink: &dyn EventSink,
+    audit: CallAudit,
+) -> Finalized<'a> {
+    let executed = execute_with_events(&ready, call, ctx.cancel, sink, None).await;
+    let (result, is_error) = finalize(ctx, call, &ready, executed.result, executed.is_error).await;
+    audit.finish(ctx, &result, is_error, executed.fault);
+    Finalized {
+        call,
+        result,
+        is_error,
+        duration_ms: Some(executed.duration_ms),
+    }
 }
 
 pub(super) async fn run(
@@ -40,7 +73,7 @@ pub(super) async fn run(
         };
     }
     if assistant.stop_reason == StopReason::Length {
-        return length_guard(pipeline, calls, sink, records).await;
+        return length_guard(pipeline, tools, calls, sink, records).await;
     }
     let sequential_tool = calls.iter().any(|c| {
         tools
@@ -88,6 +121,7 @@ pub(super) async fn run(
 
 async fn length_guard(
     pipeline: &Pipeline,
+    tools: &[AgentTool],
     calls: &[ToolCall],
     sink: &dyn EventSink,
     records: Option<&dyn CallRecords>,
@@ -95,14 +129,26 @@ async fn length_guard(
     let mode = pipeline.tool_execution;
     let mut messages = Vec::new();
     let mut results = Vec::new();
+    let ctx = CallContext {
+        pipeline,
+        tools,
+        assistant: Arc::default(),
+        cancel: &CancellationToken::new(),
+        parent: None,
+    };
     for call in calls {
         emit_start(sink, call).await;
-        let f = Finalized {
-            call,
-            result: ToolResult::error(texts::length_guard(&call.name)),
-            is_error: true,
-            duration_ms: None,
-        };
+        let f = Finalized::immediate(call, ToolResult::error(texts::length_guard(&call.name)));
+        let audit = CallAudit::begin(&ctx, call);
+        audit.trail().step(
+            crate::audit::Step::new(
+                "length guard",
+                crate::audit::Stage::Preflight,
+                crate::audit::Verdict::Refused,
+            )
+            .with_reason(f.result.text_content()),
+        );
+        audit.finish(&ctx, &f.result, true, None);
         emit_end(sink, &f).await;
         let message = result_message(records, &f);
         emit_message(sink, message.clone()).await;
@@ -126,24 +172,13 @@ async fn sequential<'a>(
     let mut out = Vec::with_capacity(calls.len());
     for call in calls {
         emit_start(sink, call).await;
-        let f = match prepare(ctx, call).await {
-            Prepared::Immediate(result) => Finalized {
-                call,
-                result,
-                is_error: true,
-                duration_ms: None,
-            },
-            Prepared::Ready(ready) => {
-                let executed = execute_with_events(&ready, call, ctx.cancel, sink, None).await;
-                let (result, is_error) =
-                    finalize(ctx, call, &ready, executed.result, executed.is_error).await;
-                Finalized {
-                    call,
-                    result,
-                    is_error,
-                    duration_ms: Some(executed.duration_ms),
-                }
+        let audit = CallAudit::begin(ctx, call);
+        let f = match prepare(ctx, call, audit.trail()).await {
+            Prepared::Immediate(result) => {
+                audit.finish(ctx, &result, true, None);
+                Finalized::immediate(call, result)
             }
+            Prepared::Ready(ready) => run_prepared(ctx, call, ready, sink, audit).await,
         };
         emit_end(sink, &f).await;
         let message = result_message(records, &f);
@@ -163,42 +198,29 @@ async fn parallel<'a>(
     let mut preflight = Vec::with_capacity(calls.len());
     for call in calls {
         emit_start(sink, call).await;
-        match prepare(ctx, call).await {
+        let audit = CallAudit::begin(ctx, call);
+        match prepare(ctx, call, audit.trail()).await {
             Prepared::Immediate(result) => {
-                let f = Finalized {
-                    call,
-                    result,
-                    is_error: true,
-                    duration_ms: None,
-                };
+                audit.finish(ctx, &result, true, None);
+                let f = Finalized::immediate(call, result);
                 emit_end(sink, &f).await;
                 preflight.push(Err(f));
             }
-            Prepared::Ready(ready) => preflight.push(Ok((call, ready))),
+            Prepared::Ready(ready) => preflight.push(Ok((call, ready, audit))),
         }
     }
     // Execution: every prepared call at once; each emits its end event when it finishes (completion order).
     let finalized = join_all(preflight.into_iter().map(|entry| async move {
-        let (call, ready) = match entry {
+        let (call, ready, audit) = match entry {
             Err(done) => return done,
             Ok(prepared) => prepared,
         };
         let f = if ctx.cancel.is_cancelled() {
-            Finalized {
-                call,
-                result: ToolResult::error(texts::OPERATION_ABORTED),
-                is_error: true,
-                duration_ms: None,
-            }
+            let result = ToolResult::error(texts::OPERATION_ABORTED);
+            audit.finish(ctx, &result, true, None);
+            Finalized::immediate(call, result)
         } else {
-            let executed = execute_with_events(&ready, call, ctx.cancel, sink, None).await;
-            let (result, is_error) = finalize(ctx, call, &ready, executed.result, executed.is_error).await;
-            Finalized {
-                call,
-                result,
-                is_error,
-                duration_ms: Some(executed.duration_ms),
-            }
+            run_prepared(ctx, call, ready, sink, audit).await
         };
         emit_end(sink, &f).await;
         f

@@ -16,6 +16,8 @@ pub(super) struct Executed {
     pub result: ToolResult,
     pub is_error: bool,
     pub duration_ms: u64,
+    /// Why the host ended the call, when it did (for the audit log's outcome).
+    pub fault: Option<crate::tool::HostFault>,
 }
 
 /// Execute `ready`, emitting each partial result as a `tool_execution_update` before returning.
@@ -133,6 +135,9 @@ pub(super) async fn execute(
     while let Some(sent) = receiver.try_recv() {
         forward.forward(call, sent).await;
     }
+    if ready.trail.is_on() {
+        ready.trail.add_activity(receiver.take_activity());
+    }
     settle(&call.name, outcome, duration_ms)
 }
 
@@ -144,11 +149,13 @@ fn settle(tool: &str, outcome: ExecuteOutcome, duration_ms: u64) -> Executed {
             is_error: result.is_error(),
             result,
             duration_ms,
+            fault: None,
         },
         Ok(Err(error)) => Executed {
             result: ToolResult::error(error.message()),
             is_error: true,
             duration_ms,
+            fault: error.host_fault(),
         },
         Err(panic) => {
             let error = panicked(tool, "execute", &*panic);
@@ -156,6 +163,7 @@ fn settle(tool: &str, outcome: ExecuteOutcome, duration_ms: u64) -> Executed {
                 result: ToolResult::error(error.message()),
                 is_error: true,
                 duration_ms,
+                fault: None,
             }
         }
     }
@@ -184,11 +192,17 @@ pub(super) async fn finalize(
         result: result.clone(),
         is_error,
         parent_tool_call_id: ctx.parent.clone(),
+        trail: ready.trail.clone(),
     };
+    let recorded = ready.trail.steps_len();
     let outcome = std::panic::AssertUnwindSafe(hook(hook_ctx, ctx.cancel.clone()))
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| Err(panicked(&call.name, "afterToolCall", &*panic)));
+    // A hook given directly (not through a chain) records no step of its own.
+    if ready.trail.is_on() && ready.trail.steps_len() == recorded {
+        crate::hooks::after_step(&ready.trail, "after_tool_call", &outcome);
+    }
     match outcome {
         Ok(Some(after)) => merge_after(result, is_error, after),
         Ok(None) => (result, is_error),

@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{Pipeline, texts};
+use crate::audit::{Stage, Step, Trail, Verdict};
 use crate::hooks::BeforeToolCallContext;
 use crate::tool::{AgentTool, ToolError};
 use crate::types::{AssistantMessage, ToolCall, ToolResult};
@@ -26,6 +27,8 @@ pub(super) struct CallContext<'a> {
 pub(super) struct Ready {
     pub tool: AgentTool,
     pub args: Value,
+    /// The call's decision path and activity, for the audit log.
+    pub trail: Trail,
 }
 
 /// The outcome of preflight.
@@ -36,30 +39,50 @@ pub(super) enum Prepared {
     Ready(Ready),
 }
 
-pub(super) async fn prepare(ctx: &CallContext<'_>, call: &ToolCall) -> Prepared {
+pub(super) async fn prepare(ctx: &CallContext<'_>, call: &ToolCall, trail: &Trail) -> Prepared {
     if ctx.cancel.is_cancelled() {
         return Prepared::Immediate(ToolResult::error(texts::OPERATION_ABORTED));
     }
     let Some(tool) = ctx.tools.iter().find(|t| t.name() == call.name) else {
-        return Prepared::Immediate(ToolResult::error(texts::not_found(&call.name)));
+        let error = texts::not_found(&call.name);
+        trail.step(Step::new("lookup", Stage::Preflight, Verdict::Refused).with_reason(&error));
+        return Prepared::Immediate(ToolResult::error(error));
     };
-    match checked(ctx, tool, call).await {
+    match checked(ctx, tool, call, trail).await {
         Ok(prepared) => prepared,
         Err(error) => Prepared::Immediate(ToolResult::error(error.message())),
     }
 }
 
+/// `result`, with a refusal by `by` recorded on the trail when it is an error.
+fn refusing<T>(trail: &Trail, by: &str, result: Result<T, ToolError>) -> Result<T, ToolError> {
+    if let Err(e) = &result {
+        trail.step(Step::new(by, Stage::Preflight, Verdict::Refused).with_reason(e.message()));
+    }
+    result
+}
+
 /// The steps inside pi's try/catch: any error becomes an immediate result with its message.
-async fn checked(ctx: &CallContext<'_>, tool: &AgentTool, call: &ToolCall) -> Result<Prepared, ToolError> {
+async fn checked(
+    ctx: &CallContext<'_>,
+    tool: &AgentTool,
+    call: &ToolCall,
+    trail: &Trail,
+) -> Result<Prepared, ToolError> {
     let arguments = match tool.prepare_arguments() {
-        Some(shim) => guard(&call.name, "prepareArguments", || shim(&call.arguments))?,
+        Some(shim) => refusing(
+            trail,
+            "prepareArguments",
+            guard(&call.name, "prepareArguments", || shim(&call.arguments)),
+        )?,
         None => call.arguments.clone(),
     };
-    let args = validate(tool, call, &arguments)?;
+    let args = refusing(trail, "validation", validate(tool, call, &arguments))?;
     let Some(hook) = &ctx.pipeline.before_tool_call else {
         return Ok(Prepared::Ready(Ready {
             tool: tool.clone(),
             args,
+            trail: trail.clone(),
         }));
     };
     let hook_ctx = BeforeToolCallContext {
@@ -67,11 +90,18 @@ async fn checked(ctx: &CallContext<'_>, tool: &AgentTool, call: &ToolCall) -> Re
         tool_call: call.clone(),
         args: args.clone(),
         parent_tool_call_id: ctx.parent.clone(),
+        trail: trail.clone(),
     };
+    let recorded = trail.steps_len();
     let decision = std::panic::AssertUnwindSafe(hook(hook_ctx, ctx.cancel.clone()))
         .catch_unwind()
         .await
-        .unwrap_or_else(|panic| Err(panicked(&call.name, "beforeToolCall", &*panic)))?;
+        .unwrap_or_else(|panic| Err(panicked(&call.name, "beforeToolCall", &*panic)));
+    // A hook given directly (not through a chain) records no step of its own.
+    if trail.is_on() && trail.steps_len() == recorded {
+        trail.step(crate::hooks::before_step("before_tool_call", &decision, &args));
+    }
+    let decision = decision?;
     if ctx.cancel.is_cancelled() {
         return Ok(Prepared::Immediate(ToolResult::error(texts::OPERATION_ABORTED)));
     }
@@ -90,10 +120,12 @@ async fn checked(ctx: &CallContext<'_>, tool: &AgentTool, call: &ToolCall) -> Re
         Some(d) => Ok(Prepared::Ready(Ready {
             tool: tool.clone(),
             args: d.args.unwrap_or(args),
+            trail: trail.clone(),
         })),
         None => Ok(Prepared::Ready(Ready {
             tool: tool.clone(),
             args,
+            trail: trail.clone(),
         })),
     }
 }

@@ -7,6 +7,7 @@ use super::{
     BuiltinGrants, BuiltinMode, ToolsetError, ToolsetOptions, load_policy, native_builtins_granted,
     user_plugin_dir,
 };
+use crate::audit::{Origin, OriginKind, Runtime};
 use crate::definition::{ToolDefinition, ToolSource, wrap_tool_definition};
 use crate::hooks::HookChain;
 use crate::native::{FileMutationQueue, HostEnv, ProgramGrant};
@@ -190,8 +191,10 @@ impl Toolset {
                 Approval::Approved | Approval::Unlocked => {}
             }
         }
-        let mut grants = if is_builtin {
-            self.builtin_grants(&options.cwd, host, builtin_section)
+        let (mut grants, granted_words) = if is_builtin {
+            let grants = self.builtin_grants(&options.cwd, host, builtin_section);
+            let words = builtin_words(&grants);
+            (grants, words)
         } else {
             let name = &plugin.metadata.name;
             let entry = identity::policy_for(&self.policy, name, location);
@@ -210,8 +213,13 @@ impl Toolset {
             let env = host.vars_granted(&existing.env, &[]);
             let programs = ProgramGrant::for_plugin(&existing, &host.path);
             let grants = WasmGrants::from_effective(&existing, &options.cwd, env, programs);
+            let words = effective
+                .decisions
+                .iter()
+                .flat_map(|d| d.granted.iter().map(crate::wasm::lock::capability_words))
+                .collect();
             self.grants.push((name.clone(), effective));
-            grants
+            (grants, words)
         };
         // A fuel budget needs the plugin compiled with metering: load it again on the metered engine.
         if grants.fuel.is_some()
@@ -228,6 +236,7 @@ impl Toolset {
                 }
             }
         }
+        let sha256 = identity.sha256.clone();
         self.identities.push(identity);
         grants.mutations = mutations.clone();
         if let Some(mib) = self.policy.limits.result_mib {
@@ -236,7 +245,25 @@ impl Toolset {
         if plugin.is_handler {
             self.handler_grants.push(grants.clone());
         }
+        let origin = Arc::new(Origin {
+            kind: if is_builtin {
+                OriginKind::Builtin
+            } else {
+                OriginKind::Plugin
+            },
+            runtime: Runtime::Wasm,
+            plugin: Some(plugin.metadata.name.clone()),
+            sha256: Some(sha256),
+            grants: Some(granted_words),
+            // A wasm built-in sees the host's whole environment: only what looks like a secret is kept out.
+            secrets: if is_builtin {
+                Arc::new(crate::audit::secret_looking(&grants.env))
+            } else {
+                grants.env.clone()
+            },
+        });
         for mut definition in plugin.tool_definitions(&grants) {
+            definition.origin = Some(origin.clone());
             if is_builtin {
                 definition.source = ToolSource::Builtin;
                 // A wasm built-in takes the place of its native twin, in pi's order.
@@ -340,19 +367,24 @@ impl Toolset {
         let (before, after) = crate::wasm::handler_hooks(&handlers, &self.handler_grants);
         let mut chain = HookChain::new();
         if let Some(before) = before {
-            chain.push_before(before);
+            chain.push_before_named("handler plugins", before);
         }
         if let Some(after) = after {
-            chain.push_after(after);
+            chain.push_after_named("handler plugins", after);
         }
         chain
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// A pipeline with the hooks a session chains for these tools (the handler plugins', then image
     /// normalisation), for running [`Toolset::agent_tools`] without a [`Session`](crate::Session).
     pub fn pipeline(&self) -> crate::pipeline::Pipeline {
         let mut chain = self.hooks();
-        chain.push_after(crate::builtins::normalize_images());
+        chain.push_after_named("image normalisation", crate::builtins::normalize_images());
         crate::pipeline::Pipeline::new().with_hooks(&chain)
     }
 
@@ -532,4 +564,16 @@ fn codemode(options: &ToolsetOptions) -> Option<ToolDefinition> {
 /// MiB as bytes, saturating.
 fn mib_bytes(mib: u64) -> usize {
     usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+}
+
+/// The grants of a wasm built-in in the audit log's words.
+fn builtin_words(grants: &WasmGrants) -> Vec<String> {
+    let dirs = grants.preopens.iter().map(|p| {
+        let verb = if p.write { "write" } else { "read" };
+        format!("{verb} {}", p.host.display())
+    });
+    let env = grants.env.iter().map(|(name, _)| format!("env {name}"));
+    dirs.chain(super::program_words(&grants.programs))
+        .chain(env)
+        .collect()
 }
