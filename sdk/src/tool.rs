@@ -8,7 +8,8 @@ use crate::{
 };
 
 /// Everything a tool declares about itself: pi's `ToolDefinition` fields that can cross a plugin boundary.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct ToolSpec {
     /// The name the model calls.
     pub name: String,

@@ -157,8 +157,19 @@ fn bad_files_are_reported_by_name_and_the_others_load() {
     assert!(errors[3].contains(&file("a-good.wasm")), "{}", errors[3]);
 }
 
+/// The compiled components in `dir` (not their cached metadata).
+fn cached_components(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    found.sort();
+    found
+}
+
 #[test]
-fn a_second_start_loads_compiled_plugins_from_the_cache() {
+fn a_second_start_loads_compiled_plugins_and_their_metadata_from_the_cache() {
     let cache = tempfile::tempdir().unwrap();
     let bytes = example("toolwright-example-wordcount");
     let path = PathBuf::from("wordcount.wasm");
@@ -167,11 +178,10 @@ fn a_second_start_loads_compiled_plugins_from_the_cache() {
         .load_bytes(&path, bytes)
         .unwrap();
     assert_eq!(first.origin, Origin::Compiled);
-    let cached: Vec<_> = std::fs::read_dir(cache.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    let cached = cached_components(cache.path());
     assert_eq!(cached.len(), 1, "one compiled component in the cache: {cached:?}");
+    let meta = cached[0].with_extension("meta.json");
+    assert!(meta.is_file(), "its metadata beside it");
     // A new runtime, as a second start of the program would have.
     let second = PluginHost::new(Some(cache.path().to_path_buf()))
         .unwrap()
@@ -179,19 +189,74 @@ fn a_second_start_loads_compiled_plugins_from_the_cache() {
         .unwrap();
     assert_eq!(second.origin, Origin::Cached);
     assert_eq!(second.metadata, first.metadata);
-    // A corrupt cache entry is not trusted blindly: it is recompiled.
-    let entry = std::fs::read_dir(cache.path())
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    std::fs::write(&entry, b"garbage").unwrap();
+    assert_eq!(second.tools, first.tools);
+    drop(second);
+    // Cached metadata that does not parse is read again from the component.
+    std::fs::write(&meta, b"{").unwrap();
     let third = PluginHost::new(Some(cache.path().to_path_buf()))
         .unwrap()
         .load_bytes(&path, bytes)
         .unwrap();
-    assert_eq!(third.origin, Origin::Compiled);
+    assert_eq!((third.origin, &third.tools), (Origin::Cached, &first.tools));
+    drop(third);
+    // A corrupt cache entry is not trusted blindly: it is recompiled.
+    std::fs::write(&cached[0], b"garbage").unwrap();
+    let fourth = PluginHost::new(Some(cache.path().to_path_buf()))
+        .unwrap()
+        .load_bytes(&path, bytes)
+        .unwrap();
+    assert_eq!(fourth.origin, Origin::Compiled);
+    // Pruning takes the metadata with the component.
+    assert_eq!(toolwright::wasm::clear_cache(cache.path()).unwrap().0, 1);
+    assert!(std::fs::read_dir(cache.path()).unwrap().next().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapped_cache_entry_replaced_or_removed_under_a_running_plugin_does_not_disturb_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let bytes = example("toolwright-example-wordcount");
+    let path = PathBuf::from("wordcount.wasm");
+    drop(
+        PluginHost::new(Some(cache.path().to_path_buf()))
+            .unwrap()
+            .load_bytes(&path, bytes)
+            .unwrap(),
+    );
+    let host = PluginHost::new(Some(cache.path().to_path_buf())).unwrap();
+    let plugin = host.load_bytes(&path, bytes).unwrap();
+    assert_eq!(plugin.origin, Origin::Cached, "mapped from the cache");
+    let entry = cached_components(cache.path()).remove(0);
+    let tools: Vec<_> = plugin
+        .tool_definitions(&toolwright::wasm::WasmGrants::none(ws.path()))
+        .iter()
+        .map(|d| toolwright::definition::wrap_tool_definition(d, None))
+        .collect();
+    let count = |id: &str| {
+        let message = AssistantMessage {
+            tool_calls: vec![ToolCall::new(id, "word_count", json!({"text": "one two three"}))],
+            ..Default::default()
+        };
+        let tools = tools.clone();
+        async move {
+            let outcome = Pipeline::new()
+                .execute_tool_calls(&tools, &message, &EventLog::new(), &CancellationToken::new())
+                .await;
+            outcome.messages[0].content[0].as_text().unwrap().to_owned()
+        }
+    };
+    let before = count("w1").await;
+    // Another start writes the entry again (a temporary file renamed over it), another prunes it away.
+    let tmp = cache.path().join(".replacement.tmp");
+    std::fs::write(&tmp, vec![0u8; 4096]).unwrap();
+    std::fs::rename(&tmp, &entry).unwrap();
+    assert_eq!(
+        count("w2").await,
+        before,
+        "the mapping keeps the old file's bytes"
+    );
+    std::fs::remove_file(&entry).unwrap();
+    assert_eq!(count("w3").await, before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

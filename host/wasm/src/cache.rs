@@ -96,6 +96,8 @@ pub fn prune(dir: &Path, max: u64) -> std::io::Result<Vec<CacheEntry>> {
             kept += entry.size;
             continue;
         }
+        // The entry's cached metadata goes with it (best effort: without its component it is never read).
+        let _ = std::fs::remove_file(metadata_path(&entry.path));
         match std::fs::remove_file(&entry.path) {
             Ok(()) => removed.push(entry),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -114,6 +116,13 @@ pub fn prune(dir: &Path, max: u64) -> std::io::Result<Vec<CacheEntry>> {
                 .is_ok_and(|t| t.elapsed().unwrap_or_default() > STALE_TEMP);
             if is_temp && old {
                 let _ = std::fs::remove_file(entry.path());
+            }
+            // Metadata whose component is gone (removed by hand, say) is never read again.
+            let path = entry.path();
+            if let Some(stem) = path.to_str().and_then(|p| p.strip_suffix(".meta.json"))
+                && !Path::new(&format!("{stem}.cwasm")).exists()
+            {
+                let _ = std::fs::remove_file(&path);
             }
         }
     }
@@ -164,6 +173,31 @@ impl ComponentCache {
                 .as_ref()?
                 .join(format!("{hex}-{}.cwasm", self.fingerprint)),
         )
+    }
+
+    /// What was cached beside the component whose SHA-256 is `digest` (its metadata and tool list), if it was
+    /// and still parses as a `T`.
+    pub fn metadata<T: serde::de::DeserializeOwned>(&self, digest: &Digest) -> Option<T> {
+        let path = metadata_path(&self.path_for(digest)?);
+        let text = std::fs::read(&path).ok()?;
+        match serde_json::from_slice(&text) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                tracing::debug!(path = %path.display(), "ignoring unusable cached metadata: {e}");
+                None
+            }
+        }
+    }
+
+    /// Cache `value` beside the component whose SHA-256 is `digest` (best effort, written atomically).
+    pub fn store_metadata<T: serde::Serialize>(&self, digest: &Digest, value: &T) {
+        let Some(path) = self.path_for(digest) else { return };
+        let stored = serde_json::to_vec(value)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| write_atomically(&metadata_path(&path), &bytes));
+        if let Err(e) = stored {
+            tracing::debug!(path = %path.display(), "cannot cache a component's metadata: {e}");
+        }
     }
 
     /// The component for `bytes`: from the cache when it is there, else compiled and cached. A cache that
@@ -222,29 +256,47 @@ fn touch(path: &Path) {
     }
 }
 
+/// The file holding a cached component's metadata: `DIGEST-FINGERPRINT.meta.json` beside its `.cwasm`.
+fn metadata_path(component: &Path) -> PathBuf {
+    component.with_extension("meta.json")
+}
+
 #[allow(unsafe_code)]
 fn deserialize(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
-    // Read into memory rather than mapping the file: a cache file truncated or rewritten while in use would
-    // otherwise crash the host with SIGBUS.
-    let bytes = std::fs::read(path)?;
-    // SAFETY: the file is one this cache wrote (atomically, by rename) into the user's own cache directory,
-    // under a name that carries the engine's compatibility fingerprint; wasmtime checks the header and version.
-    // Trusting the directory is the same trust as trusting the toolwright binary in the user's account.
-    unsafe { Component::deserialize(engine, bytes) }
+    // SAFETY: the file is mapped, not read: the code runs from the page cache, shared by every process that
+    // loads it, and only the pages a call touches are read. A mapping is only as good as the file's bytes, and
+    // this cache never changes a file in place: an entry is written under a temporary name and renamed over
+    // (`write_atomically`), and pruning unlinks; either way the mapped inode lives on, unchanged, until it is
+    // unmapped (`tests/tests/plugins.rs` replaces and removes an entry under a running plugin). The file is one
+    // this cache wrote into the user's own cache directory, under a name that carries the engine's compatibility
+    // fingerprint, and wasmtime checks its header and version; only a process of the same user truncating it in
+    // place could break the mapping, the same trust as in the toolwright binary itself.
+    unsafe { Component::deserialize_file(engine, path) }
 }
 
 fn store(component: &Component, path: &Path) -> wasmtime::Result<()> {
     let bytes = component.serialize()?;
+    write_atomically(path, &bytes)?;
+    Ok(())
+}
+
+/// Write `bytes` to `path` by way of a temporary name and a rename: a concurrent start never sees half a file,
+/// and a file another process has mapped is never modified in place.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    // Write to a temporary name and rename: a concurrent start never sees half a file.
+    // Unique per process and write: two threads caching the same component never share a temporary file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(
-        ".{}.{}.tmp",
+        ".{}-{n}.{}.tmp",
         std::process::id(),
         path.file_name().and_then(|n| n.to_str()).unwrap_or("c")
     ));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)?;
+    if let Err(e) = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     Ok(())
 }
 

@@ -288,7 +288,28 @@ impl PluginHost {
             metered: runtime.metered,
             digest: *digest,
         };
-        let (metadata, tools) = inner.describe(self.load_timeout).map_err(metadata_error)?;
+        // What a component says about itself is a function of its bytes: a cached component's metadata and
+        // tool list are read from beside it, so a start with every plugin cached runs no wasm at all.
+        let cached = match origin {
+            Origin::Cached => runtime
+                .cache
+                .metadata::<Described>(digest)
+                .filter(|d| d.host == env!("CARGO_PKG_VERSION")),
+            Origin::Compiled => None,
+        };
+        let Described { metadata, tools, .. } = match cached {
+            Some(described) => described,
+            None => {
+                let (metadata, tools) = inner.describe(self.load_timeout).map_err(metadata_error)?;
+                let described = Described {
+                    host: env!("CARGO_PKG_VERSION").to_owned(),
+                    metadata,
+                    tools,
+                };
+                runtime.cache.store_metadata(digest, &described);
+                described
+            }
+        };
         validate(&metadata, &tools).map_err(metadata_error)?;
         let inner = Arc::new(PluginInner {
             name: metadata.name.clone(),
@@ -408,3 +429,12 @@ impl Plugin {
 
 #[cfg(test)]
 mod tests;
+
+/// A component's metadata and tool list, as cached beside its compiled code, with the host version that read
+/// them (another version may convert them differently: its entries are read again).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Described {
+    host: String,
+    metadata: PluginMetadata,
+    tools: Vec<ToolSpec>,
+}
