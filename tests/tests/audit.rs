@@ -47,7 +47,7 @@ impl Setup {
         std::fs::copy(PROBE, plugins.join("probe.wasm")).unwrap();
         std::fs::write(
             setup.policy(),
-            format!("[plugins.{PROBE_NAME}]\nspawn = [\"echo\"]\nenv = [\"PATH\"]\n"),
+            format!("[plugins.{PROBE_NAME}]\nspawn = [\"echo\"]\nenv = [\"PATH\"]\ntimeout-ms = 1500\n"),
         )
         .unwrap();
         std::fs::create_dir_all(setup.config()).unwrap();
@@ -147,6 +147,8 @@ fn exec_records_who_blocked_what_was_refused_the_nested_calls_and_no_secret() {
         {"id": "c3", "name": "codemode", "arguments": {"code": "return await tools.ls({})"}},
         {"id": "c4", "name": "bash", "arguments": {"command": format!("echo {TOKEN}; exit 3")}},
         {"id": "c5", "name": "nope", "arguments": {}},
+        {"id": "c6", "name": "probe", "arguments": {"action": "loop"}},
+        {"id": "c7", "name": "bash", "arguments": {"command": "printf 'x\\n{\"id\":\"forged\"}\\n'; exit 1"}},
     ]));
     let text = std::fs::read_to_string(setup.log()).unwrap();
     assert!(!text.contains(TOKEN), "a secret reached the log:\n{text}");
@@ -236,6 +238,19 @@ fn exec_records_who_blocked_what_was_refused_the_nested_calls_and_no_secret() {
     assert_eq!(c5.decision[0].verdict, Verdict::Refused);
     assert_eq!(c5.error.as_deref(), Some("Tool nope not found"));
 
+    // The host stopped a busy loop at the plugin's deadline: a limit, not the tool's own error.
+    let c6 = by_id(&records, "c6");
+    assert_eq!(c6.outcome, Outcome::Limit, "{c6:?}");
+    assert!(
+        c6.error.as_deref().unwrap().contains("time limit of 1500 ms"),
+        "{c6:?}"
+    );
+    // What a plugin says cannot forge a line: every line is one record, the panic's text inside its own.
+    assert_eq!(text.lines().count(), records.len());
+    let c7 = by_id(&records, "c7");
+    assert_eq!(c7.outcome, Outcome::Error);
+    assert!(c7.error.as_deref().unwrap().contains("x\n{\"id\":\"forged\"}"), "{c7:?}");
+
     // `toolwright audit` prints it for people, filtered.
     let out = setup
         .command("audit")
@@ -245,7 +260,7 @@ fn exec_records_who_blocked_what_was_refused_the_nested_calls_and_no_secret() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let printed = String::from_utf8_lossy(&out.stdout);
     let headings: Vec<&str> = printed.lines().filter(|l| !l.starts_with(' ')).collect();
-    assert_eq!(headings.len(), 2, "{printed}");
+    assert_eq!(headings.len(), 3, "{printed}");
     assert!(headings[0].contains("  c0  bash  error  "), "{printed}");
     assert!(
         printed.contains("before   handler plugin toolwright-example-guard blocked: guard: recursive deletes are not allowed"),
@@ -268,7 +283,7 @@ fn exec_records_who_blocked_what_was_refused_the_nested_calls_and_no_secret() {
         .collect();
     let mut ids: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
     ids.sort_unstable(); // The batch ran in parallel: lines are in the order the calls settled.
-    assert_eq!(ids, ["c1", "c2"]);
+    assert_eq!(ids, ["c1", "c2", "c6"]);
 }
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {
