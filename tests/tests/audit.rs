@@ -249,7 +249,10 @@ fn exec_records_who_blocked_what_was_refused_the_nested_calls_and_no_secret() {
     assert_eq!(text.lines().count(), records.len());
     let c7 = by_id(&records, "c7");
     assert_eq!(c7.outcome, Outcome::Error);
-    assert!(c7.error.as_deref().unwrap().contains("x\n{\"id\":\"forged\"}"), "{c7:?}");
+    assert!(
+        c7.error.as_deref().unwrap().contains("x\n{\"id\":\"forged\"}"),
+        "{c7:?}"
+    );
 
     // `toolwright audit` prints it for people, filtered.
     let out = setup

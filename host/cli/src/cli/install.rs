@@ -412,20 +412,37 @@ fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
         .map(|c| &c.capability)
         .collect();
     let granted = choose(&args.grant, &requested)?;
-    drop(plugin);
-    let installed = staging.persist(&file).map_err(|e| e.error)?;
-    drop(installed);
-    let plugin = toolwright::wasm::PluginHost::new(target.cache_dir.clone())?.load_file(&file)?;
+    // The entry describes the checked file, which is renamed into place unchanged.
     let mut entry = lock::entry(&plugin, &fetched.source);
     entry.resolved = fetched.resolved;
-    let mut document = policy_document(&target.policy)?;
-    grant_and_pin(&mut document, &name, &granted, &entry.sha256);
-    save_policy(&target.policy, &document)?;
-    writeln!(out, "installed {name} {} as {}", entry.version, file.display())?;
-    report_grants(&mut out, &granted, &target, &entry)?;
-    lock.plugins.insert(name, entry);
-    lock.save(&target.lock)?;
+    entry.file = file.clone();
+    drop(plugin);
+    drop(staging.persist(&file).map_err(|e| e.error)?);
+    let done = format!("installed {name} {} as {}", entry.version, file.display());
+    record(&mut out, &target, &mut lock, &name, entry, &granted, &done)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Record an approval of `entry`: its grants and pin in the policy, then the entry in the lockfile (in that
+/// order: a grant without its lockfile entry runs unlocked; an entry without its grant would hold nothing).
+/// `done` says what was done, before the grants are listed.
+fn record(
+    out: &mut impl Write,
+    target: &Target,
+    lock: &mut Lockfile,
+    name: &str,
+    entry: LockEntry,
+    granted: &[Capability],
+    done: &str,
+) -> anyhow::Result<()> {
+    let mut document = policy_document(&target.policy)?;
+    grant_and_pin(&mut document, name, granted, &entry.sha256);
+    save_policy(&target.policy, &document)?;
+    writeln!(out, "{done}")?;
+    report_grants(out, granted, target, &entry)?;
+    lock.plugins.insert(name.to_owned(), entry);
+    lock.save(&target.lock)?;
+    Ok(())
 }
 
 fn report_grants(
@@ -492,13 +509,8 @@ fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
         .filter(|c| !approved.capabilities.contains(&lock::capability_words(c)))
         .collect();
     let granted = choose(&args.grant, &new)?;
-    let mut document = policy_document(&target.policy)?;
-    grant_and_pin(&mut document, name, &granted, &entry.sha256);
-    save_policy(&target.policy, &document)?;
-    writeln!(out, "approved {name} {}", entry.version)?;
-    report_grants(&mut out, &granted, &target, &entry)?;
-    lock.plugins.insert(name.clone(), entry);
-    lock.save(&target.lock)?;
+    let done = format!("approved {name} {}", entry.version);
+    record(&mut out, &target, &mut lock, name, entry, &granted, &done)?;
     Ok(ExitCode::SUCCESS)
 }
 
