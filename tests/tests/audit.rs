@@ -409,3 +409,47 @@ async fn a_session_names_the_embedders_hooks_and_audits_into_any_sink() {
     session.run(&message, &EventLog::new(), &cancel).await;
     assert_eq!(by_id(&memory.records(), "e").outcome, Outcome::Cancelled);
 }
+
+#[test]
+fn killing_the_host_mid_batch_leaves_a_valid_log_with_every_settled_call() {
+    let setup = Setup::new();
+    let file = setup.dir.path().join("calls.json");
+    let calls = json!({"toolCalls": [
+        {"id": "quick", "name": "ls", "arguments": {}},
+        {"id": "slow", "name": "bash", "arguments": {"command": "sleep 30"}},
+    ]});
+    std::fs::write(&file, calls.to_string()).unwrap();
+    let mut child = setup
+        .command("exec")
+        .arg(&file)
+        .arg("--json")
+        .arg("--audit-log")
+        .arg(setup.log())
+        .args(setup.args())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let settled = |log: &Path| {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .contains("\"id\":\"quick\"")
+    };
+    while !settled(&setup.log()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the quick call never reached the log"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no destructor, no flush, nothing runs.
+    child.wait().unwrap();
+    // Every line is a whole record; the call in progress is what was lost.
+    let records = setup.records();
+    assert_eq!(
+        records.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["quick"]
+    );
+    assert!(std::fs::read_to_string(setup.log()).unwrap().ends_with('\n'));
+}
