@@ -107,8 +107,8 @@ impl User {
 
     /// The tools `toolwright mcp` lists to a client.
     fn mcp_tools(&self) -> Vec<String> {
-        use std::io::{BufRead, BufReader, Write};
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"));
+        command
             .args([
                 "mcp",
                 "--watch-plugins",
@@ -119,39 +119,15 @@ impl User {
             ])
             .arg(self.ws.path())
             .env("HOME", self.home.path())
-            .env("XDG_CONFIG_HOME", self.home.path().join(".config"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        for message in [
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-        ] {
-            writeln!(stdin, "{message}").unwrap();
-        }
-        stdin.flush().unwrap();
-        let mut tools = Vec::new();
-        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
-            if message["id"] == 2 {
-                tools = message["result"]["tools"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|t| t["name"].as_str().unwrap().to_owned())
-                    .collect();
-                break;
-            }
-        }
-        drop(stdin);
-        let _ = child.kill();
-        let _ = child.wait();
-        tools
+            .env("XDG_CONFIG_HOME", self.home.path().join(".config"));
+        let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut command);
+        mcp.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+        mcp.response(2)["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
     }
 
     fn listing(&self) -> Output {

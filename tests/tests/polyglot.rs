@@ -352,41 +352,18 @@ fn the_python_and_javascript_examples_give_the_rust_examples_results() {
 
 /// One `tools/call` to `toolwright mcp` over stdio with the plugins of `plugins` and no policy: (isError, text).
 fn mcp_call(plugins: &Path, workspace: &Path, tool: &str, args: Value) -> (bool, String) {
-    use std::io::{BufRead, BufReader, Write};
-    let mut child = Command::new(BINARY)
-        .args(["mcp", "--watch-plugins", "0", "--no-default-plugins", "--plugins"])
-        .arg(plugins)
-        .arg("--cwd")
-        .arg(workspace)
-        .arg("--cache-dir")
-        .arg(tmp().join("component-cache"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for message in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "polyglot", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": args}}),
-    ] {
-        writeln!(stdin, "{message}").unwrap();
-    }
-    stdin.flush().unwrap();
-    let mut reply = None;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
-        if message["id"] == 2 {
-            reply = Some(message);
-            break;
-        }
-    }
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
-    let reply = reply.expect("no reply to the call");
+    let args_line = vec![
+        "--no-default-plugins".to_owned(),
+        "--plugins".to_owned(),
+        plugins.to_string_lossy().into_owned(),
+        "--cwd".to_owned(),
+        workspace.to_string_lossy().into_owned(),
+        "--cache-dir".to_owned(),
+        tmp().join("component-cache").to_string_lossy().into_owned(),
+    ];
+    let mut mcp = toolwright_tests::mcp::StdioServer::start(Path::new(BINARY), &args_line);
+    mcp.call(2, tool, args);
+    let reply = mcp.response(2);
     (
         reply["result"]["isError"] == true,
         reply["result"]["content"][0]["text"]
