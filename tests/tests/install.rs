@@ -500,7 +500,7 @@ fn a_plugin_from_a_real_registry_is_installed_pinned_and_held_after_a_release_th
     // Release 2 under the same tag asks for more (writes, programs) and describes its tool otherwise.
     let second = user.home.path().join("release-2.wasm");
     std::fs::copy(PROBE, &second).unwrap();
-    user.ok(&[
+    let republished = user.ok(&[
         "plugins",
         "publish",
         second.to_str().unwrap(),
@@ -508,7 +508,26 @@ fn a_plugin_from_a_real_registry_is_installed_pinned_and_held_after_a_release_th
         "--cache-dir",
         &cache,
     ]);
+    let second_digest = republished
+        .rsplit_once("(sha256:")
+        .unwrap()
+        .1
+        .split(')')
+        .next()
+        .unwrap()
+        .to_owned();
     let updated = user.ok(&["plugins", "update", "--cache-dir", &cache]);
+    // The approval stays release 1's; where the tag resolves now waits for approval beside it.
+    let lock = std::fs::read_to_string(user.lockfile()).unwrap();
+    assert!(
+        lock.contains(&format!("resolved = \"sha256:{digest}\"")),
+        "{lock}"
+    );
+    assert!(lock.contains(".fetched]"), "{lock}");
+    assert!(
+        lock.contains(&format!("resolved = \"sha256:{second_digest}\"")),
+        "{lock}"
+    );
     assert!(
         updated.contains("changed: new capability: write ./out"),
         "{updated}"
@@ -530,6 +549,12 @@ fn a_plugin_from_a_real_registry_is_installed_pinned_and_held_after_a_release_th
         &cache,
     ]);
     assert!(approved.contains("granted: nothing"), "{approved}");
+    let lock = std::fs::read_to_string(user.lockfile()).unwrap();
+    assert!(
+        lock.contains(&format!("resolved = \"sha256:{second_digest}\"")),
+        "{lock}"
+    );
+    assert!(!lock.contains("fetched") && !lock.contains(&digest), "{lock}");
     assert_eq!(user.read_readme().0, (false, "read 5 bytes".into()));
     assert!(user.mcp_tools().contains(&"probe".to_owned()));
     // (Only a loopback registry is spoken to in plain HTTP: `oci::tests`, without leaving loopback.)

@@ -89,6 +89,21 @@ pub struct LockEntry {
     /// Whether it is a handler plugin (in the call path of every tool).
     #[serde(default)]
     pub handler: bool,
+    /// A newer file `toolwright plugins update` installed that is not approved yet: where its source resolved
+    /// to, recorded by `approve` once the file is approved (the approval itself stays this entry's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched: Option<Fetched>,
+}
+
+/// What `plugins update` fetched and installed, held until approved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Fetched {
+    /// The digest its source resolved to (see [`LockEntry::resolved`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resolved: String,
+    /// The SHA-256 of the file installed.
+    pub sha256: String,
 }
 
 /// Digests of what the model reads of one tool (`sha256:` and hex): a change to any of them is a change the user
@@ -235,6 +250,7 @@ pub fn entry(plugin: &Plugin, source: &str) -> LockEntry {
             .map(|t| (t.name.clone(), surface(t)))
             .collect(),
         handler: plugin.is_handler,
+        fetched: None,
     }
 }
 

@@ -490,7 +490,11 @@ fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let mut entry = lock::entry(&plugin, &approved.source);
-    entry.resolved = approved.resolved.clone();
+    // The file `plugins update` installed resolved to a new digest of its source: that is what is approved now.
+    entry.resolved = match &approved.fetched {
+        Some(fetched) if fetched.sha256 == entry.sha256 => fetched.resolved.clone(),
+        _ => approved.resolved.clone(),
+    };
     let changes = lock::changes(&approved, &entry);
     let mut out = std::io::stdout().lock();
     if changes.is_empty() {
@@ -523,7 +527,7 @@ fn names(lock: &Lockfile) -> String {
 
 fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
     let target = args.target.resolve()?;
-    let lock = load_lock(&target)?;
+    let mut lock = load_lock(&target)?;
     let names: Vec<String> = match &args.name {
         Some(name) if !lock.plugins.contains_key(name) => {
             bail!(
@@ -538,7 +542,7 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     let mut code = ExitCode::SUCCESS;
     for name in names {
-        let entry = &lock.plugins[&name];
+        let entry = lock.plugins[&name].clone();
         let fetched = match fetch(&entry.source) {
             Ok(fetched) => fetched,
             Err(e) => {
@@ -575,10 +579,18 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
             entry.file.display(),
             entry.source
         )?;
-        for change in lock::changes(entry, &found) {
+        for change in lock::changes(&entry, &found) {
             writeln!(out, "  changed: {change}")?;
         }
         writeln!(out, "  held until approved: toolwright plugins approve {name}")?;
+        // The approval stays the old file's; what the source resolved to now waits for `approve`.
+        if let Some(held) = lock.plugins.get_mut(&name) {
+            held.fetched = Some(lock::Fetched {
+                resolved: fetched.resolved,
+                sha256: found.sha256,
+            });
+        }
+        lock.save(&target.lock)?;
     }
     Ok(code)
 }
