@@ -224,6 +224,9 @@ pub struct Spawn {
     /// Why it was refused, or (allowed) why it could not be started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Who started it, when not the tool itself (`handler plugin NAME`, deciding on the call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A network connection a call opened, or tried to (a datagram sent counts as one per address).
@@ -233,6 +236,9 @@ pub struct Connection {
     pub address: String,
     /// Whether the grants let it through.
     pub allowed: bool,
+    /// Who connected, when not the tool itself (`handler plugin NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// What a call did while it ran: programs started and connections opened, as its runtime checked them.
@@ -266,6 +272,7 @@ impl Activity {
             argv: kept,
             allowed: refusal.is_none(),
             reason: refusal.map(|r| cut(r, COLLECTED_BYTES)),
+            by: None,
         });
     }
 
@@ -293,7 +300,11 @@ impl Activity {
             self.omitted += 1;
             return;
         }
-        self.connections.push(Connection { address, allowed });
+        self.connections.push(Connection {
+            address,
+            allowed,
+            by: None,
+        });
     }
 
     fn append(&mut self, other: Activity) {
@@ -306,7 +317,14 @@ impl Activity {
             }
         }
         for c in other.connections {
-            self.connected(c.address, c.allowed);
+            if self.connections.contains(&c) {
+                continue;
+            }
+            if self.connections.len() >= MAX_ACTIVITY {
+                self.omitted += 1;
+            } else {
+                self.connections.push(c);
+            }
         }
     }
 }
@@ -332,6 +350,8 @@ pub struct Trail(Option<Arc<Mutex<TrailData>>>);
 struct TrailData {
     steps: Vec<Step>,
     activity: Activity,
+    /// Values to keep out of the record besides the tool's own (a handler plugin's granted environment).
+    secrets: Vec<(String, String)>,
 }
 
 impl Trail {
@@ -376,11 +396,31 @@ impl Trail {
         }
     }
 
-    fn take(&self) -> (Vec<Step>, Activity) {
+    /// Add what `by` (a handler plugin deciding on the call) did, marked as its own.
+    pub fn add_activity_by(&self, mut activity: Activity, by: &str) {
+        for spawn in &mut activity.spawns {
+            spawn.by = Some(by.to_owned());
+        }
+        for connection in &mut activity.connections {
+            connection.by = Some(by.to_owned());
+        }
+        self.add_activity(activity);
+    }
+
+    /// Keep these values out of the record too (the environment of a handler plugin that decided on the call,
+    /// whose reasons and starts the record holds).
+    pub fn add_secrets(&self, secrets: &[(String, String)]) {
+        if let Some(mut data) = self.data() {
+            data.secrets.extend(secrets.iter().cloned());
+        }
+    }
+
+    fn take(&self) -> (Vec<Step>, Activity, Vec<(String, String)>) {
         match self.data() {
             Some(mut data) => (
                 std::mem::take(&mut data.steps),
                 std::mem::take(&mut data.activity),
+                std::mem::take(&mut data.secrets),
             ),
             None => Default::default(),
         }
@@ -462,11 +502,16 @@ impl AuditRecord {
     /// The record of a settled call, with the steps and activity of its `trail`, every written string redacted
     /// by the tool's origin.
     pub fn settle(settled: Settled<'_>, trail: &Trail) -> AuditRecord {
-        let (mut decision, activity) = trail.take();
+        let (mut decision, activity, extra) = trail.take();
         let mut spawns = activity.spawns;
         // Redacted whole, then cut: a secret that straddles a cut is never left half shown.
-        let none = Origin::default();
-        let origin = settled.origin.unwrap_or(&none);
+        let mut redacting = settled.origin.cloned().unwrap_or_default();
+        if !extra.is_empty() {
+            let mut all = redacting.secrets.as_ref().clone();
+            all.extend(extra);
+            redacting.secrets = Arc::new(all);
+        }
+        let origin = &redacting;
         let text = |t: &str| js::utf16_prefix(&origin.redact(t), MAX_TEXT_CHARS).to_owned();
         let arg = |a: &str| cut(&origin.redact(a), MAX_ARG_BYTES);
         for spawn in &mut spawns {
@@ -656,6 +701,39 @@ mod tests {
         assert_eq!(back.source.unwrap().plugin.as_deref(), Some("probe"));
         // A short value masks nothing.
         assert_eq!(origin.redact("ab ab"), "ab ab");
+    }
+
+    #[test]
+    fn a_handlers_activity_and_secrets_reach_the_record_of_the_call_it_decides_on() {
+        let trail = Trail::on();
+        let sink = crate::tool::UpdateSink::for_trail(trail.clone(), "handler plugin g");
+        assert!(!sink.is_connected(), "nobody reads its partial results");
+        sink.update(crate::types::ToolResult::text("dropped"));
+        sink.log(crate::tool::LogLevel::Info, "dropped");
+        trail.add_secrets(&[("G_TOKEN".into(), "handler-secret".into())]);
+        sink.spawned(
+            "curl",
+            &["-H".into(), "handler-secret".into()],
+            Some("not granted"),
+        );
+        sink.connected("127.0.0.1:9".parse().unwrap(), false);
+        let call = ToolCall::new("c1", "ls", json!({}));
+        let settled = Settled {
+            started: std::time::SystemTime::now(),
+            duration_ms: 0,
+            call: &call,
+            parent: None,
+            origin: None,
+            outcome: Outcome::Ok,
+            error: None,
+        };
+        let record = AuditRecord::settle(settled, &trail);
+        assert_eq!(record.spawns[0].by.as_deref(), Some("handler plugin g"));
+        assert_eq!(record.spawns[0].argv[1], "[env G_TOKEN]");
+        assert_eq!(record.connections[0].by.as_deref(), Some("handler plugin g"));
+        assert!(!serde_json::to_string(&record).unwrap().contains("handler-secret"));
+        // Off: nothing is recorded, and the sink is the discarding one.
+        assert!(!crate::tool::UpdateSink::for_trail(Trail::off(), "x").is_connected());
     }
 
     #[test]

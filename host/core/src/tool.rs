@@ -65,6 +65,8 @@ struct UpdateChannel {
     room: Notify,
     /// Programs started and connections opened, for the audit log.
     activity: Mutex<crate::audit::Activity>,
+    /// For a sink no consumer reads ([`UpdateSink::for_trail`]): the trail its activity goes to, and who it is.
+    report: Option<(crate::audit::Trail, String)>,
 }
 
 impl UpdateChannel {
@@ -98,6 +100,9 @@ impl UpdateSink {
     /// already wait, it replaces the newest of them: partial results are snapshots, and the latest one wins.
     pub fn update(&self, partial: ToolResult) {
         let Some(inner) = &self.inner else { return };
+        if inner.report.is_some() {
+            return;
+        }
         let mut queue = inner.queue();
         if !inner.accepting.load(Ordering::Acquire) {
             return;
@@ -116,6 +121,9 @@ impl UpdateSink {
     /// [`PENDING_LOG_LINES`] waiting lines are dropped, and the consumer is told how many.
     pub fn log(&self, level: LogLevel, message: impl Into<String>) {
         let Some(inner) = &self.inner else { return };
+        if inner.report.is_some() {
+            return;
+        }
         let mut message = message.into();
         if message.len() > LOG_LINE_MAX_BYTES {
             let mut end = LOG_LINE_MAX_BYTES;
@@ -139,12 +147,42 @@ impl UpdateSink {
         inner.ready.notify_one();
     }
 
+    /// A sink for code that runs on behalf of another call and has no consumer of its own (a handler plugin
+    /// deciding on a call): partial results and log lines are dropped, and what it starts and connects to goes
+    /// to `trail`, the decided call's, marked as `by`'s. A trail that is off gives [`UpdateSink::discard`].
+    pub fn for_trail(trail: crate::audit::Trail, by: impl Into<String>) -> Self {
+        if !trail.is_on() {
+            return Self::discard();
+        }
+        UpdateSink {
+            inner: Some(Arc::new(UpdateChannel {
+                accepting: AtomicBool::new(true),
+                queue: Mutex::new(VecDeque::new()),
+                logs: Mutex::new((VecDeque::new(), 0)),
+                ready: Notify::new(),
+                room: Notify::new(),
+                activity: Mutex::default(),
+                report: Some((trail, by.into())),
+            })),
+        }
+    }
+
+    /// Hand what was recorded to the trail of a [`UpdateSink::for_trail`] sink; false for other sinks.
+    fn reported(inner: &UpdateChannel) -> bool {
+        let Some((trail, by)) = &inner.report else {
+            return false;
+        };
+        trail.add_activity_by(std::mem::take(&mut *inner.activity()), by);
+        true
+    }
+
     /// Record, for the audit log, that the call started `program` with `argv`, or was refused (`refusal`
     /// says why). A runtime calls it where it checks a start against the grants. Ignored once the call settled.
     pub fn spawned(&self, program: &str, argv: &[String], refusal: Option<&str>) {
         let Some(inner) = &self.inner else { return };
         if inner.accepting.load(Ordering::Acquire) {
             inner.activity().spawned(program, argv, refusal);
+            Self::reported(inner);
         }
     }
 
@@ -154,6 +192,7 @@ impl UpdateSink {
         let Some(inner) = &self.inner else { return };
         if inner.accepting.load(Ordering::Acquire) {
             inner.activity().spawn_failed(program, argv, error);
+            Self::reported(inner);
         }
     }
 
@@ -163,19 +202,23 @@ impl UpdateSink {
         let Some(inner) = &self.inner else { return };
         if inner.accepting.load(Ordering::Acquire) {
             inner.activity().connected(address.to_string(), allowed);
+            Self::reported(inner);
         }
     }
 
     /// Whether anything listens: a tool may skip building log lines nobody reads.
     pub fn is_connected(&self) -> bool {
-        self.inner.is_some()
+        self.inner.as_ref().is_some_and(|i| i.report.is_none())
     }
 
     /// Report a partial result, waiting while [`PENDING_UPDATES`] wait for the consumer (backpressure), or
     /// until `stop` finishes (then the update is dropped and this returns `false`). Ignored once the call has
     /// settled.
     pub async fn update_or_stop(&self, partial: ToolResult, stop: impl Future<Output = ()>) -> bool {
-        let Some(inner) = &self.inner else { return true };
+        let Some(inner) = self.inner.as_ref().filter(|i| i.report.is_none()) else {
+            drop(partial);
+            return true;
+        };
         tokio::pin!(stop);
         loop {
             let room = inner.room.notified();
@@ -223,6 +266,7 @@ impl UpdateSink {
             ready: Notify::new(),
             room: Notify::new(),
             activity: Mutex::default(),
+            report: None,
         });
         (
             UpdateSink {

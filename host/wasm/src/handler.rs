@@ -16,6 +16,7 @@ use toolwright_core::hooks::{
     AfterToolCall, AfterToolCallContext, AfterToolCallResult, BeforeToolCall, BeforeToolCallContext,
     BeforeToolCallResult, after_tool_call, before_tool_call,
 };
+use toolwright_core::tool::UpdateSink;
 use toolwright_core::types::ToolResult;
 
 type HandlerList = Arc<Vec<(Arc<PluginInner>, Arc<WasmGrants>)>>;
@@ -57,7 +58,12 @@ async fn run_tool_call(
             input: args.to_string(),
         };
         let by = format!("handler plugin {}", plugin.name);
-        let decision = match plugin.tool_call(grants.clone(), event, cancel.clone()).await {
+        ctx.trail.add_secrets(&grants.env);
+        let updates = UpdateSink::for_trail(ctx.trail.clone(), &by);
+        let decision = match plugin
+            .tool_call(grants.clone(), event, cancel.clone(), updates)
+            .await
+        {
             Ok(decision) => decision,
             Err(e) => {
                 ctx.trail
@@ -147,7 +153,12 @@ async fn run_tool_result(
         // Error level, not warn: the CLI's default filter (no TOOLWRIGHT_LOG) shows errors only, and a handler
         // that silently stops (say, a redactor) must be seen.
         let by = format!("handler plugin {}", plugin.name);
-        let changes = match plugin.tool_result(grants.clone(), event, cancel.clone()).await {
+        ctx.trail.add_secrets(&grants.env);
+        let updates = UpdateSink::for_trail(ctx.trail.clone(), &by);
+        let changes = match plugin
+            .tool_result(grants.clone(), event, cancel.clone(), updates)
+            .await
+        {
             Ok(changes) => changes,
             Err(error) => {
                 tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
@@ -234,9 +245,11 @@ impl PluginInner {
         grants: Arc<WasmGrants>,
         event: bindings::handler::ToolCallEvent,
         cancel: CancellationToken,
+        updates: UpdateSink,
     ) -> Result<bindings::handler::ToolCallDecision, ToolError> {
         let entry = Entry {
             cancel,
+            updates,
             ..Entry::bare("tool_call")
         };
         let plugin = self.clone();
@@ -254,9 +267,11 @@ impl PluginInner {
         grants: Arc<WasmGrants>,
         event: bindings::handler::ToolResultEvent,
         cancel: CancellationToken,
+        updates: UpdateSink,
     ) -> Result<Option<bindings::handler::ToolResultChanges>, ToolError> {
         let entry = Entry {
             cancel,
+            updates,
             ..Entry::bare("tool_result")
         };
         let plugin = self.clone();

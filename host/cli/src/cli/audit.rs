@@ -207,11 +207,17 @@ fn render(record: &AuditRecord) -> String {
             (Some(r), false) => format!("  (refused: {})", first_line(r)),
             (Some(r), true) => format!("  (failed: {})", first_line(r)),
         };
-        text.push_str(&format!("    spawn    {}{verdict}\n", first_line(&command)));
+        let by = spawn
+            .by
+            .as_ref()
+            .map(|b| format!("  (by {b})"))
+            .unwrap_or_default();
+        text.push_str(&format!("    spawn    {}{verdict}{by}\n", first_line(&command)));
     }
     for c in &record.connections {
         let verdict = if c.allowed { "" } else { "  (refused)" };
-        text.push_str(&format!("    connect  {}{verdict}\n", c.address));
+        let by = c.by.as_ref().map(|b| format!("  (by {b})")).unwrap_or_default();
+        text.push_str(&format!("    connect  {}{verdict}{by}\n", c.address));
     }
     if record.omitted > 0 {
         text.push_str(&format!("    … {} more spawns and connections\n", record.omitted));
