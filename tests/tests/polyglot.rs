@@ -477,17 +477,15 @@ fn python_and_javascript_plugins_write_only_what_they_are_granted_and_make_neste
         ("python", "py_write", "py_nested"),
         ("js", "js_write", "js_nested"),
     ] {
-        let out = run(
-            plugins.path(),
-            ws.path(),
-            Some(policy),
-            &calls(&[
-                (write, json!({"path": "notes/ok.txt", "text": lang})),
-                (write, json!({"path": "outside.txt", "text": "should not exist"})),
-                (nested, json!({"tool": "ls", "args": {"path": "notes"}})),
-                (nested, json!({"tool": nested, "args": {}})),
-            ]),
-        );
+        let mut batch = calls(&[
+            (write, json!({"path": "notes/ok.txt", "text": lang})),
+            (write, json!({"path": "outside.txt", "text": "should not exist"})),
+            (nested, json!({"tool": "ls", "args": {"path": "notes"}})),
+            (nested, json!({"tool": nested, "args": {}})),
+        ]);
+        // In turn: the nested `ls` must see the file the first call wrote (in parallel it may run first).
+        batch["mode"] = json!("sequential");
+        let out = run(plugins.path(), ws.path(), Some(policy), &batch);
         assert!(!out[0].0, "{lang}: {:?}", out[0]);
         assert_eq!(std::fs::read_to_string(notes.join("ok.txt")).unwrap(), lang);
         // The refused write: the native built-ins' words, and nothing on disk.
