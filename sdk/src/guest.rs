@@ -362,6 +362,31 @@ fn result_to_wit(r: ToolResult) -> wit::ToolResult {
     }
 }
 
+/// Send a partial result of the running call, as [`Ctx::update`] does, from code that has no `Ctx` at hand (a
+/// script engine's native callbacks).
+pub fn send_update(partial: ToolResult) {
+    host::update(&result_to_wit(partial));
+}
+
+/// Start a nested call without waiting for it (`host.start-call`): the number names it in [`next_outcomes`].
+pub fn start_call(name: &str, arguments: &serde_json::Value) -> u64 {
+    host::start_call(name, &arguments.to_string())
+}
+
+/// Take every started call that finished (`host.next-outcomes`), with `wait` first waiting until one has;
+/// empty when none runs.
+pub fn next_outcomes(wait: bool) -> Vec<(u64, CallOutcome)> {
+    host::next_outcomes(wait)
+        .into_iter()
+        .map(|(n, outcome)| (n, outcome_from_wit(outcome)))
+        .collect()
+}
+
+/// The callable tools ranked for `query` by `tool_search`'s ranker, best first (`host.search-tools`).
+pub fn search_tools(query: &str, among: Option<&[String]>, limit: u32) -> Vec<String> {
+    host::search_tools(query, among, limit)
+}
+
 /// The [`Ctx`] inside the sandbox.
 struct GuestCtx {
     cwd: String,

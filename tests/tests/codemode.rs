@@ -31,6 +31,7 @@ fn session(cwd: &Path, tools: &[&str], timeout: Duration) -> Session {
         cwd: cwd.to_owned(),
         cache_dir: Some(cache_dir()),
         timeout: Some(timeout),
+        settings: Default::default(),
     }));
     let selection = Selection {
         tools: Some(tools.iter().map(|t| t.to_string()).collect()),
@@ -157,8 +158,8 @@ async fn a_script_cannot_reach_what_the_session_does_not_make_callable() {
     assert!(message.is_error);
     assert_eq!(
         output(&message),
-        "Script error:\nTypeError: tools.grep does not exist. Available: read. ALL_TOOLS lists every tool. \
-         Check for a member with \"grep\" in tools.\n\nNo tool calls were made."
+        "Script error:\nTypeError: tools.grep does not exist. Available: read. ALL_TOOLS lists every tool; \
+         searchTools(query) finds tools by topic. Check for a member with \"grep\" in tools.\n\nNo tool calls were made."
     );
     // codemode is model-only: a script cannot start a script.
     let message = s.script("return typeof tools.codemode").await;
@@ -244,18 +245,50 @@ async fn a_script_that_loops_forever_is_stopped_at_its_deadline_and_the_host_goe
     let dir = workspace();
     let s = session(dir.path(), &ALL, Duration::from_secs(2));
     let started = Instant::now();
-    let message = s.script("while (true) {}").await;
+    let message = s.script("console.log('before'); while (true) {}").await;
     let elapsed = started.elapsed();
+    // pi's result for a script stopped by its deadline: what it printed, the error, the calls it made.
     assert!(message.is_error);
-    assert!(
-        texts(&message)[0].contains("ran past its time limit of 2000 ms"),
-        "{:?}",
-        texts(&message)
+    assert_eq!(
+        output(&message),
+        "<console_output>\nbefore\n</console_output>\nScript error:\nScript timed out: Execution timed out after \
+         2000 ms\n\nNo tool calls were made."
     );
     // The first call also compiles the component when the cache is cold.
     assert!(elapsed < Duration::from_secs(30), "{elapsed:?}");
     let message = s.script("return 1 + 1").await;
     assert_eq!(output(&message), "2");
+}
+
+#[tokio::test]
+async fn a_scripts_own_timeout_stops_it_with_pis_result_and_its_calls() {
+    let dir = workspace();
+    let s = session(dir.path(), &ALL, Duration::from_secs(60));
+    // Compile (or map) the component first: the deadline below is the script's alone.
+    s.script("return 0").await;
+    let started = Instant::now();
+    let message = s
+        .script(
+            "// @options: {\"timeout_ms\": 300}\nconst listing = await tools.ls({});\ntext(listing);\n\
+             tools.bash({ command: 'sleep 5' });\nwhile (true) {}",
+        )
+        .await;
+    let elapsed = started.elapsed();
+    assert!(message.is_error);
+    assert_eq!(
+        output(&message),
+        "one.txt\nthree.txt\ntwo.txt\nScript error:\nScript timed out: Execution timed out after 300 ms\n\n\
+         Tool calls made before the failure (they are not undone): ls (ok), bash (cancelled)"
+    );
+    let calls = &message.details.as_ref().unwrap()["calls"];
+    assert_eq!(calls[0]["id"], "cm/1");
+    assert_eq!(calls[0]["status"], "ok");
+    assert_eq!(calls[1]["name"], "bash");
+    assert_eq!(calls[1]["status"], "cancelled");
+    // Stopped by its own deadline, not the plugin's 60 s (docs/performance.md has the measured overshoot).
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+    let message = s.script("return 'after'").await;
+    assert_eq!(output(&message), "after");
 }
 
 #[tokio::test]

@@ -162,11 +162,20 @@ impl Dispatcher {
         }
         drop(_routes);
         drop(forward);
-        // What nested calls sent before their batch ended is written; a nested call still running after it (a
-        // tool returned without awaiting it) has its later events dropped.
-        while let Ok((forwarded, ack)) = rx.try_recv() {
-            forwarded.write(sink).await;
-            let _ = ack.send(());
+        // A nested call still running after its batch (a tool returned without awaiting it; codemode cancels the
+        // calls a script left running) keeps its sink until it ends: its last events are written too, for at most
+        // STRAGGLER_WAIT, in order. The results are settled already; only this return waits.
+        let stragglers = async {
+            while let Some((forwarded, ack)) = rx.recv().await {
+                forwarded.write(sink).await;
+                let _ = ack.send(());
+            }
+        };
+        if tokio::time::timeout(STRAGGLER_WAIT, stragglers).await.is_err() {
+            tracing::warn!(
+                "a nested call was still running {} s after its batch ended; its later events are dropped",
+                STRAGGLER_WAIT.as_secs()
+            );
         }
         outcome
     }
@@ -185,6 +194,10 @@ impl Dispatcher {
         CallOutcome { result, message }
     }
 }
+
+/// How long a batch's end waits for nested calls that outlived it (cancelled, they wind down) to send their last
+/// events.
+pub const STRAGGLER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Wait for the write in progress, if any.
 async fn finish(writing: &mut Option<(BoxFuture<'_, ()>, oneshot::Sender<()>)>) {

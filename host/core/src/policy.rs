@@ -77,6 +77,33 @@ pub struct Policy {
     /// directory; `~/` is the user's home. Honoured in the user's files only.
     #[serde(default)]
     pub audit: Option<PathBuf>,
+    /// pi's codemode settings (`codemode.mode`, `codemode.inlineBudget`). The first file that sets a key wins.
+    #[serde(default)]
+    pub codemode: CodemodeSettings,
+}
+
+/// The `[codemode]` section: how codemode presents the tools scripts can call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodemodeSettings {
+    /// `"on"` (pi's default: declared tools say how scripts call them, codemode lists the rest) or `"only"`
+    /// (codemode lists every callable tool, and `direct` tools are not declared: the model goes through
+    /// codemode).
+    #[serde(default)]
+    pub mode: Option<CodemodeMode>,
+    /// Tokens (4 characters each) of tool sections codemode's description may list (pi's default 3000).
+    #[serde(default, rename = "inline-budget")]
+    pub inline_budget: Option<u64>,
+}
+
+/// The `mode` of the `[codemode]` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CodemodeMode {
+    /// pi's default.
+    On,
+    /// Everything through codemode.
+    Only,
 }
 
 /// The `auto-approve` setting.
@@ -357,6 +384,8 @@ impl Policy {
         self.trusted_projects.extend(other.trusted_projects);
         self.auto_approve = self.auto_approve.or(other.auto_approve);
         self.audit = self.audit.take().or(other.audit);
+        self.codemode.mode = self.codemode.mode.or(other.codemode.mode);
+        self.codemode.inline_budget = self.codemode.inline_budget.or(other.codemode.inline_budget);
         self.ignored.extend(other.ignored);
         for (name, p) in other.plugins {
             self.plugins.entry(name).or_default().merge(p);

@@ -89,6 +89,9 @@ impl std::fmt::Debug for Registry {
     }
 }
 
+/// The name of pi's codemode tool, which pi registers before `tool_search` (the host's codemode crate names it too).
+const CODEMODE_TOOL_NAME: &str = "codemode";
+
 impl Registry {
     /// A registry of `sources` with the initial active set of pi's `createAgentSession`: the selection (or the
     /// default selection with `+`/`-` modifiers applied), minus denied names, then every extension and SDK tool
@@ -111,7 +114,16 @@ impl Registry {
         // Validate first: the cyclic constructor cannot fail.
         selection.check()?;
         Ok(SharedRegistry::new_cyclic(|weak| {
-            sources.extensions.insert(0, search::tool_search_definition(weak));
+            // pi registers its codemode extension before tool search: `codemode` comes first where both are.
+            let at = usize::from(
+                sources
+                    .extensions
+                    .first()
+                    .is_some_and(|d| d.name == CODEMODE_TOOL_NAME),
+            );
+            sources
+                .extensions
+                .insert(at, search::tool_search_definition(weak));
             let (mut registry, initial) =
                 Self::unrefreshed(sources, selection).unwrap_or_else(|_| unreachable!("validated above"));
             registry.refresh(RefreshOptions {

@@ -52,7 +52,12 @@ pub struct LogLine {
 #[derive(Clone, Default)]
 pub struct UpdateSink {
     inner: Option<Arc<UpdateChannel>>,
+    /// Sees every partial result first and decides what goes on ([`UpdateSink::tapped`]).
+    tap: Option<UpdateTap>,
 }
+
+/// What [`UpdateSink::tapped`] runs on each partial result: what it returns goes on, `None` nothing.
+pub type UpdateTap = Arc<dyn Fn(ToolResult) -> Option<ToolResult> + Send + Sync>;
 
 struct UpdateChannel {
     accepting: AtomicBool,
@@ -93,12 +98,41 @@ impl UpdateChannel {
 impl UpdateSink {
     /// A sink that drops every update.
     pub fn discard() -> Self {
-        UpdateSink { inner: None }
+        UpdateSink {
+            inner: None,
+            tap: None,
+        }
+    }
+
+    /// This sink with `tap` in front: every partial result passes through it, and only what it returns reaches
+    /// the consumer (a host component reads a side channel of its own tool this way, and drops it). Log lines
+    /// and activity pass untouched. Taps stack: the newest runs first.
+    pub fn tapped(&self, tap: impl Fn(ToolResult) -> Option<ToolResult> + Send + Sync + 'static) -> Self {
+        let outer = self.tap.clone();
+        let tap: UpdateTap = match outer {
+            None => Arc::new(tap),
+            Some(outer) => Arc::new(move |partial| tap(partial).and_then(|p| outer(p))),
+        };
+        UpdateSink {
+            inner: self.inner.clone(),
+            tap: Some(tap),
+        }
+    }
+
+    /// The partial result after the tap, if any is left.
+    fn through_tap(&self, partial: ToolResult) -> Option<ToolResult> {
+        match &self.tap {
+            Some(tap) => tap(partial),
+            None => Some(partial),
+        }
     }
 
     /// Report a partial result without waiting. Ignored once the call has settled. When [`PENDING_UPDATES`]
     /// already wait, it replaces the newest of them: partial results are snapshots, and the latest one wins.
     pub fn update(&self, partial: ToolResult) {
+        let Some(partial) = self.through_tap(partial) else {
+            return;
+        };
         let Some(inner) = &self.inner else { return };
         if inner.report.is_some() {
             return;
@@ -164,6 +198,7 @@ impl UpdateSink {
                 activity: Mutex::default(),
                 report: Some((trail, by.into())),
             })),
+            tap: None,
         }
     }
 
@@ -215,6 +250,9 @@ impl UpdateSink {
     /// until `stop` finishes (then the update is dropped and this returns `false`). Ignored once the call has
     /// settled.
     pub async fn update_or_stop(&self, partial: ToolResult, stop: impl Future<Output = ()>) -> bool {
+        let Some(partial) = self.through_tap(partial) else {
+            return true;
+        };
         let Some(inner) = self.inner.as_ref().filter(|i| i.report.is_none()) else {
             drop(partial);
             return true;
@@ -251,7 +289,7 @@ impl UpdateSink {
         partial: ToolResult,
         stop: impl Future<Output = ()>,
     ) -> bool {
-        if self.inner.is_none() {
+        if self.inner.is_none() && self.tap.is_none() {
             return true;
         }
         runtime.block_on(self.update_or_stop(partial, stop))
@@ -271,6 +309,7 @@ impl UpdateSink {
         (
             UpdateSink {
                 inner: Some(inner.clone()),
+                tap: None,
             },
             UpdateReceiver { inner },
         )

@@ -6,16 +6,29 @@
 //! directory for spilled output, the plugin limits (memory, deadline), and nested calls through the `host`
 //! import, which the session's runner checks like any other call. Registered inactive (`defaultActive: false`):
 //! name it (`--allow codemode`, `--allow +codemode`) to use it.
+//!
+//! The host keeps what a script did while it runs: the nested calls it made (through a recording
+//! [`ToolCaller`]) and the output it printed (streamed by the engine on a side channel of its partial results,
+//! taken off here). The engine cannot be interrupted, so the host enforces the script's `timeout_ms` as the
+//! component's deadline, and a script stopped by it (or by cancellation) still gets pi's `Script timed out` /
+//! `Script aborted` result with its output and its calls.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
-use toolwright_sdk::LoadoutHook;
-use toolwright_tool_codemode::Codemode;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use toolwright_sdk::{HostFault, LoadoutHook};
+use toolwright_tool_codemode::output::{self, CallRecord, Ending, OutputItem, STREAM_KEY, Save};
+use toolwright_tool_codemode::{Codemode, STORE_KEY, STORE_WRITES_KEY, source};
+
+pub use toolwright_tool_codemode::{Mode, Settings};
 
 use crate::{Plugin, PluginHost, Preopen, WasmGrants};
-use toolwright_core::definition::{ToolContext, ToolDefinition, ToolLoadout, ToolSource};
-use toolwright_core::tool::{ToolError, ToolExecution};
+use toolwright_core::definition::{ToolCaller, ToolContext, ToolDefinition, ToolLoadout, ToolSource};
+use toolwright_core::tool::{ToolError, ToolExecution, UpdateSink};
+use toolwright_core::types::{AgentToolCallOutcome, ToolResult};
 
 pub use toolwright_tool_codemode::CODEMODE_TOOL_NAME;
 
@@ -26,8 +39,11 @@ pub struct CodemodeOptions {
     pub cwd: PathBuf,
     /// The compiled-component cache.
     pub cache_dir: Option<PathBuf>,
-    /// The wall-clock limit of one script, nested calls included (none: only cancellation stops it).
-    pub timeout: Option<std::time::Duration>,
+    /// The wall-clock limit of one script, nested calls included (none: only cancellation stops it). A script's
+    /// own `timeout_ms` shortens it.
+    pub timeout: Option<Duration>,
+    /// pi's `codemode.mode` and `codemode.inlineBudget`.
+    pub settings: Settings,
 }
 
 impl CodemodeOptions {
@@ -37,6 +53,7 @@ impl CodemodeOptions {
             cwd: cwd.into(),
             cache_dir: Some(crate::default_cache_dir()),
             timeout: Some(crate::DEFAULT_TIMEOUT),
+            settings: Settings::default(),
         }
     }
 }
@@ -49,10 +66,37 @@ struct Component {
     options: CodemodeOptions,
     /// The runtime (its epoch ticker enforces the deadline), the plugin and its tool.
     loaded: OnceLock<Result<Loaded, String>>,
+    /// The session's `store()`: key → JSON text, as successful scripts left it (pi keeps it on the session's
+    /// branch; here it lives as long as the tool).
+    store: Mutex<serde_json::Map<String, Value>>,
 }
 
 impl Component {
-    fn grants(&self) -> WasmGrants {
+    fn store(&self) -> std::sync::MutexGuard<'_, serde_json::Map<String, Value>> {
+        self.store
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Apply a successful script's writes (`[key, json]` sets, `[key]` deletes), in order.
+    fn apply(&self, writes: &Value) {
+        let mut store = self.store();
+        for write in writes.as_array().into_iter().flatten() {
+            match (write.get(0).and_then(Value::as_str), write.get(1)) {
+                (Some(key), Some(Value::String(json))) => {
+                    store.insert(key.to_owned(), Value::String(json.clone()));
+                }
+                (Some(key), None) => {
+                    store.remove(key);
+                }
+                _ => tracing::warn!("codemode: ignoring a malformed store write"),
+            }
+        }
+    }
+}
+
+impl Component {
+    fn grants(&self, timeout: Option<Duration>) -> WasmGrants {
         let mut grants = WasmGrants::none(&self.options.cwd);
         let temp = std::env::temp_dir();
         let temp_text = toolwright_sdk::paths::normalize(&temp.to_string_lossy());
@@ -62,8 +106,24 @@ impl Component {
             write: true,
         }];
         grants.temp_dir = Some(temp_text);
-        grants.timeout = self.options.timeout;
+        grants.timeout = timeout;
         grants
+    }
+
+    /// The codemode tool of the loaded component, with the deadline `timeout`.
+    fn definition(&self, timeout: Option<Duration>) -> Result<ToolDefinition, String> {
+        let default = self.load()?;
+        if timeout == self.options.timeout {
+            return Ok(default);
+        }
+        let Some(Ok((_, plugin, _))) = self.loaded.get() else {
+            return Ok(default);
+        };
+        Ok(plugin
+            .tool_definitions(&self.grants(timeout))
+            .into_iter()
+            .find(|d| d.name == CODEMODE_TOOL_NAME)
+            .unwrap_or(default))
     }
 
     fn load(&self) -> Result<ToolDefinition, String> {
@@ -75,7 +135,7 @@ impl Component {
                 .load_bytes(Path::new("builtin:codemode"), bytes)
                 .map_err(|e| format!("cannot load the codemode component: {e}"))?;
             let definition = plugin
-                .tool_definitions(&self.grants())
+                .tool_definitions(&self.grants(self.options.timeout))
                 .into_iter()
                 .find(|d| d.name == CODEMODE_TOOL_NAME)
                 .ok_or("the codemode component has no codemode tool")?;
@@ -87,28 +147,82 @@ impl Component {
 
 /// The `codemode` tool definition.
 pub fn definition(options: CodemodeOptions) -> ToolDefinition {
+    let tool = Codemode {
+        settings: options.settings,
+    };
     let component = Arc::new(Component {
         options,
         loaded: OnceLock::new(),
+        store: Mutex::default(),
     });
     let execute = move |run: ToolExecution, ctx: Option<ToolContext>| {
         let component = component.clone();
         async move {
+            let started = Instant::now();
+            // The script's own options, read as the engine will (a source error is the engine's to report).
+            let options = run
+                .params
+                .get("code")
+                .and_then(Value::as_str)
+                .and_then(|code| source::parse(code).ok())
+                .map(|script| script.options)
+                .unwrap_or_default();
+            let limit = match (
+                component.options.timeout,
+                options.timeout_ms.map(Duration::from_millis),
+            ) {
+                (Some(own), Some(asked)) => Some(own.min(asked)),
+                (own, asked) => own.or(asked),
+            };
             // Compiling the component (first call, cold cache) takes seconds: off the async workers.
-            let loaded = tokio::task::spawn_blocking(move || component.load())
+            let loading = component.clone();
+            let loaded = tokio::task::spawn_blocking(move || loading.definition(limit))
                 .await
                 .map_err(|e| ToolError::new(format!("codemode did not load: {e}")))?;
             let inner = loaded.map_err(ToolError::new)?;
-            inner.execute.execute(run, ctx).await
+            let kept = Kept::default();
+            let ctx = ctx.map(|ctx| kept.recording(ctx));
+            let mut params = run.params;
+            if let Some(args) = params.as_object_mut() {
+                args.insert(STORE_KEY.into(), Value::Object(component.store().clone()));
+            }
+            let run = ToolExecution {
+                updates: kept.streaming(&run.updates),
+                params,
+                ..run
+            };
+            let cancel = run.cancel.clone();
+            match inner.execute.execute(run, ctx).await {
+                Ok(mut result) => {
+                    let writes = result
+                        .details
+                        .as_mut()
+                        .and_then(Value::as_object_mut)
+                        .and_then(|d| d.remove(STORE_WRITES_KEY));
+                    if let Some(writes) = writes.filter(|_| result.is_error != Some(true)) {
+                        component.apply(&writes);
+                    }
+                    Ok(result)
+                }
+                Err(e) => match e.host_fault() {
+                    Some(HostFault::Timeout) => {
+                        let ms = limit.map_or(0, |l| l.as_millis());
+                        let head = format!("Script timed out: Execution timed out after {ms} ms");
+                        Ok(kept.stopped(head, started, options.max_output_tokens))
+                    }
+                    Some(HostFault::Cancelled) if cancel.is_cancelled() => {
+                        let head = "Script aborted: Execution aborted".to_owned();
+                        Ok(kept.stopped(head, started, options.max_output_tokens))
+                    }
+                    _ => Err(e),
+                },
+            }
         }
     };
-    let mut definition = ToolDefinition::from_spec(
-        &toolwright_sdk::declaration(&Codemode),
-        ToolSource::Builtin,
-        execute,
-    );
-    definition.prepare_loadout = Some(Arc::new(|loadout: &ToolLoadout| {
-        Codemode.prepare_loadout(&loadout.to_sdk())
+    let mut definition =
+        ToolDefinition::from_spec(&toolwright_sdk::declaration(&tool), ToolSource::Builtin, execute);
+    definition.prepare_loadout = Some(Arc::new(move |loadout: &ToolLoadout| {
+        tool.prepare_loadout(&loadout.to_sdk())
     }));
     // A script reaches nothing but the tools it calls (each audited as a nested call) and its own output.
     definition.origin = Some(Arc::new(toolwright_core::audit::Origin {
@@ -117,4 +231,150 @@ pub fn definition(options: CodemodeOptions) -> ToolDefinition {
         ..Default::default()
     }));
     definition
+}
+
+/// What the host keeps of one script while it runs: its nested calls and its output so far.
+#[derive(Clone, Default)]
+struct Kept {
+    calls: Arc<Mutex<Vec<CallRecord>>>,
+    output: Arc<Mutex<Vec<OutputItem>>>,
+}
+
+impl Kept {
+    fn calls(&self) -> std::sync::MutexGuard<'_, Vec<CallRecord>> {
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `ctx` with its nested calls recorded here on their way to the session's runner.
+    fn recording(&self, mut ctx: ToolContext) -> ToolContext {
+        if let Some(inner) = ctx.caller.take() {
+            ctx.caller = Some(Arc::new(Recording {
+                inner,
+                kept: self.clone(),
+            }));
+        }
+        ctx
+    }
+
+    /// `updates` with the engine's output channel taken off into `output`: a partial result carrying it goes no
+    /// further.
+    fn streaming(&self, updates: &UpdateSink) -> UpdateSink {
+        let output = self.output.clone();
+        updates.tapped(move |partial: ToolResult| {
+            let item = partial.details.as_ref().and_then(|d| d.get(STREAM_KEY));
+            let Some(item) = item else {
+                return Some(partial);
+            };
+            if let Ok(item) = serde_json::from_value::<OutputItem>(item.clone()) {
+                output
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(item);
+            }
+            None
+        })
+    }
+
+    /// pi's result for a script the host stopped (`head` says how): its output so far, the error and its calls,
+    /// the ones still running marked cancelled.
+    fn stopped(&self, head: String, started: Instant, max_output_tokens: Option<u64>) -> ToolResult {
+        let mut calls = std::mem::take(&mut *self.calls());
+        for call in &mut calls {
+            if call.status == "running" {
+                call.status = "cancelled".into();
+            }
+        }
+        let output = std::mem::take(
+            &mut *self
+                .output
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        output::result(
+            output,
+            Ending::Failed(head),
+            calls,
+            started.elapsed().as_secs_f64(),
+            max_output_tokens,
+            spill,
+        )
+    }
+}
+
+/// Save a stopped script's full output or an image it showed where the model can read it (pi's
+/// `pi-codemode-*` files in the temp directory), as the component does for a script that ends on its own.
+fn spill(what: Save<'_>) -> Result<String, String> {
+    use std::hash::{BuildHasher, Hasher};
+    use std::io::Write;
+    let (bytes, suffix) = match what {
+        Save::Text(text) => (text.as_bytes(), ".txt"),
+        Save::Image(bytes, suffix) => (bytes, suffix),
+    };
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_usize(bytes.len());
+    let path = std::env::temp_dir().join(format!("toolwright-codemode-{:016x}{suffix}", hasher.finish()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| e.to_string())?;
+    file.write_all(bytes).map_err(|e| e.to_string())?;
+    Ok(toolwright_sdk::paths::normalize(&path.to_string_lossy()))
+}
+
+/// A session's runner with a script's calls recorded as pi's `details.calls` shows them.
+struct Recording {
+    inner: Arc<dyn ToolCaller>,
+    kept: Kept,
+}
+
+impl ToolCaller for Recording {
+    fn call<'a>(
+        &'a self,
+        caller_id: &'a str,
+        name: &'a str,
+        args: Value,
+        cancel: &'a tokio_util::sync::CancellationToken,
+        updates: UpdateSink,
+    ) -> BoxFuture<'a, AgentToolCallOutcome> {
+        Box::pin(async move {
+            let index = {
+                let mut calls = self.kept.calls();
+                calls.push(CallRecord::running(
+                    caller_id,
+                    name,
+                    (!args.is_null()).then_some(&args),
+                ));
+                calls.len() - 1
+            };
+            let started = Instant::now();
+            let outcome = self.inner.call(caller_id, name, args, cancel, updates).await;
+            let error = outcome.is_error.then(|| {
+                let text = outcome.result.text_lines();
+                if text.is_empty() {
+                    format!("Tool \"{name}\" failed")
+                } else {
+                    text
+                }
+            });
+            let mut calls = self.kept.calls();
+            if let Some(record) = calls.get_mut(index) {
+                record.finish(
+                    Some(outcome.tool_call.id.clone()),
+                    started.elapsed().as_secs_f64() * 1000.0,
+                    error,
+                );
+                if outcome.is_error && cancel.is_cancelled() {
+                    record.status = "cancelled".into();
+                }
+            }
+            outcome
+        })
+    }
+
+    fn tools(&self) -> Vec<toolwright_sdk::LoadoutTool> {
+        self.inner.tools()
+    }
 }

@@ -92,6 +92,22 @@ pub struct PluginState {
     pub(super) stderr: MemoryOutputPipe,
     /// Every process the call started, and their descendants: killed when the store (the call) ends.
     pub(super) processes: toolwright_native::CallScope,
+    /// The nested calls started with `start-call` (made at the first).
+    pub(super) started: Option<Started>,
+}
+
+/// Nested calls a plugin started and has not collected yet. Dropped with the store (the call's end): the ones
+/// still running are cancelled then, and wind down on their own.
+pub struct Started {
+    /// The number of the next call.
+    next: u64,
+    /// How many have not been collected.
+    running: usize,
+    sender: tokio::sync::mpsc::UnboundedSender<(u64, AgentToolCallOutcome)>,
+    receiver: tokio::sync::mpsc::UnboundedReceiver<(u64, AgentToolCallOutcome)>,
+    /// Cancels every started call when the call ends.
+    _cancel: tokio_util::sync::DropGuard,
+    cancel: CancellationToken,
 }
 
 impl WasiView for PluginState {
@@ -223,6 +239,122 @@ impl host::Host for PluginState {
         Ok(outcomes)
     }
 
+    fn start_call(&mut self, name: String, arguments: String) -> wasmtime::Result<u64> {
+        let started = self.started.get_or_insert_with(|| {
+            let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+            let cancel = self
+                .call
+                .session
+                .as_ref()
+                .map_or_else(CancellationToken::new, |s| s.cancel.child_token());
+            Started {
+                next: 1,
+                running: 0,
+                sender,
+                receiver,
+                _cancel: cancel.clone().drop_guard(),
+                cancel,
+            }
+        });
+        let number = started.next;
+        started.next += 1;
+        started.running += 1;
+        let sender = started.sender.clone();
+        let (Some(session), Ok(runtime)) = (&self.call.session, tokio::runtime::Handle::try_current()) else {
+            let _ = sender.send((number, unavailable_outcome(&name)));
+            return Ok(number);
+        };
+        let args = match serde_json::from_str::<serde_json::Value>(&arguments) {
+            Ok(args) => args,
+            Err(e) => {
+                let text = format!(
+                    "The plugin {} passed arguments for {name} that are not JSON: {e}",
+                    self.call.plugin
+                );
+                let _ = sender.send((number, error_agent_outcome(&name, &text)));
+                return Ok(number);
+            }
+        };
+        let mut scoped = session.clone();
+        scoped.cancel = started.cancel.clone();
+        let mut run = Box::pin(async move {
+            let outcome = scoped.execute_tool(&name, args, UpdateSink::discard()).await;
+            let _ = sender.send((number, outcome));
+        });
+        // Polled once here, so the call takes its id (`<call>/<n>`) and emits its start now, in start order; then it
+        // runs on its own while the plugin goes on.
+        if runtime
+            .block_on(async { futures::poll!(run.as_mut()) })
+            .is_pending()
+        {
+            runtime.spawn(run);
+        }
+        Ok(number)
+    }
+
+    fn next_outcomes(&mut self, wait: bool) -> wasmtime::Result<Vec<(u64, types::CallOutcome)>> {
+        let Some(started) = self.started.as_mut().filter(|s| s.running > 0) else {
+            return Ok(Vec::new());
+        };
+        let mut done = Vec::new();
+        if wait {
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return Ok(Vec::new());
+            };
+            let first = {
+                let call = &self.call;
+                let receiver = &mut started.receiver;
+                runtime.block_on(async {
+                    tokio::select! {
+                        first = receiver.recv() => first,
+                        () = call.stopped() => None,
+                    }
+                })
+            };
+            let Some(first) = first else {
+                return Err(self.call.interrupted());
+            };
+            done.push(first);
+        }
+        while let Ok(next) = started.receiver.try_recv() {
+            done.push(next);
+        }
+        started.running -= done.len();
+        let mut outcomes: Vec<(u64, types::CallOutcome)> =
+            done.into_iter().map(|(n, o)| (n, outcome_to_wit(o))).collect();
+        for (_, outcome) in &mut outcomes {
+            self.count_nested(std::slice::from_mut(outcome));
+        }
+        Ok(outcomes)
+    }
+
+    fn search_tools(
+        &mut self,
+        query: String,
+        among: Option<Vec<String>>,
+        limit: u32,
+    ) -> wasmtime::Result<Vec<String>> {
+        use toolwright_core::registry::search::{SearchDocument, rank};
+        let tools = self
+            .call
+            .session
+            .as_ref()
+            .map(ToolContext::tools)
+            .unwrap_or_default();
+        let documents: Vec<SearchDocument> = tools
+            .iter()
+            .filter(|t| among.as_ref().is_none_or(|names| names.contains(&t.name)))
+            .map(|t| {
+                let parameters = t.parameters.clone().unwrap_or(serde_json::Value::Null);
+                SearchDocument::new(&t.name, &t.description, &parameters, t.namespace.as_ref())
+            })
+            .collect();
+        Ok(rank(&query, &documents, limit as usize)
+            .into_iter()
+            .map(|r| r.name)
+            .collect())
+    }
+
     fn callable_tools(&mut self) -> wasmtime::Result<Vec<types::ToolInfo>> {
         let tools = self
             .call
@@ -241,6 +373,21 @@ fn error_outcome(text: &str) -> types::CallOutcome {
         is_error: true,
         duration_ms: None,
     }
+}
+
+/// An error outcome of a started call that never reached the pipeline.
+fn error_agent_outcome(name: &str, text: &str) -> AgentToolCallOutcome {
+    AgentToolCallOutcome {
+        tool_call: toolwright_core::types::ToolCall::new(String::new(), name, serde_json::Value::Null),
+        result: toolwright_core::types::ToolResult::error(text),
+        is_error: true,
+        duration_ms: None,
+    }
+}
+
+/// pi's answer to a started call when no nested-call runner is bound.
+fn unavailable_outcome(name: &str) -> AgentToolCallOutcome {
+    error_agent_outcome(name, toolwright_sdk::NESTED_CALLS_UNAVAILABLE)
 }
 
 /// pi's answer when no nested-call runner is bound.

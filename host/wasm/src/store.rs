@@ -100,6 +100,7 @@ impl PluginInner {
             stdout,
             stderr,
             processes: toolwright_native::CallScope::new(),
+            started: None,
         };
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limits);

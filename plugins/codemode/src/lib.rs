@@ -17,11 +17,12 @@
 //!
 //! ```
 //! use toolwright_sdk::Tool;
-//! let spec = toolwright_tool_codemode::Codemode.spec();
+//! let spec = toolwright_tool_codemode::Codemode::default().spec();
 //! assert_eq!(spec.name, "codemode");
 //! assert_eq!(spec.default_active, Some(false));
 //! ```
 
+pub mod declaration;
 #[cfg(target_arch = "wasm32")]
 mod engine;
 pub mod output;
@@ -35,6 +36,13 @@ use toolwright_sdk::{
 /// The tool's name.
 pub const CODEMODE_TOOL_NAME: &str = "codemode";
 
+/// The argument through which the host gives a script the session's store (key → JSON text of the value): the
+/// host adds it to the arguments after validation, so the model never sees or sets it.
+pub const STORE_KEY: &str = "toolwright/store";
+/// The `details` key of a successful script's store writes (`[key, json]`, or `[key]` for a deletion), which the
+/// host applies to the session's store and takes off the result.
+pub const STORE_WRITES_KEY: &str = "toolwright/storeWrites";
+
 /// The error of a script that waits on nothing that can settle (pi's text).
 pub const STALLED: &str = "Error: The script is waiting on a promise that can never settle: no tool call is \
                            pending, and timers do not exist here.";
@@ -44,8 +52,9 @@ const DESCRIPTION_INTRO: &str = "Run JavaScript that calls other tools. The inpu
 - Optional first line: `// @options: {\"max_output_tokens\": 10000, \"timeout_ms\": 60000}`";
 
 const GLOBALS: &str = "Globals:
-- `text(value)`, `console.log(...)`, and top-level `return` add output; `exit()` ends the script. With several text items, each starts with a `==> text N/M <==` line, and `console` lines follow the other output in one `<console_output>` block.
-- `ALL_TOOLS` lists every tool a script can call, with its declaration.";
+- `text(value)`, `image(dataUrlOrImageBlock)`, `console.log(...)`, and top-level `return` add output; `exit()` ends the script. With several text items, each starts with a `==> text N/M <==` line, and `console` lines follow the other output in one `<console_output>` block. `image()` also saves the image to a temp file and the result names its path.
+- `store(key, value)` and `load(key)` keep JSON values across codemode calls.
+- `ALL_TOOLS`, `await searchTools(query, { limit?, namespace? })`, `await describeTool(name)`, `await describeNamespace(name)`: find unlisted tools, such as MCP tools.";
 
 /// pi's `toCodemodeIdentifier`: characters not valid in a JavaScript identifier at their position become `_`.
 pub fn identifier(name: &str) -> String {
@@ -57,164 +66,185 @@ pub fn identifier(name: &str) -> String {
     if id.is_empty() { "_".into() } else { id }
 }
 
-/// A one-line TypeScript type for a JSON Schema (properties sorted, optional ones marked).
-fn schema_type(schema: &Value) -> String {
-    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        let types: Vec<String> = values.iter().map(Value::to_string).collect();
-        return if types.is_empty() {
-            "never".into()
-        } else {
-            types.join(" | ")
-        };
-    }
-    if let Some(value) = schema.get("const") {
-        return value.to_string();
-    }
-    for key in ["anyOf", "oneOf"] {
-        if let Some(options) = schema.get(key).and_then(Value::as_array) {
-            let types: Vec<String> = options.iter().map(schema_type).collect();
-            return types.join(" | ");
-        }
-    }
-    match schema.get("type").and_then(Value::as_str) {
-        Some("string") => "string".into(),
-        Some("number" | "integer") => "number".into(),
-        Some("boolean") => "boolean".into(),
-        Some("null") => "null".into(),
-        Some("array") => match schema.get("items") {
-            Some(items) => format!("Array<{}>", schema_type(items)),
-            None => "unknown[]".into(),
-        },
-        Some("object") | None if schema.get("properties").is_some() => {
-            let required: Vec<&str> = schema
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let mut fields: Vec<(&String, &Value)> = schema["properties"]
-                .as_object()
-                .map(|p| p.iter().collect())
-                .unwrap_or_default();
-            fields.sort_by(|a, b| a.0.cmp(b.0));
-            if fields.is_empty() {
-                return "{}".into();
-            }
-            let body: Vec<String> = fields
-                .iter()
-                .map(|(name, field)| {
-                    let key = if identifier(name) == **name {
-                        (*name).clone()
-                    } else {
-                        Value::from(name.as_str()).to_string()
-                    };
-                    let optional = if required.contains(&name.as_str()) {
-                        ""
-                    } else {
-                        "?"
-                    };
-                    format!("{key}{optional}: {};", schema_type(field))
-                })
-                .collect();
-            format!("{{ {} }}", body.join(" "))
-        }
-        Some("object") => "Record<string, unknown>".into(),
-        _ => "unknown".into(),
-    }
-}
-
 /// What a script sees of a tool (pi's `toCodemodeDeclaration` + `renderToolSample`): its description, its
 /// guidelines as bullets, and a TypeScript declaration of the call.
 pub fn sample(tool: &LoadoutTool) -> String {
-    let mut description = tool.description.trim().to_owned();
     let bullets: Vec<String> = tool
         .prompt_guidelines
         .iter()
         .filter(|g| !g.trim().is_empty())
         .map(|g| format!("- {}", g.trim()))
         .collect();
-    if !bullets.is_empty() {
-        description = format!("{description}\n\n{}", bullets.join("\n"));
-    }
-    let input = tool.parameters.as_ref().map_or("unknown".into(), schema_type);
-    let output = tool.output_schema.as_ref().map_or("string".into(), schema_type);
+    let description = if bullets.is_empty() {
+        tool.description.trim().to_owned()
+    } else {
+        format!("{}\n\n{}", tool.description.trim(), bullets.join("\n"))
+    };
+    let output = tool
+        .output_schema
+        .clone()
+        .unwrap_or_else(declaration::text_output_schema);
+    let signature = declaration::signature(&tool.name, tool.parameters.as_ref(), &output);
     format!(
-        "{description}\n\ncodemode tool declaration:\n```ts\ndeclare const tools: {{ {}(args: {input}): Promise<{output}>; }};\n```",
-        identifier(&tool.name)
+        "{}\n\ncodemode tool declaration:\n```ts\ndeclare const tools: {{ {signature} }};\n```",
+        description.trim()
     )
 }
 
 /// What a call resolves to, for the descriptions of declared tools (pi's `describeOutput`).
 fn describe_output(tool: &LoadoutTool) -> String {
-    let Some(schema) = &tool.output_schema else {
-        return "a string".into();
-    };
-    match schema.get("properties").and_then(Value::as_object) {
-        Some(properties) if schema.get("type").and_then(Value::as_str) == Some("object") => {
-            let required: Vec<&str> = schema
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let fields: Vec<String> = properties
-                .keys()
-                .map(|k| {
-                    if required.contains(&k.as_str()) {
-                        k.clone()
-                    } else {
-                        format!("{k}?")
-                    }
-                })
-                .collect();
-            format!("`{{ {} }}`", fields.join(", "))
+    let output = tool
+        .output_schema
+        .clone()
+        .unwrap_or_else(declaration::text_output_schema);
+    declaration::describe_output(&tool.name, &output)
+}
+
+/// Characters per token when costing a catalog section.
+const CHARS_PER_TOKEN: usize = 4;
+
+/// How codemode presents the tools scripts can call (pi's `codemode.mode` setting).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Declared tools say how scripts call them; codemode lists the callable tools that are not `direct`.
+    #[default]
+    On,
+    /// Codemode lists every callable tool, and requests leave out the declarations of active `direct` tools.
+    Only,
+}
+
+/// Codemode's settings (pi's `codemode.mode` and `codemode.inlineBudget`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// The mode.
+    pub mode: Mode,
+    /// Tokens of tool sections the description may list; `None` lists all.
+    pub inline_budget: Option<usize>,
+}
+
+/// pi's default inline budget (`DEFAULT_CODEMODE_INLINE_BUDGET`), in estimated tokens.
+pub const DEFAULT_INLINE_BUDGET: usize = 3000;
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            mode: Mode::On,
+            inline_budget: Some(DEFAULT_INLINE_BUDGET),
         }
-        _ => format!("`{}`", schema_type(schema)),
     }
 }
 
-/// Codemode's description: the intro, the globals and the catalog of `tools` (pi's `createCodemodeDescription`
-/// without an inline budget): tools without a namespace first, then namespaces by name.
-pub fn description(tools: &[&LoadoutTool]) -> String {
+/// A tool's section of the catalog: its name, its text, and what it costs of the budget.
+#[derive(Debug, Clone)]
+struct Section {
+    name: String,
+    text: String,
+    cost: usize,
+}
+
+/// pi's `selectCatalog`: in rounds, every group (in order) places its cheapest remaining section if it fits
+/// the budget; a group whose next section does not fit drops out.
+fn select_catalog(groups: &[Vec<Section>], budget: Option<usize>) -> Vec<String> {
+    let Some(mut remaining) = budget else {
+        return groups.iter().flatten().map(|s| s.name.clone()).collect();
+    };
+    let mut queues: Vec<std::collections::VecDeque<&Section>> = groups
+        .iter()
+        .map(|g| {
+            let mut sorted: Vec<&Section> = g.iter().collect();
+            sorted.sort_by_key(|s| s.cost);
+            sorted.into_iter().collect()
+        })
+        .collect();
+    let mut shown = Vec::new();
+    let mut active: Vec<usize> = (0..queues.len()).filter(|i| !queues[*i].is_empty()).collect();
+    while !active.is_empty() {
+        active.retain(|&i| {
+            let Some(next) = queues[i].front() else {
+                return false;
+            };
+            if next.cost > remaining {
+                return false;
+            }
+            remaining -= next.cost;
+            shown.push(next.name.clone());
+            queues[i].pop_front();
+            !queues[i].is_empty()
+        });
+    }
+    shown
+}
+
+/// Codemode's description: the intro, the globals and the catalog of `tools` (pi's `createCodemodeDescription`,
+/// without the `models` line: Toolwright offers scripts no models): tools without a namespace first, then
+/// namespaces by name, as many sections as `inline_budget` allows.
+pub fn description(tools: &[&LoadoutTool], inline_budget: Option<usize>) -> String {
     let mut sections = vec![DESCRIPTION_INTRO.to_owned(), GLOBALS.to_owned()];
     if tools.is_empty() {
         return sections.join("\n\n");
     }
-    let mut groups: Vec<(Option<&toolwright_sdk::ToolNamespace>, Vec<&LoadoutTool>)> =
-        vec![(None, Vec::new())];
+    let mut groups: Vec<(Option<&toolwright_sdk::ToolNamespace>, Vec<Section>)> = vec![(None, Vec::new())];
     for tool in tools {
+        let id = identifier(&tool.name);
+        let heading = if id == tool.name {
+            format!("### `{id}`")
+        } else {
+            format!("### `{id}` (`{}`)", tool.name)
+        };
+        let section = format!("{heading}\n{}", sample(tool).trim());
+        let cost = section.encode_utf16().count().div_ceil(CHARS_PER_TOKEN);
+        let entry = Section {
+            name: tool.name.clone(),
+            text: section,
+            cost,
+        };
         match &tool.namespace {
-            None => groups[0].1.push(tool),
+            None => groups[0].1.push(entry),
             Some(ns) => match groups
                 .iter_mut()
                 .find(|(g, _)| g.is_some_and(|g| g.name == ns.name))
             {
-                Some(group) => group.1.push(tool),
-                None => groups.push((Some(ns), vec![tool])),
+                Some(group) => group.1.push(entry),
+                None => groups.push((Some(ns), vec![entry])),
             },
         }
     }
-    groups[1..].sort_by(|a, b| a.0.map(|n| &n.name).cmp(&b.0.map(|n| &n.name)));
+    groups[1..].sort_by(|a, b| {
+        let (a, b) = (a.0.map(|n| n.name.as_str()), b.0.map(|n| n.name.as_str()));
+        a.unwrap_or("")
+            .to_lowercase()
+            .cmp(&b.unwrap_or("").to_lowercase())
+            .then(a.cmp(&b))
+    });
+    let entries: Vec<Vec<Section>> = groups.iter().map(|(_, e)| e.clone()).collect();
+    let shown = select_catalog(&entries, inline_budget);
     let mut catalog = vec!["Nested tools:".to_owned()];
-    for (namespace, entries) in groups {
+    for (namespace, entries) in &groups {
+        let visible: Vec<&Section> = entries.iter().filter(|s| shown.contains(&s.name)).collect();
         if let Some(ns) = namespace {
+            let listing = if visible.len() == entries.len() {
+                ""
+            } else if visible.is_empty() {
+                " (tools not listed)"
+            } else {
+                " (some tools not listed)"
+            };
             let description = ns.description.as_deref().map(str::trim).filter(|d| !d.is_empty());
             catalog.push(match description {
-                Some(d) => format!("## {}\n{d}", ns.name),
-                None => format!("## {}", ns.name),
+                Some(d) => format!("## {}{listing}\n{d}", ns.name),
+                None => format!("## {}{listing}", ns.name),
             });
         }
-        for tool in entries {
-            let id = identifier(&tool.name);
-            let heading = if id == tool.name {
-                format!("### `{id}`")
-            } else {
-                format!("### `{id}` (`{}`)", tool.name)
-            };
-            catalog.push(format!("{heading}\n{}", sample(tool).trim()));
+        for section in visible {
+            catalog.push(section.text.clone());
         }
     }
     sections.push(catalog.join("\n\n"));
     sections.join("\n\n")
 }
+
+/// pi's `CODEMODE_SOURCE_GRAMMAR`: an optional `// @options:` line, then the source (a Lark grammar).
+pub const SOURCE_GRAMMAR: &str = "\nstart: options_source | plain_source\noptions_source: OPTIONS_LINE NEWLINE SOURCE\nplain_source: SOURCE\n\nOPTIONS_LINE: /[ \\t]*\\/\\/ @options:[^\\r\\n]*/\nNEWLINE: /\\r?\\n/\nSOURCE: /[\\s\\S]+/\n";
 
 /// A tool a script can call.
 #[derive(Debug, Clone)]
@@ -227,18 +257,23 @@ pub struct NestedTool {
     pub sample: String,
     /// Whether it declares an output schema (its calls then resolve to `structuredContent`).
     pub has_output_schema: bool,
+    /// Its namespace (`describeNamespace`, `searchTools(query, { namespace })`).
+    pub namespace: Option<toolwright_sdk::ToolNamespace>,
 }
 
-/// The `codemode` tool.
+/// The `codemode` tool, with its settings.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Codemode;
+pub struct Codemode {
+    /// The mode and the inline budget.
+    pub settings: Settings,
+}
 
 impl Tool for Codemode {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: CODEMODE_TOOL_NAME.into(),
             label: CODEMODE_TOOL_NAME.into(),
-            description: description(&[]),
+            description: description(&[], self.settings.inline_budget),
             parameters: json!({
                 "type": "object",
                 "properties": {"code": {"type": "string", "description": "Raw JavaScript source."}},
@@ -250,6 +285,11 @@ impl Tool for Codemode {
             ],
             exposure: Exposure::ModelOnly,
             default_active: Some(false),
+            // Capable models write the script as raw text instead of a JSON-escaped string.
+            constrained_sampling: Some(json!({
+                "type": "grammar",
+                "variants": { "openai_lark": SOURCE_GRAMMAR }
+            })),
             ..Default::default()
         }
     }
@@ -261,13 +301,16 @@ impl Tool for Codemode {
     fn execute(&self, call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
         let input = args["code"].as_str().unwrap_or_default();
         let script = source::parse(input).map_err(ToolError::new)?;
-        run(call_id, &script, ctx)
+        let store = args.get(STORE_KEY).cloned().unwrap_or_else(|| json!({}));
+        run(call_id, &script, &store, ctx)
     }
 }
 
 impl LoadoutHook for Codemode {
-    /// pi's mode `on`: every declared, callable tool says how scripts call it; codemode lists the callable tools
-    /// that are neither `direct` (declared already) nor `deferred` (found by search).
+    /// pi's `prepareCodemodeLoadout`. Mode `on`: every declared, callable tool says how scripts call it, and
+    /// codemode lists the callable tools that are not `direct`. Mode `only`: codemode lists every callable tool,
+    /// and the declared `direct` ones are hidden from requests. `deferred` tools are never listed (search finds
+    /// them), so the description stays the same while tools come and go.
     fn prepare_loadout(&self, loadout: &Loadout) -> Result<Option<LoadoutChanges>, ToolError> {
         let callable: Vec<&LoadoutTool> = loadout
             .callable
@@ -275,27 +318,40 @@ impl LoadoutHook for Codemode {
             .filter(|t| t.name != CODEMODE_TOOL_NAME)
             .collect();
         let mut changes = LoadoutChanges::default();
-        for tool in &loadout.declared {
-            if let Some(c) = callable.iter().find(|c| c.name == tool.name) {
-                changes.descriptions.insert(
-                    tool.name.clone(),
-                    format!(
-                        "{}\n\nCodemode: `tools.{}(args)` resolves to {}.",
-                        tool.description.trim(),
-                        identifier(&tool.name),
-                        describe_output(c)
-                    ),
-                );
+        if self.settings.mode == Mode::On {
+            for tool in &loadout.declared {
+                if let Some(c) = callable.iter().find(|c| c.name == tool.name) {
+                    changes.descriptions.insert(
+                        tool.name.clone(),
+                        format!(
+                            "{}\n\nCodemode: `tools.{}(args)` resolves to {}.",
+                            tool.description.trim(),
+                            identifier(&tool.name),
+                            describe_output(c)
+                        ),
+                    );
+                }
             }
         }
         let listed: Vec<&LoadoutTool> = callable
             .iter()
             .copied()
-            .filter(|t| !matches!(t.exposure, Exposure::Direct | Exposure::Deferred))
+            .filter(|t| self.settings.mode == Mode::Only || t.exposure != Exposure::Direct)
+            .filter(|t| t.exposure != Exposure::Deferred)
             .collect();
-        changes
-            .descriptions
-            .insert(CODEMODE_TOOL_NAME.into(), description(&listed));
+        changes.descriptions.insert(
+            CODEMODE_TOOL_NAME.into(),
+            description(&listed, self.settings.inline_budget),
+        );
+        if self.settings.mode == Mode::Only {
+            changes.hidden_declarations = callable
+                .iter()
+                .filter(|t| {
+                    t.exposure == Exposure::Direct && loadout.declared.iter().any(|d| d.name == t.name)
+                })
+                .map(|t| t.name.clone())
+                .collect();
+        }
         Ok(Some(changes))
     }
 }
@@ -310,42 +366,64 @@ pub fn nested_tools(callable: &[LoadoutTool]) -> Vec<NestedTool> {
             id: identifier(&t.name),
             sample: sample(t),
             has_output_schema: t.output_schema.is_some(),
+            namespace: t.namespace.clone(),
         })
         .collect()
 }
 
 #[cfg(target_arch = "wasm32")]
-fn run(call_id: &str, script: &source::Script, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+fn run(
+    call_id: &str,
+    script: &source::Script,
+    store: &Value,
+    ctx: &dyn Ctx,
+) -> Result<ToolResult, ToolError> {
     let started = std::time::Instant::now();
     let tools = nested_tools(&ctx.tools());
-    let run = engine::run(call_id, script, &tools, ctx);
-    let spill = |text: &str| -> Result<String, String> {
+    let run = engine::run(call_id, script, &tools, store, ctx);
+    let save = |what: output::Save<'_>| -> Result<String, String> {
+        let (bytes, suffix) = match what {
+            output::Save::Text(text) => (text.as_bytes(), ".txt"),
+            output::Save::Image(bytes, suffix) => (bytes, suffix),
+        };
         let mut file = ctx
-            .temp_file("toolwright-codemode", ".txt")
+            .temp_file("toolwright-codemode", suffix)
             .map_err(|e| e.to_string())?;
-        file.writer
-            .write_all(text.as_bytes())
-            .map_err(|e| e.to_string())?;
+        file.writer.write_all(bytes).map_err(|e| e.to_string())?;
         Ok(file.path)
     };
-    Ok(output::result(
+    let completed = matches!(run.ending, output::Ending::Completed(_));
+    let mut result = output::result(
         run.output,
         run.ending,
         run.calls,
         started.elapsed().as_secs_f64(),
         script.options.max_output_tokens,
-        spill,
-    ))
+        save,
+    );
+    // The host keeps the session's store: it applies what a successful script wrote, and takes this key off.
+    if completed
+        && !run.writes.is_empty()
+        && let Some(details) = result.details.as_mut()
+    {
+        details[STORE_WRITES_KEY] = Value::Array(run.writes);
+    }
+    Ok(result)
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-fn run(_call_id: &str, _script: &source::Script, _ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+fn run(
+    _call_id: &str,
+    _script: &source::Script,
+    _store: &Value,
+    _ctx: &dyn Ctx,
+) -> Result<ToolResult, ToolError> {
     Err(ToolError::new(
         "codemode scripts run only in the codemode wasm component, not natively",
     ))
 }
 
-toolwright_sdk::export_tool!(Codemode);
+toolwright_sdk::export_tool!(Codemode::default());
 
 #[cfg(test)]
 mod tests {
@@ -386,7 +464,7 @@ mod tests {
             callable: vec![read.clone(), helper.clone(), later.clone()],
             registered: vec![read, codemode, helper, later],
         };
-        let changes = Codemode.prepare_loadout(&loadout).unwrap().unwrap();
+        let changes = Codemode::default().prepare_loadout(&loadout).unwrap().unwrap();
         assert_eq!(
             changes.descriptions["read"],
             "The read tool.\n\nCodemode: `tools.read(args)` resolves to a string."

@@ -10,6 +10,11 @@ use toolwright_sdk::{Content, ToolResult};
 pub const CHARS_PER_TOKEN: usize = 4;
 /// The output budget when the options line sets none.
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 10_000;
+/// The key of the side channel on which the engine hands each output item to the host as it is made (a partial
+/// result whose `details` has only this key: the host takes it off and passes nothing on).
+pub const STREAM_KEY: &str = "toolwright/codemode-output";
+/// Characters of output streamed to the host per script; what follows reaches only the final result.
+pub const STREAM_LIMIT_CHARS: usize = 4 << 20;
 /// Characters of a nested call's arguments shown in `details.calls`.
 const ARGS_PREVIEW_CHARS: usize = 200;
 /// Characters of a nested call's error shown in `details.calls`.
@@ -29,6 +34,43 @@ pub enum OutputItem {
         /// The line.
         text: String,
     },
+    /// `image(…)`: base64 data of a PNG, JPEG, GIF or WebP image.
+    Image {
+        /// The base64 data.
+        data: String,
+        /// Its detected type.
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+}
+
+/// An item of the result being laid out: text, or an image (base64 data and type).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Item {
+    Text(String),
+    Image(String, String),
+}
+
+/// What [`result`] asks its caller to save in the temp directory: the full text of output the budget cut, or an
+/// image's bytes (with the file extension of its type). The answer is the file's path, or why it could not be
+/// saved.
+#[derive(Debug)]
+pub enum Save<'a> {
+    /// The whole text output (`pi-codemode-*.txt`).
+    Text(&'a str),
+    /// An image (`pi-codemode-*.png|.jpg|.gif|.webp`).
+    Image(&'a [u8], &'static str),
+}
+
+/// The file extension of an image type `image()` accepts.
+fn extension(mime_type: &str) -> Option<&'static str> {
+    match mime_type {
+        "image/png" => Some(".png"),
+        "image/jpeg" => Some(".jpg"),
+        "image/gif" => Some(".gif"),
+        "image/webp" => Some(".webp"),
+        _ => None,
+    }
 }
 
 /// A nested call as `details.calls` shows it.
@@ -52,12 +94,12 @@ pub struct CallRecord {
 }
 
 impl CallRecord {
-    /// A record of a call that is starting.
-    pub fn running(caller: &str, name: &str, args: &serde_json::Value) -> Self {
+    /// A record of a call that is starting (arguments `None`: the script passed `undefined`).
+    pub fn running(caller: &str, name: &str, args: Option<&serde_json::Value>) -> Self {
         CallRecord {
             id: format!("{caller}/?"),
             name: name.to_owned(),
-            args: preview(&args.to_string(), ARGS_PREVIEW_CHARS),
+            args: args.map_or_else(String::new, |a| preview(&a.to_string(), ARGS_PREVIEW_CHARS)),
             status: "running".into(),
             duration_ms: None,
             error: None,
@@ -112,8 +154,9 @@ fn call_summary(calls: &[CallRecord]) -> String {
     )
 }
 
-/// pi's `formatOutput`: numbered text items when there are several, console lines in one trailing block.
-fn layout(output: Vec<OutputItem>) -> Vec<String> {
+/// pi's `formatOutput`: numbered text items when there are several, console lines in one trailing block, images
+/// where they were shown.
+fn layout(output: Vec<OutputItem>) -> Vec<Item> {
     let total = output
         .iter()
         .filter(|i| matches!(i, OutputItem::Text { .. }))
@@ -124,53 +167,147 @@ fn layout(output: Vec<OutputItem>) -> Vec<String> {
     for item in output {
         match item {
             OutputItem::Console { text } => console.push(text),
+            OutputItem::Image { data, mime_type } => items.push(Item::Image(data, mime_type)),
             OutputItem::Text { text } => {
                 index += 1;
-                items.push(if total > 1 {
+                items.push(Item::Text(if total > 1 {
                     format!("==> text {index}/{total} <==\n{text}")
                 } else {
                     text
-                });
+                }));
             }
         }
     }
     if !console.is_empty() {
-        items.push(format!(
+        items.push(Item::Text(format!(
             "<console_output>\n{}\n</console_output>",
             console.join("\n")
-        ));
+        )));
     }
     items
 }
 
-/// pi's `joinAdjacentText` for text-only output: one text, each part on its own line.
-fn join(items: &[String]) -> Option<String> {
-    if items.is_empty() {
-        return None;
-    }
-    let mut joined = String::new();
-    let mut last = "";
+/// pi's `joinAdjacentText`: each run of adjacent texts becomes one, each part on its own line; images stay.
+fn join(items: Vec<Item>) -> Vec<Item> {
+    let mut joined = Vec::new();
+    let mut text: Option<String> = None;
+    let mut last_ends_line = true;
     for item in items {
-        if !last.is_empty() && !last.ends_with('\n') {
-            joined.push('\n');
-            last = "\n";
-        }
-        joined.push_str(item);
-        if !item.is_empty() {
-            last = item;
+        match item {
+            Item::Image(..) => {
+                joined.extend(text.take().map(Item::Text));
+                last_ends_line = true;
+                joined.push(item);
+            }
+            Item::Text(part) => {
+                let current = text.get_or_insert_with(String::new);
+                if !last_ends_line {
+                    current.push('\n');
+                    last_ends_line = true;
+                }
+                current.push_str(&part);
+                if !part.is_empty() {
+                    last_ends_line = part.ends_with('\n');
+                }
+            }
         }
     }
-    Some(joined)
+    joined.extend(text.map(Item::Text));
+    joined
 }
 
-/// Build the tool result. `spill` saves the full text when the budget cuts it (a path, or why it could not).
+/// pi's `truncateOutput`: over the budget, the texts become one item that keeps their start and end (the whole
+/// saved by `save`), and images follow it. Also gives the saved file's path.
+fn budget(
+    items: Vec<Item>,
+    max_output_tokens: Option<u64>,
+    save: &mut dyn FnMut(Save<'_>) -> Result<String, String>,
+) -> (Vec<Item>, Option<String>) {
+    let texts: Vec<&str> = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Text(t) => Some(t.as_str()),
+            Item::Image(..) => None,
+        })
+        .collect();
+    let combined = texts.join("\n");
+    let budget = max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS) as usize * CHARS_PER_TOKEN;
+    let length = utf16_len(&combined);
+    if texts.is_empty() || length <= budget {
+        return (items, None);
+    }
+    let head_units = budget / 2;
+    let tail_units = budget - head_units;
+    let removed = length - head_units - tail_units;
+    let mut cut = format!(
+        "Warning: truncated output (original token count: {})\nTotal output lines: {}\n\n{}…{} tokens truncated…{}",
+        length.div_ceil(CHARS_PER_TOKEN),
+        combined.split('\n').count(),
+        head(&combined, head_units),
+        removed.div_ceil(CHARS_PER_TOKEN),
+        tail(&combined, tail_units),
+    );
+    let mut path = None;
+    match save(Save::Text(&combined)) {
+        Ok(saved) => {
+            cut.push_str(&format!("\n\n[Full output: {saved} (read with offset/limit)]"));
+            path = Some(saved);
+        }
+        Err(error) => cut.push_str(&format!("\n\n[Could not save the full output: {error}]")),
+    }
+    let mut kept = vec![Item::Text(cut)];
+    kept.extend(items.into_iter().filter(|i| matches!(i, Item::Image(..))));
+    (kept, path)
+}
+
+/// pi's `saveImages`: each image saved to a temp file (the same data once) and preceded by a text naming it.
+fn save_images(items: Vec<Item>, save: &mut dyn FnMut(Save<'_>) -> Result<String, String>) -> Vec<Item> {
+    use base64::Engine as _;
+    let mut labels: Vec<(String, String)> = Vec::new();
+    let mut out = Vec::new();
+    for item in items {
+        let Item::Image(data, mime_type) = &item else {
+            out.push(item);
+            continue;
+        };
+        let label = match labels.iter().find(|(d, _)| d == data) {
+            Some((_, label)) => label.clone(),
+            None => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap_or_default();
+                let kind = format!(
+                    "{mime_type}, {}",
+                    toolwright_sdk::truncate::format_size(bytes.len())
+                );
+                let label = match extension(mime_type) {
+                    None => format!(
+                        "[Image ({kind}) could not be saved: No file extension for image type {mime_type}]"
+                    ),
+                    Some(ext) => match save(Save::Image(&bytes, ext)) {
+                        Ok(path) => format!("[Image saved to {path} ({kind})]"),
+                        Err(error) => format!("[Image ({kind}) could not be saved: {error}]"),
+                    },
+                };
+                labels.push((data.clone(), label.clone()));
+                label
+            }
+        };
+        out.push(Item::Text(label));
+        out.push(item);
+    }
+    out
+}
+
+/// Build the tool result. `save` writes the full text when the budget cuts it, and each image shown (a path, or
+/// why it could not).
 pub fn result(
     output: Vec<OutputItem>,
     ending: Ending,
     calls: Vec<CallRecord>,
     wall_seconds: f64,
     max_output_tokens: Option<u64>,
-    spill: impl FnOnce(&str) -> Result<String, String>,
+    mut save: impl FnMut(Save<'_>) -> Result<String, String>,
 ) -> ToolResult {
     let mut output = output;
     let failed = match &ending {
@@ -183,35 +320,13 @@ pub fn result(
     };
     let mut items = layout(output);
     if let Some(head) = &failed {
-        items.push(format!("Script error:\n{head}\n\n{}", call_summary(&calls)));
+        items.push(Item::Text(format!(
+            "Script error:\n{head}\n\n{}",
+            call_summary(&calls)
+        )));
     }
-    let mut text = join(&items);
-    let mut full_output_path = None;
-    if let Some(combined) = &text {
-        let budget = max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS) as usize * CHARS_PER_TOKEN;
-        let length = utf16_len(combined);
-        if length > budget {
-            let head_units = budget / 2;
-            let tail_units = budget - head_units;
-            let removed = length - head_units - tail_units;
-            let mut cut = format!(
-                "Warning: truncated output (original token count: {})\nTotal output lines: {}\n\n{}…{} tokens truncated…{}",
-                length.div_ceil(CHARS_PER_TOKEN),
-                combined.split('\n').count(),
-                head(combined, head_units),
-                removed.div_ceil(CHARS_PER_TOKEN),
-                tail(combined, tail_units),
-            );
-            match spill(combined) {
-                Ok(path) => {
-                    cut.push_str(&format!("\n\n[Full output: {path} (read with offset/limit)]"));
-                    full_output_path = Some(path);
-                }
-                Err(error) => cut.push_str(&format!("\n\n[Could not save the full output: {error}]")),
-            }
-            text = Some(cut);
-        }
-    }
+    let (items, full_output_path) = budget(join(items), max_output_tokens, &mut save);
+    let items = join(save_images(items, &mut save));
     let header = format!(
         "{}\nWall time {wall_seconds:.1} seconds\nOutput:\n",
         if failed.is_some() {
@@ -221,7 +336,10 @@ pub fn result(
         }
     );
     let mut content = vec![Content::text(header)];
-    content.extend(text.map(Content::text));
+    content.extend(items.into_iter().map(|item| match item {
+        Item::Text(text) => Content::text(text),
+        Item::Image(data, mime_type) => Content::image(data, mime_type),
+    }));
     let mut details = json!({ "calls": calls });
     if let Some(path) = full_output_path {
         details["fullOutputPath"] = json!(path);
@@ -274,7 +392,7 @@ mod tests {
 
     #[test]
     fn a_failure_lists_the_calls_made() {
-        let mut call = CallRecord::running("c1", "read", &json!({"path": "a"}));
+        let mut call = CallRecord::running("c1", "read", Some(&json!({"path": "a"})));
         call.finish(Some("c1/1".into()), 1.5, None);
         let r = result(
             vec![OutputItem::Text {
@@ -317,9 +435,12 @@ mod tests {
             Vec::new(),
             0.0,
             Some(10),
-            |full| {
-                assert_eq!(full, long);
-                Ok("/tmp/out.txt".into())
+            |saved| match saved {
+                Save::Text(full) => {
+                    assert_eq!(full, long);
+                    Ok("/tmp/out.txt".into())
+                }
+                Save::Image(..) => Err("no image here".into()),
             },
         );
         assert_eq!(
@@ -335,7 +456,7 @@ mod tests {
 
     #[test]
     fn previews_cut_long_arguments_and_errors() {
-        let mut call = CallRecord::running("c1", "bash", &json!({"command": "y".repeat(300)}));
+        let mut call = CallRecord::running("c1", "bash", Some(&json!({"command": "y".repeat(300)})));
         assert_eq!(call.args.chars().count(), 200);
         assert!(call.args.ends_with("..."));
         call.finish(None, 2.0, Some("e".repeat(600)));

@@ -79,7 +79,14 @@ impl Registry {
     /// What nested callers see of the callable tools (pi's `ctx.tools`): name, description, exposure,
     /// namespace, guidelines, parameters and output schema, in registry order.
     pub fn callable_infos(&self) -> Vec<LoadoutTool> {
-        self.callable_now().map(loadout_info).collect()
+        // As pi's `ctx.tools` and `getAllTools`: the guidelines as the tool gave them (codemode's samples list each),
+        // where the system prompt and the loadout hooks see them normalised.
+        self.callable_now()
+            .map(|e| LoadoutTool {
+                prompt_guidelines: e.definition.prompt_guidelines.clone(),
+                ..loadout_info(e)
+            })
+            .collect()
     }
 
     /// Names activated but not registered yet (restored from a transcript).

@@ -123,6 +123,7 @@ impl Toolset {
         };
         let loaded = load_plugins(options, &policy)?;
         let locks = Locks::load(options)?;
+        let codemode = codemode(options, &policy.codemode);
         let mut toolset = Toolset {
             builtins,
             extension_tools: Vec::new(),
@@ -135,7 +136,7 @@ impl Toolset {
             identities: Vec::new(),
             locks,
             handler_grants: Vec::new(),
-            codemode: codemode(options),
+            codemode,
         };
         for (plugin, location) in loaded.plugins.into_iter().zip(loaded.locations) {
             toolset.add_plugin(
@@ -544,19 +545,33 @@ impl Locks {
     }
 }
 
-/// Step 4: pi's `codemode`, when this build has it.
-fn codemode(options: &ToolsetOptions) -> Option<ToolDefinition> {
+/// Step 4: pi's `codemode`, when this build has it, with the policy's `[codemode]` settings.
+fn codemode(
+    options: &ToolsetOptions,
+    settings: &toolwright_core::policy::CodemodeSettings,
+) -> Option<ToolDefinition> {
     #[cfg(feature = "codemode")]
     {
+        use crate::codemode::{Mode, Settings};
+        let mode = match settings.mode {
+            Some(toolwright_core::policy::CodemodeMode::Only) => Mode::Only,
+            _ => Mode::On,
+        };
+        let inline_budget = settings
+            .inline_budget
+            .map_or(Settings::default().inline_budget, |b| {
+                Some(usize::try_from(b).unwrap_or(usize::MAX))
+            });
         Some(crate::codemode::definition(crate::codemode::CodemodeOptions {
             cwd: options.cwd.clone(),
             cache_dir: options.cache_dir.clone(),
             timeout: Some(crate::wasm::DEFAULT_TIMEOUT),
+            settings: Settings { mode, inline_budget },
         }))
     }
     #[cfg(not(feature = "codemode"))]
     {
-        let _ = options;
+        let _ = (options, settings);
         None
     }
 }
