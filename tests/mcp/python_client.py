@@ -79,10 +79,11 @@ async def main(binary, workspace, plugins, cache):
                 "read": (True, False, True, False), "grep": (True, False, True, False),
                 "find": (True, False, True, False), "ls": (True, False, True, False),
                 "write": (False, True, True, False), "edit": (False, True, False, False),
-                "bash": (False, True, False, True),
+                "bash": (False, True, False, True), "tool_search": (True, False, True, False),
             }
             for tool in listed.tools:
                 if tool.name not in hints:
+                    check(tool.name == "todos", f"{tool.name} is a built-in without expected hints")
                     continue
                 a = tool.annotations
                 check(a is not None, f"{tool.name} has no annotations")

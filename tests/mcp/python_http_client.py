@@ -18,6 +18,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from python_client import cancel_kills_processes, check
+from mcp.client.subscriptions import listen
+from mcp.shared.subscriptions import ToolsListChanged
 
 RED_PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 
@@ -27,7 +29,7 @@ warnings.simplefilter("ignore")  # logging/setLevel is deprecated as of 2026-07-
 def start_server(binary, workspace, plugins, cache):
     server = subprocess.Popen(
         [binary, "mcp", "--http", "127.0.0.1:0", "--cwd", workspace, "--no-default-plugins", "--plugins", plugins,
-         "--cache-dir", cache],
+         "--cache-dir", cache, "--expose", "test_simple_text=deferred", "--allow", "+tool_search"],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     line = server.stdout.readline()
     check(line.startswith("Listening on http://127.0.0.1:"), f"the server printed {line!r}")
@@ -66,6 +68,13 @@ async def main(binary, workspace, plugins, cache, mode):
                     check(name in tools, f"plugin tool {name} listed: {names}")
                 check(tools["read"].annotations.read_only_hint is True, "read is read-only")
                 check(tools["bash"].annotations.destructive_hint is True, "bash is destructive")
+                # A plugin's annotations and label come from its spec.
+                hints = tools["test_tool_with_logging"].annotations
+                check((hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint)
+                      == (True, False, True, False), f"the plugin's annotations: {hints}")
+                check(tools["test_log_levels"].title == "Log at every level",
+                      f"title is the label: {tools['test_log_levels'].title}")
+                check(tools["tool_search"].annotations.read_only_hint is True, "tool_search is read-only")
                 schema = tools["read"].output_schema
                 if modern:
                     check("anyOf" in schema, f"2026-07-28 gets read's own output schema: {schema}")
@@ -106,6 +115,46 @@ async def main(binary, workspace, plugins, cache, mode):
                     ("info", "test_tool_with_logging", "Tool processing data"),
                     ("info", "test_tool_with_logging", "Tool execution completed"),
                 ], f"log messages: {logs}")
+
+                # Lines below the client's level are not sent: 2025-11-25 sets it with logging/setLevel,
+                # 2026-07-28 puts it on each request (a second session asks for warnings only).
+                logs.clear()
+                if modern:
+                    async with ClientSession(read, write, logging_callback=on_log, log_level="warning") as quiet:
+                        await quiet.discover()
+                        await quiet.call_tool("test_log_levels", {})
+                else:
+                    await session.set_logging_level("warning")
+                    await session.call_tool("test_log_levels", {})
+                with anyio.fail_after(5):
+                    while len(logs) < 2:
+                        await anyio.sleep(0.02)
+                await anyio.sleep(0.2)
+                check([(str(level), data) for level, _, data in logs] ==
+                      [("warning", "a warning line"), ("error", "an error line")], f"at warning: {logs}")
+                logs.clear()
+                if not modern:
+                    await session.set_logging_level("debug")
+                await session.call_tool("test_log_levels", {})
+                with anyio.fail_after(5):
+                    while len(logs) < 4:
+                        await anyio.sleep(0.02)
+                check([str(level) for level, _, _ in logs] == ["debug", "info", "warning", "error"],
+                      f"at debug: {logs}")
+
+                # tools/list_changed when tool_search loads a deferred tool: 2026-07-28 clients hear it on the
+                # stream they open with subscriptions/listen (2025-11-25 sessions on their GET stream:
+                # tests/tests/mcp_http.rs).
+                if modern:
+                    async with listen(session, tools_list_changed=True) as subscription:
+                        check(subscription.honored.tools_list_changed is True, f"honored: {subscription.honored}")
+                        result = await session.call_tool("tool_search", {"query": "simple text response"})
+                        check("test_simple_text" in result.content[0].text, f"tool_search: {result}")
+                        with anyio.fail_after(5):
+                            event = await subscription.__anext__()
+                        check(isinstance(event, ToolsListChanged), f"the listen stream got {event}")
+                    names = [t.name for t in (await session.list_tools()).tools]
+                    check("test_simple_text" in names, f"after tool_search: {names}")
 
                 # A plugin's own progress count.
                 progress = []

@@ -152,8 +152,8 @@ fn tools_prompt_and_declarations_show_builtins_and_plugins_alike_natively_and_as
                 "grep",
                 "find",
                 "ls",
-                "tool_search",
                 "codemode",
+                "tool_search",
                 "todos",
                 "word_count"
             ]
@@ -177,9 +177,26 @@ fn tools_prompt_and_declarations_show_builtins_and_plugins_alike_natively_and_as
         );
         assert_eq!(count["grants"]["plugin"], "toolwright-example-wordcount");
 
+        // MCP's annotations, in the JSON as the spec gives them and in the table's source column.
+        assert_eq!(
+            by_name("read")["annotations"],
+            json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false})
+        );
+        assert_eq!(by_name("bash")["annotations"]["openWorldHint"], true);
+        assert_eq!(by_name("codemode")["annotations"]["destructiveHint"], true);
+
         let table = run("tools", &[]);
         assert!(table.starts_with("TOOL "), "{table}");
         assert!(table.contains("tool_search  model-only   inactive"), "{table}");
+        let line = |name: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("no {name} in {table}"))
+                .to_owned()
+        };
+        assert!(line("read").ends_with("[read-only, idempotent]"), "{}", line("read"));
+        assert!(line("bash").ends_with("[destructive, open-world]"), "{}", line("bash"));
 
         let prompt = run("prompt", &["--allow", "read,word_count"]);
         assert_eq!(

@@ -312,3 +312,65 @@ async fn a_flood_of_calls_from_a_script_hits_the_record_limits_and_the_host_stay
     let next = s.run(vec![ToolCall::new("n", "ls", json!({}))]).await;
     assert!(!next[0].is_error);
 }
+
+/// A 1×1 PNG (70 bytes), as a script would show one.
+const PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
+/// `toolwright exec --allow +codemode`, as a user runs it: two scripts in one batch (in turn), the first using
+/// `store`, `image`, `searchTools`, `describeTool` and `describeNamespace`, the second loading what the first
+/// stored.
+#[test]
+fn scripts_under_toolwright_exec_have_every_global() {
+    let dir = workspace();
+    let first = format!(
+        "store('seen', {{ files: 3 }});\nimage('data:image/png;base64,{PIXEL_PNG}');\n\
+         const found = await searchTools('list directory contents');\n\
+         text(found.map((t) => t.name).slice(0, 1));\n\
+         text((await describeTool('read')).split('\\n')[0]);\n\
+         text(String(await describeNamespace('nothing')));"
+    );
+    let batch = json!({
+        "mode": "sequential",
+        "toolCalls": [
+            {"id": "a", "name": "codemode", "arguments": {"code": first}},
+            {"id": "b", "name": "codemode", "arguments": {"code": "return load('seen')"}},
+        ]
+    });
+    let file = dir.path().join("calls.json");
+    std::fs::write(&file, batch.to_string()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg("exec")
+        .arg(&file)
+        .arg("--json")
+        .args(["--no-default-plugins", "--allow", "+codemode", "--cache-dir"])
+        .arg(cache_dir())
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let messages: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "message_end" && e["message"]["role"] == "toolResult")
+        .map(|e| e["message"].clone())
+        .collect();
+    assert_eq!(messages.len(), 2, "{}", String::from_utf8_lossy(&out.stdout));
+    let first = &messages[0]["content"];
+    assert_eq!(messages[0]["isError"], false, "{first}");
+    let label = first[1]["text"].as_str().unwrap();
+    let saved = regex::Regex::new(r"^\[Image saved to (/\S+\.png) \(image/png, 70B\)\]$").unwrap();
+    let path = saved.captures(label).unwrap_or_else(|| panic!("{label}"))[1].to_owned();
+    assert_eq!(std::fs::read(&path).unwrap().len(), 70);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(first[2]["type"], "image");
+    assert_eq!(first[2]["mimeType"], "image/png");
+    assert_eq!(
+        first[3]["text"],
+        "==> text 1/3 <==\n[\"ls\"]\n==> text 2/3 <==\nRead the contents of a file. Supports text files and images \
+         (jpg, png, gif, webp, bmp). Images are sent as attachments. For text files, output is truncated to 2000 \
+         lines or 50KB (whichever is hit first). Use offset/limit for large files. When you need the full file, \
+         continue with offset until complete.\n==> text 3/3 <==\nundefined"
+    );
+    assert_eq!(messages[1]["content"][1]["text"], "{\"files\":3}");
+}

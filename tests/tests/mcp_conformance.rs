@@ -100,6 +100,13 @@ fn the_official_conformance_suite_passes_over_http_but_for_the_listed_features()
             "{scenario} did not pass:\n{summary}"
         );
     }
+    // docs/mcp.md quotes the run's summary: it must be this run's.
+    let total = summary
+        .lines()
+        .find(|l| l.starts_with("Total: "))
+        .unwrap_or_else(|| panic!("no Total line in\n{summary}"));
+    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/mcp.md")).unwrap();
+    assert!(docs.contains(&format!("\n{total}\n")), "docs/mcp.md does not quote `{total}`");
     // Shut down cleanly on SIGTERM.
     assert!(server.terminate().success());
 }

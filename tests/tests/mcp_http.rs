@@ -396,3 +396,51 @@ fn every_connected_session_hears_that_the_plugin_tools_changed() {
         );
     }
 }
+
+/// A 2026-07-28 client (stateless: no session) cancels a call by closing the request's stream: the server sees
+/// the connection drop, cancels the call, and its processes die.
+#[test]
+fn a_stateless_call_is_cancelled_when_its_stream_closes_and_its_processes_die() {
+    let ws = workspace();
+    let server = start(ws.path(), &[]);
+    let pidfile = ws.path().join("shell.pid");
+    let command = format!("echo $$ > {}; sleep 300 & echo $! >> {}; wait", pidfile.display(), pidfile.display());
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "bash", "arguments": {"command": command},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
+            }
+        }
+    })
+    .to_string();
+    let authority = host_port(&server.url);
+    let mut stream = TcpStream::connect(&authority).unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    let pids = loop {
+        let pids: Vec<u32> = std::fs::read_to_string(&pidfile)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        if pids.len() == 2 || Instant::now() > until {
+            break pids;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(pids.len(), 2, "the command did not start");
+    drop(stream);
+    wait_for("the processes to die", Duration::from_secs(10), || {
+        !pids.iter().any(|p| alive(i64::from(*p)))
+    });
+}

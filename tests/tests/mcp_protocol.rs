@@ -127,6 +127,26 @@ fn calls_run_concurrently() {
 
 #[test]
 fn a_client_that_disconnects_mid_call_leaves_no_process_behind() {
+    ends_mid_call_leaving_no_process_behind(|server| drop(server.stdin.take()));
+}
+
+/// SIGINT and SIGTERM end the stdio server as a closed stdin does: the running call is cancelled, its
+/// processes killed, the exit clean.
+#[test]
+fn a_signal_mid_call_ends_the_server_and_leaves_no_process_behind() {
+    for signal in ["INT", "TERM"] {
+        ends_mid_call_leaving_no_process_behind(|server| {
+            let sent = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(server.child.id().to_string())
+                .status()
+                .unwrap();
+            assert!(sent.success(), "kill -{signal}");
+        });
+    }
+}
+
+fn ends_mid_call_leaving_no_process_behind(end: impl FnOnce(&mut Server)) {
     let ws = tempfile::tempdir().unwrap();
     let mut server = Server::start(ws.path());
     server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -142,7 +162,7 @@ fn a_client_that_disconnects_mid_call_leaves_no_process_behind() {
         .trim()
         .parse()
         .unwrap();
-    drop(server.stdin.take()); // the client goes away
+    end(&mut server);
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
         if let Some(status) = server.child.try_wait().unwrap() {

@@ -23,6 +23,8 @@ struct Setup {
     ws: tempfile::TempDir,
     plugins: tempfile::TempDir,
     policy: PathBuf,
+    /// The `--allow` list (the probe alone, unless a test lets it reach other tools).
+    allow: String,
 }
 
 fn setup(policy: &str) -> Setup {
@@ -35,6 +37,7 @@ fn setup(policy: &str) -> Setup {
         ws,
         plugins,
         policy: policy_file,
+        allow: "probe".into(),
     }
 }
 
@@ -51,7 +54,7 @@ impl Setup {
             "--cache-dir".into(),
             test_cache_dir().to_string_lossy().into_owned(),
             "--allow".into(),
-            "probe".into(),
+            self.allow.clone(),
         ]
     }
 
@@ -566,4 +569,59 @@ fn a_renderer_that_never_returns_does_not_hang_the_terminal_view() {
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(shown.contains(r#"{"action":"renderloop"}"#), "{shown}");
     assert!(shown.contains("\n  rendered by the probe"), "{shown}");
+}
+
+/// Waits until `file` names `n` processes (a test's script wrote them), or 10 s passed.
+fn wait_for_pids(file: &Path, n: usize) -> Vec<u32> {
+    let until = Instant::now() + Duration::from_secs(10);
+    while pids_in(file).len() < n && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    pids_in(file)
+}
+
+/// A probe that starts a nested bash call (`host.start-call`) and returns without its outcome: the call is
+/// cancelled when the probe's call ends, and its process killed, under exec and under mcp.
+#[test]
+fn a_nested_call_a_plugin_started_and_left_is_cancelled_with_it_under_exec_and_mcp() {
+    let mut setup = setup("[plugins.toolwright-test-probe]\n");
+    setup.allow = "probe,bash".into();
+    std::fs::create_dir(setup.ws.path().join("out")).unwrap();
+    let leave = |pidfile: &Path| {
+        let command = format!("echo $$ > {}; sleep 300", pidfile.display());
+        json!({"action": "start-and-leave", "tool": "bash", "arguments": {"command": command}, "ms": 1500})
+    };
+    let pidfile = setup.ws.path().join("out/exec-pid");
+    let started = Instant::now();
+    let results = setup.exec(&[leave(&pidfile)]);
+    assert_eq!(results, vec![(false, "started call 1 and left".to_owned())]);
+    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+    let pids = wait_for_pids(&pidfile, 1);
+    assert_eq!(pids.len(), 1, "the nested bash did not start");
+    assert!(!alive(pids[0]), "the left call's process outlived exec");
+
+    let pidfile = setup.ws.path().join("out/mcp-pid");
+    let mut mcp = setup.mcp();
+    assert_eq!(mcp.run(1, "probe", leave(&pidfile)), (false, "started call 1 and left".into()));
+    let pids = wait_for_pids(&pidfile, 1);
+    let until = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|p| alive(*p)) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(pids.len() == 1 && !alive(pids[0]), "the left call's process outlived its call: {pids:?}");
+    assert_eq!(mcp.run(2, "probe", json!({"action": "print"})), (false, "printed".into()));
+}
+
+/// A probe that starts far more nested calls than it collects gets error outcomes past the bound, under exec
+/// and under mcp, and the host serves on.
+#[test]
+fn a_flood_of_started_calls_is_bounded_under_exec_and_mcp() {
+    let mut setup = setup("[plugins.toolwright-test-probe]\ntimeout-ms = 60000\n");
+    setup.allow = "probe,ls".into();
+    let flood = json!({"action": "start-flood", "tool": "ls", "count": 1100});
+    let expected = (false, "ran 1024, refused 76, other errors []".to_owned());
+    assert_eq!(setup.exec(std::slice::from_ref(&flood)), vec![expected.clone()]);
+    let mut mcp = setup.mcp();
+    assert_eq!(mcp.run(1, "probe", flood), expected);
+    assert_eq!(mcp.run(2, "probe", json!({"action": "print"})), (false, "printed".into()));
 }

@@ -81,6 +81,8 @@ struct Inner {
     announced: Mutex<(u64, Vec<ToolDeclaration>)>,
     /// The clients that completed the handshake, told when the declared tools change.
     peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// The `subscriptions/listen` streams of 2026-07-28 clients (stateless: no handshake), told the same.
+    listeners: Mutex<Vec<rmcp::service::SubscriptionSink>>,
     /// Cancels every running call (shutdown).
     shutdown: CancellationToken,
     /// The running calls, awaited at shutdown.
@@ -127,6 +129,7 @@ impl McpServer {
                 exclusive: tokio::sync::RwLock::new(()),
                 announced: Mutex::new(announced),
                 peers: Mutex::new(Vec::new()),
+                listeners: Mutex::new(Vec::new()),
                 shutdown: CancellationToken::new(),
                 calls: TaskTracker::new(),
             }),
@@ -172,6 +175,24 @@ impl McpServer {
             if let Err(error) = peer.notify_tool_list_changed().await {
                 tracing::debug!("cannot send tools/list_changed: {error}");
             }
+        }
+        let listeners: Vec<rmcp::service::SubscriptionSink> = self
+            .inner
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut closed = Vec::new();
+        for listener in listeners {
+            let notification = rmcp::model::ServerNotification::ToolListChangedNotification(Default::default());
+            if let Err(error) = listener.send(notification).await {
+                tracing::debug!("cannot send tools/list_changed to a listener: {error}");
+                closed.push(listener.id().clone());
+            }
+        }
+        if !closed.is_empty() {
+            let mut listeners = self.inner.listeners.lock().unwrap_or_else(|p| p.into_inner());
+            listeners.retain(|l| !closed.contains(l.id()));
         }
     }
 
@@ -408,6 +429,39 @@ impl ServerHandler for McpServer {
         let mut peers = self.inner.peers.lock().unwrap_or_else(|p| p.into_inner());
         peers.retain(|peer| !peer.is_transport_closed());
         peers.push(context.peer);
+    }
+
+    /// 2026-07-28 clients ask for `tools/list_changed` with `subscriptions/listen` (they never complete a
+    /// handshake): the tool list is the only list this server has.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(rmcp::model::SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// Keep the stream until the client closes it (or the server shuts down), told of every change of the
+    /// declared tools.
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let sink = context.sink().clone();
+        let id = sink.id().clone();
+        if sink.accepted().tools_list_changed == Some(true) {
+            self.inner
+                .listeners
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(sink);
+        }
+        tokio::select! {
+            () = context.cancelled() => {}
+            () = self.inner.shutdown.cancelled() => {}
+        }
+        self.inner
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|l| l.id() != &id);
+        Ok(())
     }
 
     #[allow(deprecated)]

@@ -96,6 +96,10 @@ pub struct PluginState {
     pub(super) started: Option<Started>,
 }
 
+/// How many started calls one plugin call may have uncollected at once: past it, `start-call` answers with an
+/// error outcome at once (a plugin flooding the host with calls gets errors, not memory).
+pub const MAX_STARTED_CALLS: usize = 1024;
+
 /// Nested calls a plugin started and has not collected yet. Dropped with the store (the call's end): the ones
 /// still running are cancelled then, and wind down on their own.
 pub struct Started {
@@ -260,6 +264,15 @@ impl host::Host for PluginState {
         started.next += 1;
         started.running += 1;
         let sender = started.sender.clone();
+        if started.running > MAX_STARTED_CALLS {
+            let text = format!(
+                "The plugin {} has {MAX_STARTED_CALLS} nested calls running: it must take their outcomes \
+                 (next-outcomes) before it starts more",
+                self.call.plugin
+            );
+            let _ = sender.send((number, error_agent_outcome(&name, &text)));
+            return Ok(number);
+        }
         let (Some(session), Ok(runtime)) = (&self.call.session, tokio::runtime::Handle::try_current()) else {
             let _ = sender.send((number, unavailable_outcome(&name)));
             return Ok(number);

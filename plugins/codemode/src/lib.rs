@@ -285,6 +285,9 @@ impl Tool for Codemode {
             ],
             exposure: Exposure::ModelOnly,
             default_active: Some(false),
+            // MCP hints: a script can call every callable tool (bash and write among them), so it may change
+            // anything they can and reach what they reach.
+            annotations: Some(toolwright_sdk::ToolAnnotations::hints(false, true, false, true)),
             // Capable models write the script as raw text instead of a JSON-escaped string.
             constrained_sampling: Some(json!({
                 "type": "grammar",

@@ -46,12 +46,18 @@ pub struct McpArgs {
     tools: super::ToolArgs,
 }
 
-/// The plugin files and their sizes and modification times: a change of any is a reason to reload.
+/// The plugin files, the policy files and the lockfiles beside them (an approval, a changed grant), with their
+/// sizes and modification times: a change of any is a reason to reload.
 fn fingerprint(options: &ToolsetOptions) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
-    options
+    let policies = options.policy_files.iter().chain(&options.project_policy);
+    let files = options
         .plugin_files()
         .into_iter()
-        .map(|(path, _)| {
+        .map(|(path, _)| path)
+        .chain(policies.clone().cloned())
+        .chain(policies.map(|p| toolwright::wasm::lock::beside(p)));
+    files
+        .map(|path| {
             let meta = std::fs::metadata(&path).ok();
             let size = meta.as_ref().map_or(0, |m| m.len());
             let modified = meta.and_then(|m| m.modified().ok());

@@ -444,6 +444,9 @@ pub fn tool_search_definition(registry: WeakRegistry) -> ToolDefinition {
         crate::definition::ReachedTools::All
     }));
     definition.source = ToolSource::Builtin;
+    // MCP hints: it reads tool metadata and changes only which tools the session declares (the same query loads
+    // the same tools); nothing outside the session.
+    definition.annotations = Some(toolwright_sdk::ToolAnnotations::hints(true, false, true, false));
     definition
 }
 

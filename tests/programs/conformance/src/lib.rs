@@ -26,7 +26,7 @@ pub struct Fixture {
 }
 
 /// The fixture tools.
-pub const FIXTURES: [Fixture; 6] = [
+pub const FIXTURES: [Fixture; 7] = [
     Fixture {
         name: "test_simple_text",
         description: "Returns a simple text response (MCP conformance fixture).",
@@ -50,6 +50,11 @@ pub const FIXTURES: [Fixture; 6] = [
     Fixture {
         name: "json_schema_2020_12_tool",
         description: "Declares a JSON Schema 2020-12 input schema with $defs and $ref (MCP conformance fixture).",
+    },
+    // Not the suite's: Toolwright's own tests of log levels and titles (its label differs from its name).
+    Fixture {
+        name: "test_log_levels",
+        description: "Logs one line at each level: debug, info, warning, error.",
     },
 ];
 
@@ -77,7 +82,11 @@ impl Tool for Fixture {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: self.name.into(),
-            label: self.name.into(),
+            label: if self.name == "test_log_levels" {
+                "Log at every level".into()
+            } else {
+                self.name.into()
+            },
             description: self.description.into(),
             parameters: parameters(self.name),
             annotations: Some(toolwright_sdk::ToolAnnotations::hints(true, false, true, false)),
@@ -111,6 +120,17 @@ impl Tool for Fixture {
                     );
                 }
                 ToolResult::text("Progress reported: 0, 50, 100 of 100")
+            }
+            "test_log_levels" => {
+                for (level, line) in [
+                    (LogLevel::Debug, "a debug line"),
+                    (LogLevel::Info, "an info line"),
+                    (LogLevel::Warn, "a warning line"),
+                    (LogLevel::Error, "an error line"),
+                ] {
+                    ctx.log(level, line);
+                }
+                ToolResult::text("logged at every level")
             }
             // Thrown, as the suite's reference server does: an `isError` result, not a protocol error.
             "test_error_handling" => {

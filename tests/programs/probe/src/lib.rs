@@ -25,7 +25,10 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood"]},
+                    "tool": {"type": "string"},
+                    "arguments": {"type": "object"},
+                    "count": {"type": "integer"},
                     "target": {"type": "string"},
                     "mib": {"type": "integer"},
                     "ms": {"type": "integer"},
@@ -161,6 +164,39 @@ impl Tool for Probe {
                 }
                 "logged".into()
             }
+            // Start a nested call and return without its outcome, after `ms`: the host must cancel what it left.
+            "start-and-leave" => {
+                let tool = args["tool"].as_str().unwrap_or("bash");
+                let number = start_call(tool, &args["arguments"]);
+                std::thread::sleep(std::time::Duration::from_millis(args["ms"].as_u64().unwrap_or(0)));
+                format!("started call {number} and left")
+            }
+            // Start `count` nested calls at once, then take every outcome: how many ran, how many were refused.
+            "start-flood" => {
+                let tool = args["tool"].as_str().unwrap_or("ls");
+                let count = args["count"].as_u64().unwrap_or(2000);
+                for _ in 0..count {
+                    start_call(tool, &args["arguments"]);
+                }
+                let (mut ran, mut refused, mut other) = (0, 0, Vec::new());
+                loop {
+                    let outcomes = next_outcomes();
+                    if outcomes.is_empty() {
+                        break;
+                    }
+                    for outcome in outcomes {
+                        let text = outcome.text();
+                        if !outcome.is_error {
+                            ran += 1;
+                        } else if text.contains("nested calls running") {
+                            refused += 1;
+                        } else if other.len() < 3 {
+                            other.push(text);
+                        }
+                    }
+                }
+                format!("ran {ran}, refused {refused}, other errors {other:?}")
+            }
             "print" => {
                 println!("stdout noise from the probe");
                 eprintln!("stderr noise from the probe");
@@ -170,6 +206,28 @@ impl Tool for Probe {
         };
         Ok(ToolResult::text(text))
     }
+}
+
+#[cfg(target_family = "wasm")]
+fn start_call(tool: &str, arguments: &Value) -> u64 {
+    let arguments = if arguments.is_object() { arguments.clone() } else { json!({}) };
+    toolwright_sdk::guest::start_call(tool, &arguments)
+}
+
+#[cfg(target_family = "wasm")]
+fn next_outcomes() -> Vec<toolwright_sdk::CallOutcome> {
+    toolwright_sdk::guest::next_outcomes(true).into_iter().map(|(_, o)| o).collect()
+}
+
+// Natively the probe starts nothing: the actions are for the sandbox.
+#[cfg(not(target_family = "wasm"))]
+fn start_call(_tool: &str, _arguments: &Value) -> u64 {
+    0
+}
+
+#[cfg(not(target_family = "wasm"))]
+fn next_outcomes() -> Vec<toolwright_sdk::CallOutcome> {
+    Vec::new()
 }
 
 /// Unbounded recursion (each frame keeps a buffer alive so the optimiser cannot turn it into a loop).
