@@ -120,9 +120,11 @@ async def main(binary, workspace, plugins, cache, mode):
                 # 2026-07-28 puts it on each request (a second session asks for warnings only).
                 logs.clear()
                 if modern:
-                    async with ClientSession(read, write, logging_callback=on_log, log_level="warning") as quiet:
-                        await quiet.discover()
-                        await quiet.call_tool("test_log_levels", {})
+                    async with streamable_http_client(url) as (quiet_read, quiet_write):
+                        async with ClientSession(quiet_read, quiet_write, logging_callback=on_log,
+                                                 log_level="warning") as quiet:
+                            await quiet.discover()
+                            await quiet.call_tool("test_log_levels", {})
                 else:
                     await session.set_logging_level("warning")
                     await session.call_tool("test_log_levels", {})

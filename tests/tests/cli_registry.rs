@@ -195,8 +195,16 @@ fn tools_prompt_and_declarations_show_builtins_and_plugins_alike_natively_and_as
                 .unwrap_or_else(|| panic!("no {name} in {table}"))
                 .to_owned()
         };
-        assert!(line("read").ends_with("[read-only, idempotent]"), "{}", line("read"));
-        assert!(line("bash").ends_with("[destructive, open-world]"), "{}", line("bash"));
+        assert!(
+            line("read").ends_with("[read-only, idempotent]"),
+            "{}",
+            line("read")
+        );
+        assert!(
+            line("bash").ends_with("[destructive, open-world]"),
+            "{}",
+            line("bash")
+        );
 
         let prompt = run("prompt", &["--allow", "read,word_count"]);
         assert_eq!(

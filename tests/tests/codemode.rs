@@ -314,7 +314,8 @@ async fn a_flood_of_calls_from_a_script_hits_the_record_limits_and_the_host_stay
 }
 
 /// A 1×1 PNG (70 bytes), as a script would show one.
-const PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+const PIXEL_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
 /// `toolwright exec --allow +codemode`, as a user runs it: two scripts in one batch (in turn), the first using
 /// `store`, `image`, `searchTools`, `describeTool` and `describeNamespace`, the second loading what the first

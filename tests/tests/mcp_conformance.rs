@@ -106,7 +106,10 @@ fn the_official_conformance_suite_passes_over_http_but_for_the_listed_features()
         .find(|l| l.starts_with("Total: "))
         .unwrap_or_else(|| panic!("no Total line in\n{summary}"));
     let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/mcp.md")).unwrap();
-    assert!(docs.contains(&format!("\n{total}\n")), "docs/mcp.md does not quote `{total}`");
+    assert!(
+        docs.contains(&format!("\n{total}\n")),
+        "docs/mcp.md does not quote `{total}`"
+    );
     // Shut down cleanly on SIGTERM.
     assert!(server.terminate().success());
 }

@@ -404,7 +404,11 @@ fn a_stateless_call_is_cancelled_when_its_stream_closes_and_its_processes_die() 
     let ws = workspace();
     let server = start(ws.path(), &[]);
     let pidfile = ws.path().join("shell.pid");
-    let command = format!("echo $$ > {}; sleep 300 & echo $! >> {}; wait", pidfile.display(), pidfile.display());
+    let command = format!(
+        "echo $$ > {}; sleep 300 & echo $! >> {}; wait",
+        pidfile.display(),
+        pidfile.display()
+    );
     let body = json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {
@@ -418,10 +422,11 @@ fn a_stateless_call_is_cancelled_when_its_stream_closes_and_its_processes_die() 
     })
     .to_string();
     let authority = host_port(&server.url);
-    let mut stream = TcpStream::connect(&authority).unwrap();
+    let mut stream = TcpStream::connect(authority).unwrap();
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: bash\r\n\
          Content-Length: {}\r\n\r\n{body}",
         body.len()
     );

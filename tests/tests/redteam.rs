@@ -595,21 +595,34 @@ fn a_nested_call_a_plugin_started_and_left_is_cancelled_with_it_under_exec_and_m
     let started = Instant::now();
     let results = setup.exec(&[leave(&pidfile)]);
     assert_eq!(results, vec![(false, "started call 1 and left".to_owned())]);
-    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
     let pids = wait_for_pids(&pidfile, 1);
     assert_eq!(pids.len(), 1, "the nested bash did not start");
     assert!(!alive(pids[0]), "the left call's process outlived exec");
 
     let pidfile = setup.ws.path().join("out/mcp-pid");
     let mut mcp = setup.mcp();
-    assert_eq!(mcp.run(1, "probe", leave(&pidfile)), (false, "started call 1 and left".into()));
+    assert_eq!(
+        mcp.run(1, "probe", leave(&pidfile)),
+        (false, "started call 1 and left".into())
+    );
     let pids = wait_for_pids(&pidfile, 1);
     let until = Instant::now() + Duration::from_secs(5);
     while pids.iter().any(|p| alive(*p)) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(pids.len() == 1 && !alive(pids[0]), "the left call's process outlived its call: {pids:?}");
-    assert_eq!(mcp.run(2, "probe", json!({"action": "print"})), (false, "printed".into()));
+    assert!(
+        pids.len() == 1 && !alive(pids[0]),
+        "the left call's process outlived its call: {pids:?}"
+    );
+    assert_eq!(
+        mcp.run(2, "probe", json!({"action": "print"})),
+        (false, "printed".into())
+    );
 }
 
 /// A probe that starts far more nested calls than it collects gets error outcomes past the bound, under exec
@@ -623,5 +636,8 @@ fn a_flood_of_started_calls_is_bounded_under_exec_and_mcp() {
     assert_eq!(setup.exec(std::slice::from_ref(&flood)), vec![expected.clone()]);
     let mut mcp = setup.mcp();
     assert_eq!(mcp.run(1, "probe", flood), expected);
-    assert_eq!(mcp.run(2, "probe", json!({"action": "print"})), (false, "printed".into()));
+    assert_eq!(
+        mcp.run(2, "probe", json!({"action": "print"})),
+        (false, "printed".into())
+    );
 }

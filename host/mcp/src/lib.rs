@@ -184,7 +184,8 @@ impl McpServer {
             .clone();
         let mut closed = Vec::new();
         for listener in listeners {
-            let notification = rmcp::model::ServerNotification::ToolListChangedNotification(Default::default());
+            let notification =
+                rmcp::model::ServerNotification::ToolListChangedNotification(Default::default());
             if let Err(error) = listener.send(notification).await {
                 tracing::debug!("cannot send tools/list_changed to a listener: {error}");
                 closed.push(listener.id().clone());
@@ -437,7 +438,11 @@ impl ServerHandler for McpServer {
         &self,
         _requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        Some(rmcp::model::SubscriptionFilter::builder().tools_list_changed().build())
+        Some(
+            rmcp::model::SubscriptionFilter::builder()
+                .tools_list_changed()
+                .build(),
+        )
     }
 
     /// Keep the stream until the client closes it (or the server shuts down), told of every change of the

@@ -203,8 +203,9 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
             served.map_err(anyhow::Error::from)
         })?,
     }
-    // The calls have finished; plugins and their processes go with the session.
-    drop(runtime);
+    // The calls have finished; plugins and their processes go with the session. The runtime is not waited for
+    // in full: on a signal, its blocking read of stdin never returns (the client may keep stdin open).
+    runtime.shutdown_timeout(Duration::from_secs(1));
     drop(session);
     Ok(ExitCode::SUCCESS)
 }

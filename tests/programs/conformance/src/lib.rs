@@ -149,5 +149,6 @@ toolwright_sdk::export_tool!(
     FIXTURES[2],
     FIXTURES[3],
     FIXTURES[4],
-    FIXTURES[5]
+    FIXTURES[5],
+    FIXTURES[6]
 );

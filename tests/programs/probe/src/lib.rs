@@ -210,13 +210,20 @@ impl Tool for Probe {
 
 #[cfg(target_family = "wasm")]
 fn start_call(tool: &str, arguments: &Value) -> u64 {
-    let arguments = if arguments.is_object() { arguments.clone() } else { json!({}) };
+    let arguments = if arguments.is_object() {
+        arguments.clone()
+    } else {
+        json!({})
+    };
     toolwright_sdk::guest::start_call(tool, &arguments)
 }
 
 #[cfg(target_family = "wasm")]
 fn next_outcomes() -> Vec<toolwright_sdk::CallOutcome> {
-    toolwright_sdk::guest::next_outcomes(true).into_iter().map(|(_, o)| o).collect()
+    toolwright_sdk::guest::next_outcomes(true)
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect()
 }
 
 // Natively the probe starts nothing: the actions are for the sandbox.
