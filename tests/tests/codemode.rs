@@ -375,3 +375,54 @@ fn scripts_under_toolwright_exec_have_every_global() {
     );
     assert_eq!(messages[1]["content"][1]["text"], "{\"files\":3}");
 }
+
+/// The host holds the session's store and checks pi's limits itself: a script that tampers with the prelude's
+/// `Map` to report writes its checks never saw gets none of them kept.
+#[tokio::test]
+async fn store_writes_past_the_limits_are_dropped_by_the_host_even_from_a_tampered_prelude() {
+    let dir = workspace();
+    let s = session(dir.path(), &ALL, Duration::from_secs(60));
+    let message = s
+        .script(
+            "store('kept', 1);\n\
+             Map.prototype[Symbol.iterator] = function* () { yield ['big', 'x'.repeat(300000)]; };\n\
+             return 'tampered'",
+        )
+        .await;
+    assert!(!message.is_error, "{:?}", texts(&message));
+    let message = s.script("return [load('kept'), load('big')]").await;
+    assert_eq!(output(&message), "[null,null]");
+}
+
+/// A script stopped by its deadline between two awaits answers `Script timed out`, not `Script aborted`.
+#[tokio::test]
+async fn a_deadline_between_awaits_is_a_timeout() {
+    let dir = workspace();
+    let s = session(dir.path(), &ALL, Duration::from_secs(60));
+    let message = s
+        .script("// @options: {\"timeout_ms\": 300}\nwhile (true) { await tools.ls({}); }")
+        .await;
+    assert!(message.is_error);
+    let out = output(&message);
+    assert!(
+        out.starts_with("Script error:\nScript timed out: Execution timed out after 300 ms\n\n"),
+        "{out}"
+    );
+}
+
+/// A thousand calls in one `Promise.all`: every one settles, within the host's caps.
+#[tokio::test]
+async fn a_thousand_calls_in_one_script_all_settle() {
+    let dir = workspace();
+    let s = session(dir.path(), &ALL, Duration::from_secs(120));
+    let message = s
+        .script("const all = await Promise.all(Array.from({ length: 1000 }, () => tools.ls({}))); return all.length")
+        .await;
+    assert!(!message.is_error, "{:?}", texts(&message));
+    assert_eq!(output(&message), "1000");
+    // A query far longer than the ranker reads answers at once.
+    let message = s
+        .script("return (await searchTools('word '.repeat(200000))).length")
+        .await;
+    assert_eq!(output(&message), "0");
+}

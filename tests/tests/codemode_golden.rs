@@ -508,8 +508,21 @@ fn difference(ours: &Value, pi: &Value) -> String {
     format!("--- ours\n{}\n--- pi\n{}", show(&la), show(&lb))
 }
 
-/// A nested call's abort as one text, whichever side answered it (see [`ABORT_RACES`]).
+/// A nested call's abort as one text, whichever side answered it (see [`ABORT_RACES`]); in the transcript's
+/// record, whether the cancelled call had ended when the record was taken (`unfinished`) or just before.
 fn abort_neutral(mut v: Value) -> Value {
+    let aborted = |t: &Value| t == "Command aborted" || t == "Operation aborted";
+    if let Some(record) = v.get_mut("nestedCalls") {
+        for call in record["calls"].as_array_mut().into_iter().flatten() {
+            if call["status"] == "unfinished" || (call["status"] == "error" && aborted(&call["error"])) {
+                let call = call.as_object_mut().unwrap();
+                call.insert("status".into(), json!("<aborted>"));
+                call.remove("error");
+                call.remove("durationMs");
+            }
+        }
+        record.as_object_mut().unwrap().remove("complete");
+    }
     for call in v["nested"].as_array_mut().into_iter().flatten() {
         if call["text"] == "Command aborted" || call["text"] == "Operation aborted" {
             call["text"] = json!("<aborted>");

@@ -173,8 +173,8 @@ impl Dispatcher {
         };
         if tokio::time::timeout(STRAGGLER_WAIT, stragglers).await.is_err() {
             tracing::warn!(
-                "a nested call was still running {} s after its batch ended; its later events are dropped",
-                STRAGGLER_WAIT.as_secs()
+                "a nested call was still running {} ms after its batch ended; its later events are dropped",
+                STRAGGLER_WAIT.as_millis()
             );
         }
         outcome
@@ -197,7 +197,7 @@ impl Dispatcher {
 
 /// How long a batch's end waits for nested calls that outlived it (cancelled, they wind down) to send their last
 /// events.
-pub const STRAGGLER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+pub const STRAGGLER_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Wait for the write in progress, if any.
 async fn finish(writing: &mut Option<(BoxFuture<'_, ()>, oneshot::Sender<()>)>) {

@@ -642,6 +642,52 @@ mod tests {
         assert!(texts(&receiver).is_empty(), "a settled call's lines are ignored");
     }
 
+    #[tokio::test]
+    async fn taps_see_every_partial_result_first_and_stack_newest_first() {
+        let (sink, receiver) = UpdateSink::channel();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let outer = sink.tapped(move |r: ToolResult| {
+            log.lock().unwrap().push(format!("outer {}", r.text_lines()));
+            Some(r)
+        });
+        let log = seen.clone();
+        let inner = outer.tapped(move |r: ToolResult| {
+            log.lock().unwrap().push(format!("inner {}", r.text_lines()));
+            (r.text_lines() != "drop").then_some(r)
+        });
+        inner.update(ToolResult::text("keep"));
+        inner.update(ToolResult::text("drop"));
+        assert!(
+            inner
+                .update_or_stop(ToolResult::text("waited"), std::future::pending())
+                .await
+        );
+        inner.log(LogLevel::Info, "a line passes untouched");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                "inner keep",
+                "outer keep",
+                "inner drop",
+                "inner waited",
+                "outer waited"
+            ]
+        );
+        assert_eq!(
+            texts(&receiver),
+            ["log Info: a line passes untouched", "keep", "waited"]
+        );
+        // A tap on a sink with no consumer still runs (it may be the only reader of its side channel).
+        let log = seen.clone();
+        let alone = UpdateSink::discard().tapped(move |r: ToolResult| {
+            log.lock().unwrap().push(r.text_lines());
+            None
+        });
+        alone.update(ToolResult::text("side channel"));
+        assert_eq!(seen.lock().unwrap().last().unwrap(), "side channel");
+    }
+
     #[test]
     fn a_flood_without_a_consumer_keeps_the_oldest_and_the_newest_within_the_bound() {
         let (sink, receiver) = UpdateSink::channel();

@@ -82,7 +82,10 @@ struct Inner {
     /// The clients that completed the handshake, told when the declared tools change.
     peers: Mutex<Vec<Peer<RoleServer>>>,
     /// The `subscriptions/listen` streams of 2026-07-28 clients (stateless: no handshake), told the same.
-    listeners: Mutex<Vec<rmcp::service::SubscriptionSink>>,
+    /// Each with a number of the server's (request ids are the clients' and collide).
+    listeners: Mutex<Vec<(u64, rmcp::service::SubscriptionSink)>>,
+    /// The number of the next listener.
+    next_listener: std::sync::atomic::AtomicU64,
     /// Cancels every running call (shutdown).
     shutdown: CancellationToken,
     /// The running calls, awaited at shutdown.
@@ -130,6 +133,7 @@ impl McpServer {
                 announced: Mutex::new(announced),
                 peers: Mutex::new(Vec::new()),
                 listeners: Mutex::new(Vec::new()),
+                next_listener: std::sync::atomic::AtomicU64::new(1),
                 shutdown: CancellationToken::new(),
                 calls: TaskTracker::new(),
             }),
@@ -176,24 +180,33 @@ impl McpServer {
                 tracing::debug!("cannot send tools/list_changed: {error}");
             }
         }
-        let listeners: Vec<rmcp::service::SubscriptionSink> = self
+        let listeners: Vec<(u64, rmcp::service::SubscriptionSink)> = self
             .inner
             .listeners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut closed = Vec::new();
-        for listener in listeners {
+        for (number, listener) in listeners {
             let notification =
                 rmcp::model::ServerNotification::ToolListChangedNotification(Default::default());
-            if let Err(error) = listener.send(notification).await {
-                tracing::debug!("cannot send tools/list_changed to a listener: {error}");
-                closed.push(listener.id().clone());
+            // A client that stops reading its stream must not hold up the others (or the call that changed the
+            // list): it is given up on.
+            match tokio::time::timeout(Duration::from_secs(1), listener.send(notification)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    tracing::debug!("cannot send tools/list_changed to a listener: {error}");
+                    closed.push(number);
+                }
+                Err(_) => {
+                    tracing::debug!("a listener did not take tools/list_changed within 1 s");
+                    closed.push(number);
+                }
             }
         }
         if !closed.is_empty() {
             let mut listeners = self.inner.listeners.lock().unwrap_or_else(|p| p.into_inner());
-            listeners.retain(|l| !closed.contains(l.id()));
+            listeners.retain(|(n, _)| !closed.contains(n));
         }
     }
 
@@ -449,13 +462,16 @@ impl ServerHandler for McpServer {
     /// declared tools.
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
         let sink = context.sink().clone();
-        let id = sink.id().clone();
+        let number = self
+            .inner
+            .next_listener
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if sink.accepted().tools_list_changed == Some(true) {
             self.inner
                 .listeners
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .push(sink);
+                .push((number, sink));
         }
         tokio::select! {
             () = context.cancelled() => {}
@@ -465,7 +481,7 @@ impl ServerHandler for McpServer {
             .listeners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|l| l.id() != &id);
+            .retain(|(n, _)| *n != number);
         Ok(())
     }
 

@@ -58,6 +58,14 @@ impl CodemodeOptions {
     }
 }
 
+/// What one script may carry into the host: its result, partial results (call records, streamed output) and the
+/// results of its nested calls.
+const CODEMODE_RESULT_CAP: usize = 64 << 20;
+
+/// pi's store limits (`MAX_STORE_VALUE_CHARS`, `MAX_STORE_TOTAL_CHARS`), checked again by the host.
+const MAX_STORE_VALUE_CHARS: usize = 256 * 1024;
+const MAX_STORE_TOTAL_CHARS: usize = 1024 * 1024;
+
 /// The process's plugin host (its epoch ticker enforces the deadline), the codemode plugin and its tool.
 type Loaded = (Arc<PluginHost>, Plugin, ToolDefinition);
 
@@ -78,20 +86,42 @@ impl Component {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Apply a successful script's writes (`[key, json]` sets, `[key]` deletes), in order.
-    fn apply(&self, writes: &Value) {
+    /// Apply a successful script's writes (`[key, json]` sets, `[key]` deletes), in order, all or none: the
+    /// host holds the store, so it checks pi's limits itself (the script's prelude can be tampered with, and
+    /// concurrent scripts each checked their own snapshot). Returns why it refused them.
+    fn apply(&self, writes: &Value) -> Result<(), String> {
         let mut store = self.store();
+        let mut next = store.clone();
         for write in writes.as_array().into_iter().flatten() {
-            match (write.get(0).and_then(Value::as_str), write.get(1)) {
-                (Some(key), Some(Value::String(json))) => {
-                    store.insert(key.to_owned(), Value::String(json.clone()));
+            match (write.get(0).and_then(Value::as_str), write.get(1), write.get(2)) {
+                (Some(key), Some(Value::String(json)), None) => {
+                    if json.encode_utf16().count() > MAX_STORE_VALUE_CHARS {
+                        return Err(format!(
+                            "store({key:?}) value is larger than {MAX_STORE_VALUE_CHARS} characters"
+                        ));
+                    }
+                    if serde_json::from_str::<Value>(json).is_err() {
+                        return Err(format!("store({key:?}) value is not JSON"));
+                    }
+                    next.insert(key.to_owned(), Value::String(json.clone()));
                 }
-                (Some(key), None) => {
-                    store.remove(key);
+                (Some(key), None, None) => {
+                    next.remove(key);
                 }
-                _ => tracing::warn!("codemode: ignoring a malformed store write"),
+                _ => return Err("a store write is malformed".into()),
             }
         }
+        let total: usize = next
+            .iter()
+            .map(|(k, v)| k.encode_utf16().count() + v.as_str().map_or(0, |j| j.encode_utf16().count()))
+            .sum();
+        if total > MAX_STORE_TOTAL_CHARS {
+            return Err(format!(
+                "the store would exceed {MAX_STORE_TOTAL_CHARS} characters of JSON"
+            ));
+        }
+        *store = next;
+        Ok(())
     }
 }
 
@@ -107,6 +137,9 @@ impl Component {
         }];
         grants.temp_dir = Some(temp_text);
         grants.timeout = timeout;
+        // A script's record of its calls travels in every partial result (pi publishes it at each change): a
+        // script making hundreds of calls carries more than a plugin's usual cap.
+        grants.result_cap = grants.result_cap.max(CODEMODE_RESULT_CAP);
         grants
     }
 
@@ -199,8 +232,17 @@ pub fn definition(options: CodemodeOptions) -> ToolDefinition {
                         .as_mut()
                         .and_then(Value::as_object_mut)
                         .and_then(|d| d.remove(STORE_WRITES_KEY));
-                    if let Some(writes) = writes.filter(|_| result.is_error != Some(true)) {
-                        component.apply(&writes);
+                    if let Some(writes) = writes.filter(|_| result.is_error != Some(true))
+                        && let Err(why) = component.apply(&writes)
+                    {
+                        tracing::warn!("codemode: the script's store writes were dropped: {why}");
+                    }
+                    // The engine sees a passed deadline as a stop it cannot tell from a cancellation: a script the
+                    // deadline stopped between two awaits answered "aborted"; it timed out.
+                    if !cancel.is_cancelled() && aborted(&result) {
+                        let ms = limit.map_or(0, |l| l.as_millis());
+                        let head = format!("Script timed out: Execution timed out after {ms} ms");
+                        return Ok(kept.stopped(head, started, options.max_output_tokens));
                     }
                     Ok(result)
                 }
@@ -231,6 +273,16 @@ pub fn definition(options: CodemodeOptions) -> ToolDefinition {
         ..Default::default()
     }));
     definition
+}
+
+/// Whether the engine ended the script as aborted (`Script aborted: …` in its error).
+fn aborted(result: &ToolResult) -> bool {
+    result.is_error == Some(true)
+        && result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text())
+            .any(|t| t.contains("Script error:\nScript aborted: "))
 }
 
 /// What the host keeps of one script while it runs: its nested calls and its output so far.
@@ -267,7 +319,9 @@ impl Kept {
             let Some(item) = item else {
                 return Some(partial);
             };
-            if let Ok(item) = serde_json::from_value::<OutputItem>(item.clone()) {
+            if let Ok(item) = serde_json::from_value::<OutputItem>(item.clone())
+                && acceptable(&item)
+            {
                 output
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -300,6 +354,19 @@ impl Kept {
             max_output_tokens,
             spill,
         )
+    }
+}
+
+/// Whether a streamed item may reach a result the host builds: an image must be of a type `image()` accepts,
+/// with base64 data (the script's own checks ran in its engine, which it can tamper with).
+fn acceptable(item: &OutputItem) -> bool {
+    use base64::Engine as _;
+    match item {
+        OutputItem::Image { data, mime_type } => {
+            ["image/png", "image/jpeg", "image/gif", "image/webp"].contains(&mime_type.as_str())
+                && base64::engine::general_purpose::STANDARD.decode(data).is_ok()
+        }
+        _ => true,
     }
 }
 

@@ -100,6 +100,10 @@ pub struct PluginState {
 /// error outcome at once (a plugin flooding the host with calls gets errors, not memory).
 pub const MAX_STARTED_CALLS: usize = 1024;
 
+/// The longest `search-tools` query the host ranks (characters; longer ones are cut): ranking is host work the
+/// plugin's deadline cannot interrupt.
+pub const MAX_SEARCH_QUERY_CHARS: usize = 4096;
+
 /// Nested calls a plugin started and has not collected yet. Dropped with the store (the call's end): the ones
 /// still running are cancelled then, and wind down on their own.
 pub struct Started {
@@ -107,8 +111,8 @@ pub struct Started {
     next: u64,
     /// How many have not been collected.
     running: usize,
-    sender: tokio::sync::mpsc::UnboundedSender<(u64, AgentToolCallOutcome)>,
-    receiver: tokio::sync::mpsc::UnboundedReceiver<(u64, AgentToolCallOutcome)>,
+    sender: tokio::sync::mpsc::UnboundedSender<(u64, types::CallOutcome)>,
+    receiver: tokio::sync::mpsc::UnboundedReceiver<(u64, types::CallOutcome)>,
     /// Cancels every started call when the call ends.
     _cancel: tokio_util::sync::DropGuard,
     cancel: CancellationToken,
@@ -244,6 +248,13 @@ impl host::Host for PluginState {
     }
 
     fn start_call(&mut self, name: String, arguments: String) -> wasmtime::Result<u64> {
+        if self.call.should_stop() {
+            return Err(self.call.interrupted());
+        }
+        // What the call carries into the host counts against the plugin's per-call cap, as its results do.
+        self.carried
+            .add(name.len() + arguments.len())
+            .map_err(wasmtime::Error::new)?;
         let started = self.started.get_or_insert_with(|| {
             let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
             let cancel = self
@@ -264,17 +275,25 @@ impl host::Host for PluginState {
         started.next += 1;
         started.running += 1;
         let sender = started.sender.clone();
+        // A plugin that keeps starting past the bound without collecting is stopped, not queued without end.
+        if started.running > 2 * MAX_STARTED_CALLS {
+            return Err(wasmtime::format_err!(
+                "the plugin {} started more than {} nested calls without taking their outcomes",
+                self.call.plugin,
+                2 * MAX_STARTED_CALLS
+            ));
+        }
         if started.running > MAX_STARTED_CALLS {
             let text = format!(
                 "The plugin {} has {MAX_STARTED_CALLS} nested calls running: it must take their outcomes \
                  (next-outcomes) before it starts more",
                 self.call.plugin
             );
-            let _ = sender.send((number, error_agent_outcome(&name, &text)));
+            let _ = sender.send((number, error_outcome(&text)));
             return Ok(number);
         }
         let (Some(session), Ok(runtime)) = (&self.call.session, tokio::runtime::Handle::try_current()) else {
-            let _ = sender.send((number, unavailable_outcome(&name)));
+            let _ = sender.send((number, unavailable()));
             return Ok(number);
         };
         let args = match serde_json::from_str::<serde_json::Value>(&arguments) {
@@ -284,7 +303,7 @@ impl host::Host for PluginState {
                     "The plugin {} passed arguments for {name} that are not JSON: {e}",
                     self.call.plugin
                 );
-                let _ = sender.send((number, error_agent_outcome(&name, &text)));
+                let _ = sender.send((number, error_outcome(&text)));
                 return Ok(number);
             }
         };
@@ -292,7 +311,8 @@ impl host::Host for PluginState {
         scoped.cancel = started.cancel.clone();
         let mut run = Box::pin(async move {
             let outcome = scoped.execute_tool(&name, args, UpdateSink::discard()).await;
-            let _ = sender.send((number, outcome));
+            // Only what the plugin will see waits for it (the arguments go with the call).
+            let _ = sender.send((number, outcome_to_wit(outcome)));
         });
         // Polled once here, so the call takes its id (`<call>/<n>`) and emits its start now, in start order; then it
         // runs on its own while the plugin goes on.
@@ -333,8 +353,7 @@ impl host::Host for PluginState {
             done.push(next);
         }
         started.running -= done.len();
-        let mut outcomes: Vec<(u64, types::CallOutcome)> =
-            done.into_iter().map(|(n, o)| (n, outcome_to_wit(o))).collect();
+        let mut outcomes = done;
         for (_, outcome) in &mut outcomes {
             self.count_nested(std::slice::from_mut(outcome));
         }
@@ -348,6 +367,10 @@ impl host::Host for PluginState {
         limit: u32,
     ) -> wasmtime::Result<Vec<String>> {
         use toolwright_core::registry::search::{SearchDocument, rank};
+        let sent = query.len() + among.iter().flatten().map(String::len).sum::<usize>();
+        self.carried.add(sent).map_err(wasmtime::Error::new)?;
+        let query: String = query.chars().take(MAX_SEARCH_QUERY_CHARS).collect();
+        let among: Option<std::collections::HashSet<String>> = among.map(|names| names.into_iter().collect());
         let tools = self
             .call
             .session
@@ -386,21 +409,6 @@ fn error_outcome(text: &str) -> types::CallOutcome {
         is_error: true,
         duration_ms: None,
     }
-}
-
-/// An error outcome of a started call that never reached the pipeline.
-fn error_agent_outcome(name: &str, text: &str) -> AgentToolCallOutcome {
-    AgentToolCallOutcome {
-        tool_call: toolwright_core::types::ToolCall::new(String::new(), name, serde_json::Value::Null),
-        result: toolwright_core::types::ToolResult::error(text),
-        is_error: true,
-        duration_ms: None,
-    }
-}
-
-/// pi's answer to a started call when no nested-call runner is bound.
-fn unavailable_outcome(name: &str) -> AgentToolCallOutcome {
-    error_agent_outcome(name, toolwright_sdk::NESTED_CALLS_UNAVAILABLE)
 }
 
 /// pi's answer when no nested-call runner is bound.

@@ -66,7 +66,25 @@ fn with_run<T>(f: impl FnOnce(&mut RunState) -> T) -> Option<T> {
     RUN.with(|run| run.borrow_mut().as_mut().map(f))
 }
 
+/// Up to this many calls, every change of the record is published (pi publishes each); past it, at most one
+/// snapshot per [`PUBLISH_EVERY`] (and the final one): a snapshot carries the whole record, and what a call
+/// sends counts against its cap.
+const PUBLISH_EACH_UP_TO: usize = 32;
+const PUBLISH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+thread_local! {
+    static LAST_PUBLISHED: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
 fn publish(calls: &[CallRecord]) {
+    if calls.len() > PUBLISH_EACH_UP_TO
+        && LAST_PUBLISHED
+            .get()
+            .is_some_and(|at| at.elapsed() < PUBLISH_EVERY)
+    {
+        return;
+    }
+    LAST_PUBLISHED.set(Some(Instant::now()));
     guest::send_update(ToolResult {
         details: Some(json!({ "calls": calls })),
         ..Default::default()
@@ -304,6 +322,7 @@ pub fn run(call_id: &str, script: &Script, tools: &[NestedTool], store: &Value, 
             streamed: 0,
         })
     });
+    LAST_PUBLISHED.set(None);
     publish(&[]);
     let (ending, writes, context) = drive(script, tools, store, ctx, started);
     let output = context

@@ -255,14 +255,10 @@ fn index(document: &SearchDocument) -> Indexed {
     }
 }
 
+/// The words in first-seen order, each once (in linear time: a query may be long).
 fn dedupe(words: Vec<String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for word in words {
-        if !out.contains(&word) {
-            out.push(word);
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::new();
+    words.into_iter().filter(|w| seen.insert(w.clone())).collect()
 }
 
 /// pi's `normalizeName`: lower case, characters invalid in script identifiers as `_`.
