@@ -45,17 +45,6 @@ const NOT_OFFERED: &[(&str, &str, &str)] = &[(
     "ReferenceError: models is not defined",
 )];
 
-/// The tools of the test program, all registered unless a scenario names some (`register`).
-const LOADOUT_TOOLS: [&str; 7] = [
-    "echo",
-    "assist",
-    "run_tools",
-    "weather_lookup",
-    "secret",
-    "later",
-    "broken",
-];
-
 fn fixtures() -> Vec<(String, Value)> {
     let dir = toolwright_tests::fixtures_dir().join("codemode");
     let mut out: Vec<(String, Value)> = std::fs::read_dir(&dir)
@@ -113,10 +102,14 @@ fn open(scenario: &Value, cwd: &Path) -> Harness {
         timeout: Some(Duration::from_secs(60)),
         settings: settings(scenario),
     }));
-    let register = scenario
-        .get("register")
-        .map(strings)
-        .unwrap_or_else(|| LOADOUT_TOOLS.iter().map(|t| t.to_string()).collect());
+    let register = scenario.get("register").map(strings).unwrap_or_else(|| {
+        // The test program's tools, all registered unless a scenario names some.
+        use toolwright_sdk::Tool as _;
+        toolwright_test_loadout::tools()
+            .iter()
+            .map(|t| t.spec().name)
+            .collect()
+    });
     let custom = toolwright_tests::programs::native(toolwright_test_loadout::tools(), cwd)
         .into_iter()
         .filter(|d| register.contains(&d.name))

@@ -62,6 +62,9 @@ impl CodemodeOptions {
 /// results of its nested calls.
 const CODEMODE_RESULT_CAP: usize = 64 << 20;
 
+/// How many of a script's calls the host records for a result it builds itself.
+const MAX_KEPT_CALLS: usize = 10_000;
+
 /// pi's store limits (`MAX_STORE_VALUE_CHARS`, `MAX_STORE_TOTAL_CHARS`), checked again by the host.
 const MAX_STORE_VALUE_CHARS: usize = 256 * 1024;
 const MAX_STORE_TOTAL_CHARS: usize = 1024 * 1024;
@@ -407,14 +410,18 @@ impl ToolCaller for Recording {
         updates: UpdateSink,
     ) -> BoxFuture<'a, AgentToolCallOutcome> {
         Box::pin(async move {
+            // The record is bounded (a script may make calls for as long as its deadline allows); calls past it
+            // run unrecorded here (the engine's own record, and the session's, still have them).
             let index = {
                 let mut calls = self.kept.calls();
-                calls.push(CallRecord::running(
-                    caller_id,
-                    name,
-                    (!args.is_null()).then_some(&args),
-                ));
-                calls.len() - 1
+                (calls.len() < MAX_KEPT_CALLS).then(|| {
+                    calls.push(CallRecord::running(
+                        caller_id,
+                        name,
+                        (!args.is_null()).then_some(&args),
+                    ));
+                    calls.len() - 1
+                })
             };
             let started = Instant::now();
             let outcome = self.inner.call(caller_id, name, args, cancel, updates).await;
@@ -427,7 +434,7 @@ impl ToolCaller for Recording {
                 }
             });
             let mut calls = self.kept.calls();
-            if let Some(record) = calls.get_mut(index) {
+            if let Some(record) = index.and_then(|i| calls.get_mut(i)) {
                 record.finish(
                     Some(outcome.tool_call.id.clone()),
                     started.elapsed().as_secs_f64() * 1000.0,

@@ -339,6 +339,8 @@ impl host::Host for PluginState {
                 let receiver = &mut started.receiver;
                 runtime.block_on(async {
                     tokio::select! {
+                        // An outcome that is ready wins over a deadline passing at the same moment.
+                        biased;
                         first = receiver.recv() => first,
                         () = call.stopped() => None,
                     }
