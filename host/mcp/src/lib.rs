@@ -232,7 +232,12 @@ impl McpServer {
         let watcher = self.watch_plugins(reload);
         let stop = running.cancellation_token();
         let outcome = tokio::select! {
-            outcome = running.waiting() => outcome.map(|_| ()).map_err(|e| McpServeError::Service(e.to_string())),
+            outcome = running.waiting() => {
+                // The client went away: its running calls are cancelled and awaited, so their processes die
+                // with them before the server returns.
+                self.finish_calls().await;
+                outcome.map(|_| ()).map_err(|e| McpServeError::Service(e.to_string()))
+            }
             () = shutdown.cancelled() => {
                 self.finish_calls().await;
                 stop.cancel();
