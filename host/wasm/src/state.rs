@@ -49,6 +49,11 @@ impl CallEnv {
         self.cancel.is_cancelled() || self.deadline.is_some_and(|(d, _)| std::time::Instant::now() >= d)
     }
 
+    /// The tools nested calls can reach now (pi's `ctx.tools`); none without a session.
+    pub fn callable_tools(&self) -> Vec<toolwright_sdk::LoadoutTool> {
+        self.session.as_ref().map(ToolContext::tools).unwrap_or_default()
+    }
+
     /// Finishes when the call is cancelled or its deadline passes.
     pub async fn stopped(&self) {
         let cancel = self.cancel.clone();
@@ -373,12 +378,7 @@ impl host::Host for PluginState {
         self.carried.add(sent).map_err(wasmtime::Error::new)?;
         let query: String = query.chars().take(MAX_SEARCH_QUERY_CHARS).collect();
         let among: Option<std::collections::HashSet<String>> = among.map(|names| names.into_iter().collect());
-        let tools = self
-            .call
-            .session
-            .as_ref()
-            .map(ToolContext::tools)
-            .unwrap_or_default();
+        let tools = self.call.callable_tools();
         let documents: Vec<SearchDocument> = tools
             .iter()
             .filter(|t| among.as_ref().is_none_or(|names| names.contains(&t.name)))
@@ -394,12 +394,7 @@ impl host::Host for PluginState {
     }
 
     fn callable_tools(&mut self) -> wasmtime::Result<Vec<types::ToolInfo>> {
-        let tools = self
-            .call
-            .session
-            .as_ref()
-            .map(ToolContext::tools)
-            .unwrap_or_default();
+        let tools = self.call.callable_tools();
         Ok(tools.iter().map(convert::tool_info_to_wit).collect())
     }
 }
