@@ -152,6 +152,10 @@ struct Tools {
     grants: WasmGrants,
 }
 
+/// A tool natively, as wasm with a fresh instance per call, and (for the small cases) as wasm with
+/// `instance = "reuse"`.
+type Sides = (AgentTool, AgentTool, Option<AgentTool>);
+
 impl Tools {
     fn bytes(name: &str) -> &'static [u8] {
         let builtins = toolwright::wasm::components::BUILTINS.expect("built with the wasm built-ins");
@@ -176,6 +180,27 @@ impl Tools {
         let wasm = wrap_tool_definition(&loaded.tool_definitions(&self.grants)[0], None);
         (native, wasm)
     }
+
+    /// [`Tools::pair`], and the plugin again under the same grants with `instance = "reuse"`.
+    fn three(&self, native: Arc<dyn toolwright_sdk::Tool>, plugin: &str) -> Sides {
+        let (native, wasm) = self.pair(native, plugin);
+        let loaded = self
+            .host
+            .load_bytes(Path::new(plugin), Self::bytes(plugin))
+            .unwrap();
+        let mut grants = self.grants.clone();
+        grants.reuse = Some(toolwright::policy::InstanceReuse {
+            max_calls: u64::MAX,
+            idle: Duration::from_secs(3600),
+        });
+        let reused = wrap_tool_definition(&loaded.tool_definitions(&grants)[0], None);
+        (native, wasm, Some(reused))
+    }
+
+    fn two(&self, native: Arc<dyn toolwright_sdk::Tool>, plugin: &str) -> Sides {
+        let (native, wasm) = self.pair(native, plugin);
+        (native, wasm, None)
+    }
 }
 
 fn tools(c: &mut Criterion) {
@@ -195,10 +220,10 @@ fn tools(c: &mut Criterion) {
         env: NativeEnv::builtin(ws.path()).unwrap(),
         grants: WasmGrants::builtin(ws.path(), &toolwright::native::HostEnv::current()),
     };
-    let cases: Vec<(&str, (AgentTool, AgentTool), Value, usize)> = vec![
+    let cases: Vec<(&str, Sides, Value, usize)> = vec![
         (
             "trivial (word_count)",
-            set.pair(
+            set.three(
                 Arc::new(toolwright_example_wordcount::WordCount),
                 "toolwright-example-wordcount",
             ),
@@ -207,37 +232,44 @@ fn tools(c: &mut Criterion) {
         ),
         (
             "read 1 KB",
-            set.pair(Arc::new(toolwright_tool_read::Read), "read"),
+            set.three(Arc::new(toolwright_tool_read::Read), "read"),
             json!({"path": "small.txt"}),
             100,
         ),
         (
             "read 10 MB",
-            set.pair(Arc::new(toolwright_tool_read::Read), "read"),
+            set.two(Arc::new(toolwright_tool_read::Read), "read"),
             json!({"path": "big.txt"}),
             10,
         ),
         (
             "grep this repository",
-            set.pair(Arc::new(toolwright_tool_grep::Grep), "grep"),
+            set.two(Arc::new(toolwright_tool_grep::Grep), "grep"),
             json!({"pattern": "fn ", "path": repo.to_string_lossy()}),
             10,
         ),
         (
             "bash 100 MB of output",
-            set.pair(Arc::new(toolwright_tool_bash::Bash), "bash"),
+            set.two(Arc::new(toolwright_tool_bash::Bash), "bash"),
             json!({"command": "yes 0123456789012345678901234567890123456789012345678901234567890123456789 | head -c 100000000"}),
             10,
         ),
     ];
-    for (label, (native, wasm), args, samples) in cases {
+    for (label, (native, wasm, reused), args, samples) in cases {
         let mut group = c.benchmark_group(format!("call/{label}"));
         group.sample_size(samples);
         if samples <= 10 {
             group.measurement_time(Duration::from_secs(10));
         }
-        for (side, tool) in [("native", &native), ("wasm", &wasm)] {
-            group.bench_function(side, |b| b.to_async(&rt).iter(|| call(tool, &args)));
+        let sides = [
+            ("native", Some(&native)),
+            ("wasm", Some(&wasm)),
+            ("wasm-reuse", reused.as_ref()),
+        ];
+        for (side, tool) in sides {
+            if let Some(tool) = tool {
+                group.bench_function(side, |b| b.to_async(&rt).iter(|| call(tool, &args)));
+            }
         }
         group.finish();
     }

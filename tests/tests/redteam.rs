@@ -641,3 +641,139 @@ fn a_flood_of_started_calls_is_bounded_under_exec_and_mcp() {
         (false, "printed".into())
     );
 }
+
+const REUSE_POLICY: &str = "[plugins.toolwright-test-probe]\ninstance = \"reuse\"\ntimeout-ms = 500\n\
+                            spawn = [\"/bin/sh\"]\nwrite = [\"./out\"]\n";
+
+/// The probe's answer to `recall` in an instance that served `calls` remember or recall calls before, holding
+/// `held`.
+fn recalled(calls: u64, held: &str) -> (bool, String) {
+    (
+        false,
+        format!("call {} of this instance, holding {held:?}", calls + 1),
+    )
+}
+
+/// Calls that try to carry something across a reused instance's end: state after a trap and after a deadline,
+/// and a process left running by a call whose instance is reused (`{pids}` is where its pid goes).
+fn reuse_calls(pids: &Path) -> Vec<Value> {
+    let leave = format!("sleep 300 & echo $! > {}", pids.display());
+    vec![
+        json!({"action": "remember", "target": "first"}),
+        json!({"action": "recall"}),
+        json!({"action": "panic"}),
+        json!({"action": "recall"}),
+        json!({"action": "remember", "target": "second"}),
+        json!({"action": "loop"}),
+        json!({"action": "recall"}),
+        json!({"action": "spawn", "target": "/bin/sh", "args": ["-c", leave]}),
+        json!({"action": "recall"}),
+    ]
+}
+
+fn assert_reuse_outcomes(results: &[(bool, String)], pids: &Path) {
+    assert_eq!(results[0], (false, "call 1 of this instance".into()));
+    assert_eq!(results[1], recalled(1, "first"));
+    assert!(
+        results[2].0 && results[2].1.contains("panicked"),
+        "{:?}",
+        results[2]
+    );
+    // The trapped instance is gone: the next call starts from nothing.
+    assert_eq!(results[3], recalled(0, ""));
+    assert_eq!(results[4], (false, "call 2 of this instance".into()));
+    assert_eq!(results[5], (true, stopped_at(500)));
+    // So is the one stopped at its deadline.
+    assert_eq!(results[6], recalled(0, ""));
+    assert_eq!(results[7], (false, String::new()));
+    // The spawning call's instance (the one the recall before it left; spawning counts no call) served the next
+    // call, but what it started died with the call.
+    assert_eq!(results[8], recalled(1, ""));
+    let left: Vec<u32> = pids_in(pids).into_iter().filter(|p| alive(*p)).collect();
+    assert!(left.is_empty(), "a reused instance's call left {left:?} running");
+}
+
+#[test]
+fn a_reused_instance_carries_nothing_past_a_trap_a_deadline_or_its_call_s_processes_under_exec_and_mcp() {
+    let setup = setup(REUSE_POLICY);
+    std::fs::create_dir(setup.ws.path().join("out")).unwrap();
+    let pids = setup.ws.path().join("out/pid");
+    let calls = reuse_calls(&pids);
+    // One call after another: each finds the instance the last one left, if any.
+    let file = setup.plugins.path().join("sequential.json");
+    let listed: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, args)| json!({"id": format!("c{i}"), "name": "probe", "arguments": args}))
+        .collect();
+    std::fs::write(
+        &file,
+        json!({"mode": "sequential", "toolCalls": listed}).to_string(),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg("exec")
+        .arg(&file)
+        .arg("--json")
+        .args(setup.args())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let results: Vec<(bool, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "tool_execution_end")
+        .map(|e| (e["isError"] == true, text_of(&e["result"]["content"])))
+        .collect();
+    assert_reuse_outcomes(&results, &pids);
+
+    let mut mcp = setup.mcp();
+    let results: Vec<(bool, String)> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, args)| mcp.run(i as i64 + 1, "probe", args.clone()))
+        .collect();
+    assert_reuse_outcomes(&results, &pids);
+}
+
+#[test]
+fn an_untrusted_project_cannot_turn_reuse_on() {
+    // The policy as the project's own toolwright.toml: reuse is the user's trade, not a repository's.
+    let setup = setup("");
+    std::fs::write(
+        setup.ws.path().join("toolwright.toml"),
+        "[plugins.toolwright-test-probe]\ninstance = \"reuse\"\n",
+    )
+    .unwrap();
+    let file = setup.plugins.path().join("sequential.json");
+    let listed: Vec<Value> = [
+        json!({"action": "remember", "target": "x"}),
+        json!({"action": "recall"}),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, args)| json!({"id": format!("c{i}"), "name": "probe", "arguments": args}))
+    .collect();
+    std::fs::write(
+        &file,
+        json!({"mode": "sequential", "toolCalls": listed}).to_string(),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg("exec")
+        .arg(&file)
+        .arg("--json")
+        .args(setup.args())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let texts: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "tool_execution_end")
+        .map(|e| text_of(&e["result"]["content"]))
+        .collect();
+    assert_eq!(texts[1], recalled(0, "").1, "{texts:?}");
+}

@@ -15,6 +15,9 @@
 //! timeout-ms = 30000        # wall-clock limit per call (default 60 s for third-party plugins)
 //! memory-mib = 128          # memory limit per instance (default and maximum 256)
 //! fuel = 5_000_000_000      # optional budget of wasm instructions per call (metered plugins run slower)
+//! instance = "reuse"        # optional: keep an instance between calls (default "fresh": a new one per call)
+//! instance-max-calls = 1000 # with "reuse": calls one instance serves before it is replaced (default 1000)
+//! instance-idle-ms = 10000  # with "reuse": how long an idle instance is kept (default 10 s)
 //! sha256 = "5e0b…"         # optional: only the .wasm file with this SHA-256 gets these grants
 //! deny = { read = ["./secrets"] }
 //!
@@ -162,10 +165,57 @@ pub struct PluginPolicy {
     /// Fuel per call: a budget of wasm instructions, roughly (none: unmetered). Metered plugins run slower.
     #[serde(default)]
     pub fuel: Option<u64>,
+    /// `"fresh"` (the default: every call gets a new instance, nothing carries over) or `"reuse"`: an instance
+    /// that finished a call cleanly may serve the plugin's next one, faster, at the price of isolation between
+    /// calls (what one call leaves in the plugin's memory, the next one sees). Honoured in trusted files only.
+    #[serde(default)]
+    pub instance: Option<InstanceMode>,
+    /// With `instance = "reuse"`: how many calls one instance serves before it is replaced (default
+    /// [`DEFAULT_REUSE_MAX_CALLS`]).
+    #[serde(default)]
+    pub instance_max_calls: Option<u64>,
+    /// With `instance = "reuse"`: how long, in milliseconds, an instance may wait for the next call before it is
+    /// dropped (default [`DEFAULT_REUSE_IDLE_MS`]).
+    #[serde(default)]
+    pub instance_idle_ms: Option<u64>,
     /// Pinned SHA-256 digests of the plugin's `.wasm` file (lower-case hex; `sha256 = "…"` in a file, one per
     /// file that pins): a plugin whose file does not match every pin gets no grant.
     #[serde(default, deserialize_with = "one_pin")]
     pub sha256: Vec<String>,
+}
+
+/// The `instance` setting of a plugin's section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceMode {
+    /// A new instance for every call (the default).
+    Fresh,
+    /// An instance that finished a call cleanly may serve the next (see [`InstanceReuse`]).
+    Reuse,
+}
+
+/// Calls a reused instance serves before it is replaced, unless `instance-max-calls` says otherwise.
+pub const DEFAULT_REUSE_MAX_CALLS: u64 = 1000;
+/// How long a reused instance may wait idle, in milliseconds, unless `instance-idle-ms` says otherwise.
+pub const DEFAULT_REUSE_IDLE_MS: u64 = 10_000;
+
+/// What `instance = "reuse"` decided: the bounds on one instance's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstanceReuse {
+    /// Calls one instance serves before it is replaced (at least 1).
+    pub max_calls: u64,
+    /// How long an instance may wait idle before it is dropped.
+    pub idle: std::time::Duration,
+}
+
+impl PluginPolicy {
+    /// The instance reuse this section asks for: none unless `instance = "reuse"`.
+    pub fn reuse(&self) -> Option<InstanceReuse> {
+        (self.instance == Some(InstanceMode::Reuse)).then(|| InstanceReuse {
+            max_calls: self.instance_max_calls.unwrap_or(DEFAULT_REUSE_MAX_CALLS).max(1),
+            idle: std::time::Duration::from_millis(self.instance_idle_ms.unwrap_or(DEFAULT_REUSE_IDLE_MS)),
+        })
+    }
 }
 
 /// `sha256 = "…"`: one pin per file (several files may each pin; every pin must match).
@@ -256,6 +306,12 @@ impl Policy {
                         "{section} sha256: {bad:?} is not a SHA-256 digest (64 hex digits, as `sha256sum` or \
                          `toolwright plugins` prints it)"
                     ),
+                });
+            }
+            if p.instance_max_calls == Some(0) {
+                return Err(PolicyError {
+                    path: path.to_owned(),
+                    message: format!("{section} instance-max-calls: 0 calls would serve none (at least 1)"),
                 });
             }
             let patterns = p.network.iter().chain(&p.deny.network);
@@ -420,6 +476,11 @@ impl PluginPolicy {
         all: bool,
     ) -> Vec<String> {
         let mut dropped = Vec::new();
+        // Reuse trades isolation between calls for speed: the user's call, not a repository's.
+        if self.instance == Some(InstanceMode::Reuse) {
+            self.instance = None;
+            dropped.push(format!("{section} instance = \"reuse\""));
+        }
         let inside = |dir: &String| within(&canonical(&resolve(dir, cwd, home)), workspace);
         for (key, list) in [("read", &mut self.read), ("write", &mut self.write)] {
             if !all && key == "read" {
@@ -438,6 +499,7 @@ impl PluginPolicy {
             if std::mem::take(&mut self.unconfined_spawn) {
                 dropped.push(format!("{section} unconfined-spawn = true"));
             }
+
             for (key, list) in [("env", &mut self.env), ("network", &mut self.network)] {
                 dropped.extend(list.drain(..).map(|v| format!("{section} {key} = \"{v}\"")));
             }
@@ -467,6 +529,13 @@ impl PluginPolicy {
         self.timeout_ms = min_opt(self.timeout_ms, other.timeout_ms);
         self.memory_mib = min_opt(self.memory_mib, other.memory_mib);
         self.fuel = min_opt(self.fuel, other.fuel);
+        // A fresh instance per call is the stricter setting: it wins over reuse.
+        self.instance = match (self.instance, other.instance) {
+            (Some(InstanceMode::Fresh), _) | (_, Some(InstanceMode::Fresh)) => Some(InstanceMode::Fresh),
+            (a, b) => a.or(b),
+        };
+        self.instance_max_calls = min_opt(self.instance_max_calls, other.instance_max_calls);
+        self.instance_idle_ms = min_opt(self.instance_idle_ms, other.instance_idle_ms);
     }
 }
 

@@ -26,13 +26,15 @@ impl PluginEngine {
     /// A new engine with the pooling allocator sized for [`MAX_INSTANCES`]; `metered` turns on fuel (each
     /// store then needs fuel to run; compiled code differs, so the fingerprint does too).
     pub fn new(metered: bool) -> wasmtime::Result<Self> {
+        // Room for the running instances and the idle ones that reuse keeps.
+        let instances = MAX_INSTANCES + crate::reuse::MAX_IDLE;
         let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(MAX_INSTANCES)
-            .total_core_instances(MAX_INSTANCES * 8)
+        pool.total_component_instances(instances)
+            .total_core_instances(instances * 8)
             .max_core_instances_per_component(16)
-            .total_memories(MAX_INSTANCES * 2)
+            .total_memories(instances * 2)
             .max_memories_per_component(4)
-            .total_tables(MAX_INSTANCES * 4)
+            .total_tables(instances * 4)
             .max_tables_per_component(8)
             .max_memory_size(MAX_MEMORY);
         let mut config = Config::new();

@@ -35,6 +35,9 @@ pub(crate) struct Entry {
     pub updates: UpdateSink,
     /// The session context (nested calls), for tool executions only.
     pub session: Option<ToolContext>,
+    /// Whether an idle instance may serve it and it may leave its instance for the next, when the grants say
+    /// `instance = "reuse"` (tool executions and the handler hooks; never a description or a rendering).
+    pub reusable: bool,
 }
 
 impl Entry {
@@ -45,6 +48,7 @@ impl Entry {
             cancel: CancellationToken::new(),
             updates: UpdateSink::discard(),
             session: None,
+            reusable: false,
         }
     }
 }
@@ -78,7 +82,7 @@ impl PluginInner {
             }
             std::thread::sleep(SLOT_POLL);
         };
-        self.enter_with_slot(grants, entry, body)
+        self.enter_with_slot(grants, None, entry, body)
     }
 
     /// The gate's asynchronous side: the slot is awaited (ending with the call's cancellation, so a nested call
@@ -99,7 +103,8 @@ impl PluginInner {
         let export = entry.export;
         let joined = tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            inner.enter_with_slot(&grants, entry, body)
+            let reuse = (entry.reusable && grants.reuse.is_some()).then_some(&grants);
+            inner.enter_with_slot(&grants, reuse, entry, body)
         })
         .await;
         joined.unwrap_or_else(|e| {
@@ -113,9 +118,13 @@ impl PluginInner {
         })
     }
 
+    /// Run `body` in an instance: a fresh one, or with `reuse` (the call's grants, when they allow reuse and
+    /// the export may) one that waits idle in the plugin's pool; an instance that ends its call cleanly goes back
+    /// there (see [`crate::reuse`]).
     fn enter_with_slot<T>(
         &self,
         grants: &WasmGrants,
+        reuse: Option<&Arc<WasmGrants>>,
         entry: Entry,
         body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
     ) -> Result<T, ToolError> {
@@ -124,25 +133,47 @@ impl PluginInner {
             cancel,
             updates,
             session,
+            reusable: _,
         } = entry;
-        let mut store = self
-            .store(grants, cancel.clone(), updates, session)
-            .map_err(|e| self.fault("cannot set up the sandbox", &e))?;
-        let instance = match self.pre.instantiate(&mut store) {
-            Ok(instance) => instance,
-            // A start function (or a constructor in another language's runtime) may loop or trap too.
-            Err(e)
-                if e.downcast_ref::<wasmtime::Trap>().is_some()
-                    || e.downcast_ref::<super::state::Stopped>().is_some() =>
-            {
-                return Err(with_stderr(self.describe_trap(&e, grants), &store));
+        let setup = |e: wasmtime::Error| self.fault("cannot set up the sandbox", &e);
+        let (mut store, instance, calls) = match reuse.and_then(|g| self.pool.take(g)) {
+            Some((mut store, instance, calls)) => {
+                self.rearm(&mut store, grants, cancel.clone(), updates, session)
+                    .map_err(setup)?;
+                (store, instance, calls)
             }
-            Err(e) => return Err(self.fault("cannot instantiate", &e)),
+            None => {
+                let mut store = self
+                    .store(grants, cancel.clone(), updates, session)
+                    .map_err(setup)?;
+                match self.pre.instantiate(&mut store) {
+                    Ok(instance) => (store, instance, 0),
+                    // A start function (or a constructor in another language's runtime) may loop or trap too.
+                    Err(e)
+                        if e.downcast_ref::<wasmtime::Trap>().is_some()
+                            || e.downcast_ref::<super::state::Stopped>().is_some() =>
+                    {
+                        return Err(with_stderr(self.describe_trap(&e, grants), &store));
+                    }
+                    Err(e) => return Err(self.fault("cannot instantiate", &e)),
+                }
+            }
         };
         let outcome = body(&mut store, &instance);
         store.data().flush_output();
         match outcome {
-            Ok(value) => Ok(value),
+            Ok(value) => {
+                // Only an instance that finished in time, uncancelled, with room left for its output, serves
+                // again; one that trapped or was stopped never does (it is dropped below, with its processes).
+                if let Some(grants) = reuse
+                    && !store.data().call.should_stop()
+                    && store.data().output_has_room()
+                {
+                    store.data_mut().end_call();
+                    self.pool.put(grants, store, instance, calls + 1);
+                }
+                Ok(value)
+            }
             Err(_) if cancel.is_cancelled() => {
                 Err(ToolError::host(HostFault::Cancelled, "Operation aborted"))
             }
@@ -164,7 +195,7 @@ fn with_stderr(error: ToolError, store: &Store<PluginState>) -> ToolError {
     if error.host_fault() != Some(HostFault::Trap) {
         return error;
     }
-    let bytes = store.data().stderr.contents();
+    let bytes = store.data().stderr_of_call();
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.is_empty() {

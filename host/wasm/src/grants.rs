@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use toolwright_core::policy::InstanceReuse;
 use toolwright_native::{FileMutationQueue, ProgramGrant};
 
 use crate::{DEFAULT_RESULT_CAP, MAX_MEMORY};
@@ -50,6 +51,9 @@ pub struct WasmGrants {
     pub network_deny: Arc<Vec<NetRule>>,
     /// The bytes a call may carry into the host: its result, partial updates and nested calls' results.
     pub result_cap: usize,
+    /// Whether an instance that finished a tool call or a hook cleanly may serve the plugin's next one (policy
+    /// `instance = "reuse"`), and for how long; none: a fresh instance for every call.
+    pub reuse: Option<InstanceReuse>,
 }
 
 /// One address a plugin may connect to, by TCP or UDP.
@@ -179,6 +183,7 @@ impl WasmGrants {
         grants.env = Arc::new(env);
         grants.limit(effective.timeout_ms, effective.memory_mib);
         grants.fuel = effective.fuel;
+        grants.reuse = effective.reuse;
         grants
     }
 }
@@ -218,6 +223,7 @@ impl WasmGrants {
             network: Arc::default(),
             network_deny: Arc::default(),
             result_cap: DEFAULT_RESULT_CAP,
+            reuse: None,
         }
     }
 
@@ -259,6 +265,7 @@ impl WasmGrants {
             network: Arc::default(),
             network_deny: Arc::default(),
             result_cap: DEFAULT_RESULT_CAP,
+            reuse: None,
         }
     }
 }

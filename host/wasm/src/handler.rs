@@ -250,6 +250,7 @@ impl PluginInner {
         let entry = Entry {
             cancel,
             updates,
+            reusable: true,
             ..Entry::bare("tool_call")
         };
         let plugin = self.clone();
@@ -272,6 +273,7 @@ impl PluginInner {
         let entry = Entry {
             cancel,
             updates,
+            reusable: true,
             ..Entry::bare("tool_result")
         };
         let plugin = self.clone();

@@ -15,6 +15,7 @@
 //! - `tool`, `handler`: a plugin's tools as [`ToolDefinition`]s, and a handler plugin's `tool_call` /
 //!   `tool_result` as hooks ([`handler_hooks`]).
 //! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
+//! - [`reuse`]: opt-in instance reuse (`instance = "reuse"`): a plugin's idle instances, bounded.
 //! - [`identity`]: where a plugin came from, its digest and pin, and which policy entry applies to it.
 //! - [`lock`]: `toolwright.lock`, what the user approved of each installed plugin, and what changed since.
 //! - [`codemode`] (feature `codemode`): pi's `codemode` tool, its engine a component.
@@ -44,6 +45,7 @@ mod handler;
 pub mod identity;
 pub mod lock;
 mod process;
+pub mod reuse;
 mod state;
 mod store;
 mod tool;
@@ -160,6 +162,10 @@ pub(crate) struct PluginInner {
     metered: bool,
     /// The SHA-256 of the component it was loaded from.
     digest: cache::Digest,
+    /// The directories of each set of grants its calls ran under, opened once (see `store`).
+    preopened: std::sync::Mutex<Vec<(Vec<Preopen>, wasmtime_wasi::filesystem::WasiFilesystemCtx)>>,
+    /// Its idle instances, for grants that allow reuse.
+    pool: Arc<reuse::Pool>,
 }
 
 impl PluginHost {
@@ -287,6 +293,8 @@ impl PluginHost {
             budget: self.budget.clone(),
             metered: runtime.metered,
             digest: *digest,
+            preopened: Default::default(),
+            pool: Default::default(),
         };
         // What a component says about itself is a function of its bytes: a cached component's metadata and
         // tool list are read from beside it, so a start with every plugin cached runs no wasm at all.
@@ -420,9 +428,12 @@ impl Plugin {
 
     /// Its tools as definitions, calling into fresh instances under `grants`.
     pub fn tool_definitions(&self, grants: &WasmGrants) -> Vec<ToolDefinition> {
+        // One set of grants for all its tools: their calls share the directories opened for them, and, with
+        // `instance = "reuse"`, the idle instances.
+        let grants = Arc::new(grants.clone());
         self.tools
             .iter()
-            .map(|spec| tool::definition(&self.inner, &self.path, spec, grants))
+            .map(|spec| tool::definition(&self.inner, &self.path, spec, &grants))
             .collect()
     }
 }

@@ -95,6 +95,13 @@ pub struct PluginState {
     pub(super) call: CallEnv,
     pub(super) stdout: MemoryOutputPipe,
     pub(super) stderr: MemoryOutputPipe,
+    /// Where this call's output starts in `stdout` and `stderr` (a reused instance's pipes hold earlier calls'
+    /// too).
+    pub(super) output_from: (usize, usize),
+    /// Where a connection's audit goes: the current call's updates.
+    pub(super) audit: Arc<std::sync::Mutex<UpdateSink>>,
+    /// Whether the epoch callback saw the call cancelled (it gets one more tick to wind down).
+    pub(super) cancel_seen: bool,
     /// Every process the call started, and their descendants: killed when the store (the call) ends.
     pub(super) processes: toolwright_native::CallScope,
     /// The nested calls started with `start-call` (made at the first).
@@ -137,16 +144,45 @@ impl PluginState {
     /// `notifications/message`: stdout as info, stderr as warnings), never to the protocol stream.
     pub fn flush_output(&self) {
         use toolwright_core::tool::LogLevel;
-        for (stream, pipe, level) in [
-            ("stdout", &self.stdout, LogLevel::Info),
-            ("stderr", &self.stderr, LogLevel::Warn),
+        for (stream, pipe, from, level) in [
+            ("stdout", &self.stdout, self.output_from.0, LogLevel::Info),
+            ("stderr", &self.stderr, self.output_from.1, LogLevel::Warn),
         ] {
             let bytes = pipe.contents();
-            for line in String::from_utf8_lossy(&bytes).lines() {
+            for line in String::from_utf8_lossy(bytes.get(from..).unwrap_or_default()).lines() {
                 tracing::info!(plugin = %self.call.plugin, stream, "{line}");
                 self.call.updates.log(level, line);
             }
         }
+    }
+}
+
+impl PluginState {
+    /// What this call wrote to stderr.
+    pub fn stderr_of_call(&self) -> Vec<u8> {
+        let all = self.stderr.contents();
+        all.get(self.output_from.1..).unwrap_or_default().to_vec()
+    }
+
+    /// Whether the output capture has room for another call's output (half of it, at least).
+    pub fn output_has_room(&self) -> bool {
+        let half = super::OUTPUT_CAPTURE / 2;
+        self.stdout.contents().len() < half && self.stderr.contents().len() < half
+    }
+
+    /// Let go of what belonged to the call that ended, before the instance waits for the next: its processes
+    /// (killed now), its started nested calls (cancelled), its updates, session and cancellation.
+    pub fn end_call(&mut self) {
+        self.processes = toolwright_native::CallScope::new();
+        self.started = None;
+        self.call.updates = UpdateSink::discard();
+        self.call.session = None;
+        self.call.cancel = CancellationToken::new();
+        self.call.deadline = None;
+        *self
+            .audit
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = UpdateSink::discard();
     }
 }
 

@@ -22,9 +22,9 @@ pub fn definition(
     inner: &Arc<PluginInner>,
     path: &Path,
     spec: &ToolSpec,
-    grants: &WasmGrants,
+    grants: &Arc<WasmGrants>,
 ) -> ToolDefinition {
-    let (plugin, tool_name, grants_for_calls) = (inner.clone(), spec.name.clone(), Arc::new(grants.clone()));
+    let (plugin, tool_name, grants_for_calls) = (inner.clone(), spec.name.clone(), grants.clone());
     let mutates = spec.mutates_files;
     let execute = move |run: ToolExecution, ctx: Option<ToolContext>| {
         let (plugin, tool_name, grants) = (plugin.clone(), tool_name.clone(), grants_for_calls.clone());
@@ -58,7 +58,7 @@ pub fn definition(
     // pi's renderCall / renderResult, each in a fresh instance (a UI's rendering must not have effects; none
     // carry over), within RENDER_TIMEOUT (a UI must not hang on it): the plugin's own rendering, or none for the
     // UI's default.
-    let mut render_grants = grants.clone();
+    let mut render_grants = WasmGrants::clone(grants);
     render_grants.timeout = Some(
         render_grants
             .timeout
@@ -126,6 +126,7 @@ impl PluginInner {
             cancel: run.cancel,
             updates: run.updates,
             session,
+            reusable: true,
         };
         let (plugin, call_grants) = (self.clone(), grants.clone());
         let call_id = run.call_id;

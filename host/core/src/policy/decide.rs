@@ -76,6 +76,8 @@ pub struct Effective {
     pub memory_mib: Option<u64>,
     /// Fuel per call.
     pub fuel: Option<u64>,
+    /// Whether an instance may serve more than one call, and its bounds (none: a fresh instance per call).
+    pub reuse: Option<super::InstanceReuse>,
 }
 
 /// Whether absolute path `inner` is `outer` or below it.
@@ -109,6 +111,7 @@ pub fn decide(
         timeout_ms: policy.timeout_ms,
         memory_mib: policy.memory_mib,
         fuel: policy.fuel,
+        reuse: policy.reuse(),
         network_deny: policy
             .deny
             .network

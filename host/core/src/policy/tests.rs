@@ -293,3 +293,80 @@ fn network_patterns_parse_and_nest() {
         Some("db:5432 is denied by the policy (deny db:*); deny wins")
     );
 }
+
+#[test]
+fn instance_reuse_is_the_users_choice_and_fresh_wins() {
+    let reuse = |text: &str| Policy::parse(Path::new("t.toml"), text).unwrap().plugins["x"].reuse();
+    assert_eq!(reuse("[plugins.x]\n"), None);
+    assert_eq!(reuse("[plugins.x]\ninstance = \"fresh\"\n"), None);
+    assert_eq!(
+        reuse("[plugins.x]\ninstance = \"reuse\"\n"),
+        Some(InstanceReuse {
+            max_calls: DEFAULT_REUSE_MAX_CALLS,
+            idle: std::time::Duration::from_millis(DEFAULT_REUSE_IDLE_MS),
+        })
+    );
+    assert_eq!(
+        reuse("[plugins.x]\ninstance = \"reuse\"\ninstance-max-calls = 5\ninstance-idle-ms = 7\n"),
+        Some(InstanceReuse {
+            max_calls: 5,
+            idle: std::time::Duration::from_millis(7),
+        })
+    );
+    let err = Policy::parse(
+        Path::new("t.toml"),
+        "[plugins.x]\ninstance = \"reuse\"\ninstance-max-calls = 0\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "t.toml: [plugins.x] instance-max-calls: 0 calls would serve none (at least 1)"
+    );
+    assert!(Policy::parse(Path::new("t.toml"), "[plugins.x]\ninstance = \"shared\"\n").is_err());
+
+    // Files combine by the stricter setting: one "fresh" wins, the smaller bounds win.
+    let mut a = Policy::parse(
+        Path::new("a.toml"),
+        "[plugins.x]\ninstance = \"reuse\"\ninstance-max-calls = 9\n",
+    )
+    .unwrap()
+    .plugins["x"]
+        .clone();
+    a.merge(
+        Policy::parse(Path::new("b.toml"), "[plugins.x]\ninstance-max-calls = 3\n")
+            .unwrap()
+            .plugins["x"]
+            .clone(),
+    );
+    assert_eq!(a.reuse().map(|r| r.max_calls), Some(3));
+    a.merge(
+        Policy::parse(Path::new("c.toml"), "[plugins.x]\ninstance = \"fresh\"\n")
+            .unwrap()
+            .plugins["x"]
+            .clone(),
+    );
+    assert_eq!(a.reuse(), None);
+
+    // A project's file cannot turn it on, for a plugin or for the built-ins; it is listed as ignored.
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("toolwright.toml");
+    std::fs::write(
+        &project,
+        "[plugins.x]\ninstance = \"reuse\"\n[builtins]\ninstance = \"reuse\"\n",
+    )
+    .unwrap();
+    let cwd = dir.path().to_string_lossy();
+    let p = Policy::load_with_project(&[], Some(&project), &cwd, None).unwrap();
+    assert_eq!(p.project_plugins["x"].reuse(), None);
+    assert_eq!(p.builtins.as_ref().and_then(PluginPolicy::reuse), None);
+    assert!(
+        p.ignored.contains(&"[plugins.x] instance = \"reuse\"".to_owned()),
+        "{:?}",
+        p.ignored
+    );
+    assert!(
+        p.ignored.contains(&"[builtins] instance = \"reuse\"".to_owned()),
+        "{:?}",
+        p.ignored
+    );
+}

@@ -315,6 +315,7 @@ impl Toolset {
             grants.programs = granted.programs.clone();
             grants.env = Arc::new(granted.vars.clone());
             grants.limit(section.timeout_ms, section.memory_mib);
+            grants.reuse = section.reuse();
         }
         grants
     }

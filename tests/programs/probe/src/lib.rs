@@ -25,7 +25,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall"]},
                     "tool": {"type": "string"},
                     "arguments": {"type": "object"},
                     "count": {"type": "integer"},
@@ -197,6 +197,19 @@ impl Tool for Probe {
                 }
                 format!("ran {ran}, refused {refused}, other errors {other:?}")
             }
+            // State that outlives a call only in a reused instance: `remember` keeps `target` and counts the
+            // calls this instance served; `recall` says what it holds.
+            "remember" => {
+                let mut kept = KEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                kept.0 += 1;
+                kept.1 = target.to_owned();
+                format!("call {} of this instance", kept.0)
+            }
+            "recall" => {
+                let mut kept = KEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                kept.0 += 1;
+                format!("call {} of this instance, holding {:?}", kept.0, kept.1)
+            }
             "print" => {
                 println!("stdout noise from the probe");
                 eprintln!("stderr noise from the probe");
@@ -236,6 +249,9 @@ fn start_call(_tool: &str, _arguments: &Value) -> u64 {
 fn next_outcomes() -> Vec<toolwright_sdk::CallOutcome> {
     Vec::new()
 }
+
+/// What `remember` keeps: the calls this instance served, and the last target.
+static KEPT: std::sync::Mutex<(u64, String)> = std::sync::Mutex::new((0, String::new()));
 
 /// Unbounded recursion (each frame keeps a buffer alive so the optimiser cannot turn it into a loop).
 #[allow(unconditional_recursion)]
