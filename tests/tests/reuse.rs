@@ -193,3 +193,33 @@ async fn a_cancelled_call_leaves_no_instance_to_reuse() {
         "call 1 of this instance, holding \"\""
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_instances_give_their_memory_back_before_a_running_call_is_refused_any() {
+    let ws = tempfile::tempdir().unwrap();
+    let host = PluginHost::new(Some(test_cache_dir())).unwrap();
+    host.memory_budget().set_cap(64 << 20);
+    let a = probe(
+        &host,
+        "a.wasm",
+        &reusing(ws.path(), 1000, Duration::from_secs(60)),
+    );
+    let b = probe(&host, "b.wasm", &WasmGrants::none(ws.path()));
+    let alloc = json!({"action": "alloc", "mib": 40});
+    // A's instance grew past 40 MiB and waits, idle, holding it: B's growth to as much needs it back.
+    assert_eq!(
+        call(&a, remember("held")).await.unwrap(),
+        "call 1 of this instance"
+    );
+    assert_eq!(call(&a, alloc.clone()).await.unwrap(), "allocated 40 MiB");
+    assert!(
+        host.memory_budget().used() >= 40 << 20,
+        "the idle instance holds its memory"
+    );
+    assert_eq!(call(&b, alloc.clone()).await.unwrap(), "allocated 40 MiB");
+    assert_eq!(
+        call(&a, recall()).await.unwrap(),
+        "call 1 of this instance, holding \"\"",
+        "the idle instance was dropped for B's growth"
+    );
+}

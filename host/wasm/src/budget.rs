@@ -105,7 +105,9 @@ impl ResourceLimiter for Limiter {
             return Ok(false);
         }
         let more = desired.saturating_sub(current);
-        if !self.budget.reserve(more) {
+        // Idle instances kept for reuse give their memory back before a running call is refused any.
+        let reserved = self.budget.reserve(more) || crate::reuse::drop_idle() && self.budget.reserve(more);
+        if !reserved {
             return Err(wasmtime::Error::new(OverCap::HostMemory(self.budget.cap())));
         }
         self.charged += more;

@@ -7,7 +7,8 @@
 //! cancellation, deadline, fuel, result budget, update sink and session; the processes a call started are killed
 //! when it ends, reused or not. Instances of different plugins never meet: every plugin has its own pool, keyed
 //! by the grants its calls run under. An instance serves at most `instance-max-calls` calls and waits at most
-//! `instance-idle-ms`; at most [`MAX_IDLE`] wait in the whole process.
+//! `instance-idle-ms`; at most [`MAX_IDLE`] wait in the whole process, and they give their memory back to the
+//! host's budget before a running call would be refused a growth for want of it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -134,6 +135,25 @@ impl Pool {
         };
         drop(expired);
     }
+}
+
+/// Drop every idle instance of the process (their memory goes back to the host's budget); whether there was any.
+pub(crate) fn drop_idle() -> bool {
+    if IDLE.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    let pools: Vec<Arc<Pool>> = POOLS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    let mut dropped = false;
+    for pool in pools {
+        let idle = std::mem::take(&mut *pool.idle.lock().unwrap_or_else(PoisonError::into_inner));
+        dropped |= !idle.is_empty();
+    }
+    dropped
 }
 
 /// Let the sweeper see `pool` (and start it on first need).
