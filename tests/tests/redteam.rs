@@ -96,6 +96,37 @@ impl Setup {
             .collect()
     }
 
+    /// [`Setup::exec`] with the calls run one after another (`"mode": "sequential"`): each call's
+    /// `tool_execution_end` as (isError, text).
+    fn exec_sequential(&self, calls: &[Value]) -> Vec<(bool, String)> {
+        let file = self.plugins.path().join("sequential.json");
+        let listed: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, args)| json!({"id": format!("c{i}"), "name": "probe", "arguments": args}))
+            .collect();
+        std::fs::write(
+            &file,
+            json!({"mode": "sequential", "toolCalls": listed}).to_string(),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+            .arg("exec")
+            .arg(&file)
+            .arg("--json")
+            .args(self.args())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|e| e["type"] == "tool_execution_end")
+            .map(|e| (e["isError"] == true, text_of(&e["result"]["content"])))
+            .collect()
+    }
+
     fn mcp(&self) -> Mcp {
         Mcp::start(Path::new(env!("CARGO_BIN_EXE_toolwright-cli")), &self.args())
     }
@@ -700,32 +731,7 @@ fn a_reused_instance_carries_nothing_past_a_trap_a_deadline_or_its_call_s_proces
     let pids = setup.ws.path().join("out/pid");
     let calls = reuse_calls(&pids);
     // One call after another: each finds the instance the last one left, if any.
-    let file = setup.plugins.path().join("sequential.json");
-    let listed: Vec<Value> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, args)| json!({"id": format!("c{i}"), "name": "probe", "arguments": args}))
-        .collect();
-    std::fs::write(
-        &file,
-        json!({"mode": "sequential", "toolCalls": listed}).to_string(),
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
-        .arg("exec")
-        .arg(&file)
-        .arg("--json")
-        .args(setup.args())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let results: Vec<(bool, String)> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["type"] == "tool_execution_end")
-        .map(|e| (e["isError"] == true, text_of(&e["result"]["content"])))
-        .collect();
+    let results = setup.exec_sequential(&calls);
     assert_reuse_outcomes(&results, &pids);
 
     let mut mcp = setup.mcp();
@@ -746,34 +752,9 @@ fn an_untrusted_project_cannot_turn_reuse_on() {
         "[plugins.toolwright-test-probe]\ninstance = \"reuse\"\n",
     )
     .unwrap();
-    let file = setup.plugins.path().join("sequential.json");
-    let listed: Vec<Value> = [
+    let results = setup.exec_sequential(&[
         json!({"action": "remember", "target": "x"}),
         json!({"action": "recall"}),
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, args)| json!({"id": format!("c{i}"), "name": "probe", "arguments": args}))
-    .collect();
-    std::fs::write(
-        &file,
-        json!({"mode": "sequential", "toolCalls": listed}).to_string(),
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
-        .arg("exec")
-        .arg(&file)
-        .arg("--json")
-        .args(setup.args())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let texts: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["type"] == "tool_execution_end")
-        .map(|e| text_of(&e["result"]["content"]))
-        .collect();
-    assert_eq!(texts[1], recalled(0, "").1, "{texts:?}");
+    ]);
+    assert_eq!(results[1], recalled(0, ""), "{results:?}");
 }
