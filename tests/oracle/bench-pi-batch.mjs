@@ -2,8 +2,10 @@
 //
 //   node bench-pi-batch.mjs CWD CALLS.json
 //
-// Prints {"batchMs": …, "calls": …} on stdout: from the first tool event to the last tool-result message, the way
-// `toolwright exec --timing` measures; Node's start-up and module loading are outside it.
+// Writes the events `toolwright exec` writes (tool_execution_*, and message_start / message_end of the tool-result
+// messages) to stdout as JSON lines, as exec does, then {"batchMs": …, "calls": …}: from the first tool event to the
+// last tool-result message, the way `toolwright exec --timing` measures; Node's start-up and module loading are
+// outside it. (Before 2026-12-02 pi wrote no events here while exec wrote four lines per call.)
 
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -27,8 +29,12 @@ const streamFn = scriptedModel(calls, "toolUse");
 let first;
 let last;
 let results = 0;
+const written = (event) =>
+  event.type.startsWith("tool_execution_") ||
+  ((event.type === "message_start" || event.type === "message_end") && event.message.role === "toolResult");
 const emit = (event) => {
   if (event.type === "tool_execution_start" && first === undefined) first = performance.now();
+  if (written(event)) process.stdout.write(`${JSON.stringify(event)}\n`);
   if (event.type === "message_end" && event.message.role === "toolResult") {
     results++;
     last = performance.now();

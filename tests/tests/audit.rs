@@ -351,6 +351,43 @@ fn mcp_writes_the_log_the_users_policy_names_and_records_a_cancelled_call() {
     assert!(cancelled.duration_ms < 20_000, "{cancelled:?}");
 }
 
+/// Under `toolwright mcp`, a built-in whose work runs in place (on the thread polling its call, see
+/// `Pipeline::with_work_in_place`) is still cancelled by the client: `find` over the whole filesystem, which
+/// walks for many seconds on its own, settles as cancelled soon after `notifications/cancelled`.
+#[test]
+fn a_client_cancels_a_call_whose_work_runs_in_place() {
+    let setup = Setup::new();
+    let log = setup.log();
+    let mut command = setup.command("mcp");
+    command
+        .args(["--watch-plugins", "0", "--audit-log"])
+        .arg(&log)
+        .args(setup.args());
+    let mut mcp = StdioServer::start_with(&mut command);
+    mcp.call(
+        1,
+        "find",
+        json!({"pattern": "toolwright-no-such-file-*.none", "path": "/"}),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "the user pressed stop"}}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while (!log.exists() || read_log(&log).is_empty()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let records = read_log(&log);
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert_eq!(
+        (records[0].tool.as_str(), records[0].outcome),
+        ("find", Outcome::Cancelled),
+        "{records:#?}"
+    );
+    // The server goes on.
+    let (is_error, text) = mcp.run(2, "ls", json!({}));
+    assert!(!is_error, "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_names_the_embedders_hooks_and_audits_into_any_sink() {
     let ws = tempfile::tempdir().unwrap();

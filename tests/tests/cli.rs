@@ -79,6 +79,52 @@ fn prints_pi_texts_for_unknown_tools_wrong_types_and_coercible_arguments() {
     );
 }
 
+/// Events are written while the batch runs, not when it ends: a reader that acts on a start event (here, by
+/// creating the file the running call waits for) sees it while the call still runs. `exec` gathers event lines
+/// for at most a millisecond before writing them.
+#[test]
+fn events_reach_stdout_while_the_batch_runs() {
+    use std::io::{BufRead, BufReader};
+    let ws = tempfile::tempdir().unwrap();
+    let calls = json!({"mode": "sequential", "toolCalls": [
+        {"id": "r", "name": "read", "arguments": {"path": "a.txt"}},
+        {"id": "w", "name": "bash", "arguments": {
+            "command": "while [ ! -f go ]; do sleep 0.02; done; echo released", "timeout": 30}},
+    ]});
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    let calls_path = ws.path().join("calls.json");
+    std::fs::write(&calls_path, calls.to_string()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .args(["exec", "--json", "--cwd"])
+        .arg(ws.path())
+        .arg(&calls_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let event: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if event["type"] == "tool_execution_start" && event["toolCallId"] == "w" {
+            // The read's end and messages came before this start, and nothing of the bash call's end yet.
+            std::fs::write(ws.path().join("go"), "").unwrap();
+        }
+        seen.push(event);
+    }
+    assert!(child.wait().unwrap().success());
+    assert!(
+        ws.path().join("go").exists(),
+        "the start event of the waiting call never arrived"
+    );
+    assert_eq!(end_text(&seen, "w").trim(), "released");
+    let at = |kind: &str, id: &str| {
+        seen.iter()
+            .position(|e| e["type"] == kind && e["toolCallId"] == id)
+            .unwrap()
+    };
+    assert!(at("tool_execution_end", "r") < at("tool_execution_start", "w"));
+}
+
 #[test]
 fn sequential_flag_and_length_guard() {
     let calls = json!({"toolCalls": [{"id": "c1", "name": "read", "arguments": {"path": "a.txt"}}], "stopReason": "length"});

@@ -227,7 +227,9 @@ impl ToolArgs {
         let mut builder = toolwright::Session::builder(cwd)
             .options(self.options(cwd))
             .selection(self.selection())
-            .execution_mode(mode);
+            .execution_mode(mode)
+            // exec and mcp stop a batch through its cancellation token only.
+            .work_in_place(true);
         if let Some(path) = audit_log {
             // Relative to where the command runs, not to the workspace (`--cwd`).
             let path = std::path::absolute(path)

@@ -6,6 +6,7 @@
 //! order, messages in call order) or sequentially. Every failure becomes an error result with pi's exact text;
 //! nothing a tool or hook does makes the pipeline fail.
 
+mod alone;
 mod audited;
 mod batch;
 mod execute;
@@ -23,6 +24,8 @@ use crate::tool::{AgentTool, BoxFuture, UpdateSink};
 use crate::types::{
     AgentEvent, AgentToolCallOutcome, AssistantMessage, ToolCall, ToolResult, ToolResultMessage,
 };
+
+pub use alone::{Blocked, may_block_here, run_blocking, runs_alone};
 
 /// The texts the pipeline itself produces, byte for byte as pi 1.6.0's (§7.12).
 pub mod texts {
@@ -163,6 +166,9 @@ pub struct Pipeline {
     /// Receives one [`AuditRecord`](crate::audit::AuditRecord) per call, nested calls included, as each
     /// settles.
     pub audit: Option<Arc<dyn crate::audit::AuditSink>>,
+    /// Whether a call that runs alone does a tool's blocking work on the thread that polls the batch (see
+    /// [`Pipeline::with_work_in_place`]).
+    pub work_in_place: bool,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -172,6 +178,7 @@ impl std::fmt::Debug for Pipeline {
             .field("before_tool_call", &self.before_tool_call.is_some())
             .field("after_tool_call", &self.after_tool_call.is_some())
             .field("audit", &self.audit.is_some())
+            .field("work_in_place", &self.work_in_place)
             .finish()
     }
 }
@@ -185,6 +192,17 @@ impl Pipeline {
     /// This pipeline with an execution mode for every batch.
     pub fn with_tool_execution(mut self, mode: ExecutionMode) -> Self {
         self.tool_execution = mode;
+        self
+    }
+
+    /// This pipeline letting a call that runs alone (the current call of a sequential batch, the only call a
+    /// batch executes) do a native built-in's blocking work on the thread that polls the batch, instead of a
+    /// round trip through tokio's blocking pool (see [`runs_alone`]). The trade: while that work runs, nothing
+    /// else in the task polling the batch is polled, so a batch must be stopped through its cancellation token
+    /// (the tools check it), not by dropping its future or by a `timeout` around it, which fire only when the
+    /// work returns. Off by default; `toolwright exec` and `toolwright mcp` turn it on.
+    pub fn with_work_in_place(mut self, on: bool) -> Self {
+        self.work_in_place = on;
         self
     }
 
@@ -277,8 +295,12 @@ impl Pipeline {
             parent,
             updates,
         };
-        self.run_one(tools, call, Some(parent.to_owned()), cancel, forward)
-            .await
+        // A nested call runs beside its parent and its siblings, whatever its parent does.
+        alone::scoped(
+            false,
+            self.run_one(tools, call, Some(parent.to_owned()), cancel, forward),
+        )
+        .await
     }
 
     async fn run_one(

@@ -372,15 +372,18 @@ impl McpServer {
             let (dispatcher, client, cancel) =
                 (self.inner.dispatcher.clone(), context.ct.clone(), cancel.clone());
             let Some(task) = self.spawn_call(async move {
-                let run = dispatcher.run(&message, &sink, &cancel);
-                tokio::pin!(run);
-                tokio::select! {
-                    outcome = &mut run => outcome,
-                    () = client.cancelled() => {
+                // The client's cancellation reaches the token from a task of its own: a call doing its work in
+                // place (see `Pipeline::with_work_in_place`) keeps this task from polling anything else.
+                let bridge = {
+                    let cancel = cancel.clone();
+                    tokio::spawn(async move {
+                        client.cancelled().await;
                         cancel.cancel();
-                        run.await
-                    }
-                }
+                    })
+                };
+                let outcome = dispatcher.run(&message, &sink, &cancel).await;
+                bridge.abort();
+                outcome
             }) else {
                 return Err(ErrorData::internal_error("the server is shutting down", None));
             };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use toolwright_sdk::Tool;
 
-use crate::{NativeEnv, tool_definition};
+use crate::{NativeEnv, Runs, definition};
 use toolwright_core::definition::{ToolDefinition, ToolSource, wrap_tool_definition};
 use toolwright_core::hooks::{AfterToolCall, AfterToolCallContext, AfterToolCallResult, after_tool_call};
 use toolwright_core::tool::AgentTool;
@@ -45,7 +45,15 @@ pub fn normalize_images() -> AfterToolCall {
 pub fn definitions(env: &NativeEnv) -> Vec<ToolDefinition> {
     tools()
         .into_iter()
-        .map(|tool| tool_definition(tool, env.clone(), ToolSource::Builtin))
+        .map(|tool| {
+            // bash streams its output as updates; the others neither stream nor call tools.
+            let runs = if tool.spec().name == "bash" {
+                Runs::OnTheBlockingPool
+            } else {
+                Runs::HereWhenAlone
+            };
+            definition(tool, env.clone(), ToolSource::Builtin, runs)
+        })
         .collect()
 }
 

@@ -43,6 +43,7 @@ pub use scope::CallScope;
 
 use crate::grants::GrantedFiles;
 use toolwright_core::definition::{ToolContext, ToolDefinition, ToolSource};
+use toolwright_core::pipeline::{Blocked, may_block_here, run_blocking};
 use toolwright_core::tool::{ToolExecution, UpdateSink};
 
 /// What grants are made from in the host's own process environment: read once, by whoever assembles a
@@ -130,6 +131,8 @@ impl NativeEnv {
 
 /// The [`Ctx`] of one native call.
 struct NativeCtx {
+    /// The call runs on the thread that polls its batch: it may not wait for the batch (updates, nested calls).
+    inline: bool,
     env: NativeEnv,
     cwd: String,
     cancel: CancellationToken,
@@ -145,7 +148,7 @@ struct NativeCtx {
 
 impl NativeCtx {
     fn run_nested(&self, calls: &[(String, Value)]) -> Vec<CallOutcome> {
-        let Some(session) = &self.session else {
+        let Some(session) = self.session.as_ref().filter(|_| !self.inline) else {
             return calls
                 .iter()
                 .map(|_| CallOutcome::error(toolwright_sdk::NESTED_CALLS_UNAVAILABLE))
@@ -181,6 +184,12 @@ impl Ctx for NativeCtx {
     }
 
     fn update(&self, partial: ToolResult) {
+        if self.inline {
+            // Nothing consumes updates until the call returns: one the queue has no room for is dropped, never
+            // waited for. (The tools that run in place send none.)
+            self.updates.update(partial);
+            return;
+        }
         // On the call's blocking thread: a tool sending faster than its updates are consumed waits for room.
         self.updates
             .update_blocking(&self.runtime, partial, self.cancel.cancelled());
@@ -267,6 +276,44 @@ fn random_u64() -> u64 {
 /// The [`ToolDefinition`] of a native tool: calls run on a blocking thread; calls modifying the same file wait
 /// for each other in call order.
 pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) -> ToolDefinition {
+    definition(tool, env, source, Runs::OnTheBlockingPool)
+}
+
+/// How many calls of the built-ins that run in place when alone (all but `bash`) may be on blocking threads at
+/// once when they run beside others: a parallel batch of 1000 `read` calls otherwise makes tokio start hundreds
+/// of threads for work that takes microseconds each. pi's file operations share libuv's four threads the same
+/// way. Twice the cores, at least four.
+fn brief_threads() -> &'static tokio::sync::Semaphore {
+    static THREADS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    THREADS.get_or_init(|| tokio::sync::Semaphore::new(brief_thread_count()))
+}
+
+fn brief_thread_count() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    (cores * 2).max(4)
+}
+
+/// How long a call waits for one of [`brief_threads`] before it takes a blocking thread of its own.
+const BRIEF_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Where a native tool's calls run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Runs {
+    /// Always on a thread of tokio's blocking pool.
+    OnTheBlockingPool,
+    /// On the calling thread when the call runs alone ([`toolwright_core::pipeline::runs_alone`]), otherwise on
+    /// one of a few blocking threads ([`brief_threads`]): only for a tool that never sends updates nor makes
+    /// nested calls (both wait for the batch to be polled) and never waits for another call.
+    HereWhenAlone,
+}
+
+pub(crate) fn definition(
+    tool: Arc<dyn Tool>,
+    env: NativeEnv,
+    source: ToolSource,
+    runs: Runs,
+) -> ToolDefinition {
+    let here = runs == Runs::HereWhenAlone;
     // Native code has the host's authority: the audit log keeps out what looks like a secret in its environment.
     let origin = Arc::new(toolwright_core::audit::Origin {
         secrets: Arc::new(toolwright_core::audit::secret_looking(&env.env)),
@@ -296,7 +343,22 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
                 ),
                 None => None,
             };
+            // Whether the work runs on the calling thread, in a call that runs alone (no thread hop there and
+            // back); a tool allowed to never sends updates nor makes nested calls, and is refused both if it tries.
+            let in_place = here && may_block_here();
+            // Beside others, such a call takes one of a few blocking threads (`brief_threads`).
+            let _slot = if here && !in_place {
+                // A bound, not a wait for ever: a call that waited BRIEF_WAIT goes anyway, so calls blocked on
+                // each other (a `read` of a FIFO that a later `write` of the batch opens) still all run.
+                tokio::select! {
+                    slot = tokio::time::timeout(BRIEF_WAIT, brief_threads().acquire()) => slot.ok().and_then(Result::ok),
+                    () = run.cancel.cancelled() => return Err(ToolError::new("Operation aborted")),
+                }
+            } else {
+                None
+            };
             let ctx = NativeCtx {
+                inline: in_place,
                 tool: name,
                 env,
                 cwd,
@@ -308,13 +370,13 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
             };
             let call_id = run.call_id;
             let params = run.params;
-            match tokio::task::spawn_blocking(move || tool.execute(&call_id, params, &ctx)).await {
+            match run_blocking(in_place, move || tool.execute(&call_id, params, &ctx)).await {
                 Ok(result) => result,
-                Err(join) if join.is_panic() => Err(ToolError::new(format!(
+                Err(Blocked::Panicked(payload)) => Err(ToolError::new(format!(
                     "execute of a native tool panicked: {}",
-                    panic_message(join.into_panic())
+                    panic_message(payload)
                 ))),
-                Err(_) => Err(ToolError::new("Operation aborted")),
+                Err(Blocked::Aborted) => Err(ToolError::new("Operation aborted")),
             }
         }
     };
@@ -355,4 +417,68 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Condvar, Mutex};
+    use toolwright_sdk::ToolSpec;
+
+    /// Waits until all `.1` calls are running at once, for at most 20 s (then fails, so that a failure cannot
+    /// leave blocking threads waiting for ever).
+    struct Meet(Arc<(Mutex<usize>, Condvar)>, usize);
+
+    impl Tool for Meet {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: "meet".into(),
+                ..Default::default()
+            }
+        }
+
+        fn execute(&self, _: &str, _: Value, _: &dyn Ctx) -> Result<ToolResult, ToolError> {
+            let (arrived, all_here) = &*self.0;
+            let mut count = arrived.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            *count += 1;
+            all_here.notify_all();
+            let (count, waited) = all_here
+                .wait_timeout_while(count, std::time::Duration::from_secs(20), |n| *n < self.1)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if waited.timed_out() {
+                return Err(ToolError::new(format!(
+                    "only {} of {} calls ran at once",
+                    *count, self.1
+                )));
+            }
+            Ok(ToolResult::text("met"))
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_beside_others_share_a_few_threads_but_calls_that_wait_for_each_other_all_run() {
+        // More calls than `brief_threads` has threads, each waiting for all the others (as `read`s of a FIFO wait
+        // for the `write` that opens it): a bound that made them wait for a thread for ever would never end.
+        let calls = brief_thread_count() * 3;
+        let meet = Arc::new(Meet(Arc::default(), calls));
+        let env = NativeEnv::builtin(&std::env::temp_dir()).unwrap();
+        let definition = definition(meet, env, ToolSource::Builtin, Runs::HereWhenAlone);
+        let runs = (0..calls).map(|i| {
+            definition.execute.execute(
+                ToolExecution {
+                    call_id: format!("c{i}"),
+                    params: serde_json::json!({}),
+                    cancel: CancellationToken::new(),
+                    updates: UpdateSink::discard(),
+                },
+                None,
+            )
+        });
+        for outcome in futures::future::join_all(runs).await {
+            let text = outcome
+                .map(|r| r.text_content())
+                .map_err(|e| e.message().to_owned());
+            assert_eq!(text, Ok("met".to_owned()));
+        }
+    }
 }

@@ -4,6 +4,9 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -72,6 +75,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let sink = StdoutSink {
         human,
         session: &session,
+        out: Arc::default(),
     };
 
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -87,6 +91,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         // The active tools, as pi's agent loop sees them: a call to any other tool is `Tool NAME not found`.
         // Nested calls' events go to the same stream.
         session.run(&message, &sink, &cancel).await;
+        // The batch ends when its last event is out.
+        sink.out.write_out();
         if args.timing {
             #[allow(clippy::print_stderr)]
             {
@@ -104,11 +110,72 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes each event to stdout as it happens.
+/// Writes each event to stdout, at most [`WRITE_WITHIN`] after it happened.
 struct StdoutSink<'a> {
     human: bool,
     /// The tools' own renderings come from the session's registry.
     session: &'a toolwright::Session,
+    out: Arc<Output>,
+}
+
+/// How long an event line may wait to be written with the lines that follow it.
+const WRITE_WITHIN: Duration = Duration::from_millis(1);
+/// How many bytes of event lines are written at once, whatever their age.
+const WRITE_AT: usize = 64 * 1024;
+
+/// Event lines on their way to stdout. A batch of small calls makes four events per call, tens of thousands a
+/// second: written one `write` each, they cost more than the calls. Lines gather here and go out together,
+/// [`WRITE_WITHIN`] after the first of them waited (a task sleeps that long, then writes), or at once when
+/// [`WRITE_AT`] bytes wait, always in order; [`Output::write_out`] writes what is left.
+#[derive(Default)]
+struct Output {
+    /// The lines not yet written. Writes happen under this lock, so they keep the lines' order.
+    pending: Mutex<Vec<u8>>,
+    /// Whether a task will write the pending lines.
+    scheduled: AtomicBool,
+}
+
+impl Output {
+    fn push(self: &Arc<Self>, line: &str) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.extend_from_slice(line.as_bytes());
+        pending.push(b'\n');
+        if pending.len() >= WRITE_AT {
+            write(&mut pending);
+            return;
+        }
+        drop(pending);
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            let out = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(WRITE_WITHIN).await;
+                // Cleared first: a line pushed from here on is either written now or schedules the next write.
+                out.scheduled.store(false, Ordering::Release);
+                out.write_out();
+            });
+        }
+    }
+
+    /// Write every pending line now.
+    fn write_out(&self) {
+        write(&mut self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+}
+
+fn write(pending: &mut Vec<u8>) {
+    if pending.is_empty() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    // A closed stdout (a reader that went away) must not stop the batch: results still matter on disk.
+    let _ = out.write_all(pending).and_then(|()| out.flush());
+    pending.clear();
+}
+
+impl Drop for StdoutSink<'_> {
+    fn drop(&mut self) {
+        self.out.write_out();
+    }
 }
 
 impl EventSink for StdoutSink<'_> {
@@ -119,9 +186,7 @@ impl EventSink for StdoutSink<'_> {
             serde_json::to_string(&event).ok()
         };
         if let Some(line) = line {
-            let mut out = std::io::stdout().lock();
-            // A closed stdout (a reader that went away) must not stop the batch: results still matter on disk.
-            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+            self.out.push(&line);
         }
         Box::pin(async {})
     }

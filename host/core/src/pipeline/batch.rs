@@ -7,6 +7,7 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::ExecutionMode;
 
+use super::alone::scoped;
 use super::audited::CallAudit;
 use super::execute::{execute_with_events, finalize};
 use super::prepare::{CallContext, Prepared, prepare};
@@ -43,8 +44,11 @@ async fn run_prepared<'a>(
     ready: super::prepare::Ready,
     sink: &dyn EventSink,
     audit: CallAudit,
+    alone: bool,
 ) -> Finalized<'a> {
-    let executed = execute_with_events(&ready, call, ctx.cancel, sink, None).await;
+    // Only the execution runs alone: the hooks around it run as they always do.
+    let alone = alone && ctx.pipeline.work_in_place;
+    let executed = scoped(alone, execute_with_events(&ready, call, ctx.cancel, sink, None)).await;
     let (result, is_error) = finalize(ctx, call, &ready, executed.result, executed.is_error).await;
     audit.finish(ctx, &result, is_error, executed.fault);
     Finalized {
@@ -98,18 +102,16 @@ pub(super) async fn run(
         ExecutionMode::Sequential => sequential(&ctx, calls, sink, records).await,
         ExecutionMode::Parallel => parallel(&ctx, calls, sink, records).await,
     };
-    let messages = if mode == ExecutionMode::Sequential {
+    let mut messages = Vec::with_capacity(finalized.len());
+    let mut results: Vec<ToolResult> = Vec::with_capacity(finalized.len());
+    for (f, message) in finalized {
         // Sequential mode emitted each message right after its call.
-        finalized.iter().map(|f| f.1.clone()).collect()
-    } else {
-        let mut messages = Vec::with_capacity(finalized.len());
-        for (_, message) in &finalized {
+        if mode == ExecutionMode::Parallel {
             emit_message(sink, message.clone()).await;
-            messages.push(message.clone());
         }
-        messages
-    };
-    let results: Vec<ToolResult> = finalized.into_iter().map(|(f, _)| f.result).collect();
+        messages.push(message);
+        results.push(f.result);
+    }
     let terminate = !results.is_empty() && results.iter().all(ToolResult::terminates);
     BatchOutcome {
         messages,
@@ -178,7 +180,7 @@ async fn sequential<'a>(
                 audit.finish(ctx, &result, true, None);
                 Finalized::immediate(call, result)
             }
-            Prepared::Ready(ready) => run_prepared(ctx, call, ready, sink, audit).await,
+            Prepared::Ready(ready) => run_prepared(ctx, call, ready, sink, audit, true).await,
         };
         emit_end(sink, &f).await;
         let message = result_message(records, &f);
@@ -209,7 +211,9 @@ async fn parallel<'a>(
             Prepared::Ready(ready) => preflight.push(Ok((call, ready, audit))),
         }
     }
-    // Execution: every prepared call at once; each emits its end event when it finishes (completion order).
+    // Execution: every prepared call at once; each emits its end event when it finishes (completion order). The
+    // only call a batch executes runs alone.
+    let alone = preflight.iter().filter(|entry| entry.is_ok()).count() == 1;
     let finalized = join_all(preflight.into_iter().map(|entry| async move {
         let (call, ready, audit) = match entry {
             Err(done) => return done,
@@ -220,7 +224,7 @@ async fn parallel<'a>(
             audit.finish(ctx, &result, true, None);
             Finalized::immediate(call, result)
         } else {
-            run_prepared(ctx, call, ready, sink, audit).await
+            run_prepared(ctx, call, ready, sink, audit, alone).await
         };
         emit_end(sink, &f).await;
         f
