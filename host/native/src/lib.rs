@@ -344,7 +344,7 @@ pub(crate) fn definition(
                 None => None,
             };
             // Whether the work runs on the calling thread, in a call that runs alone (no thread hop there and
-            // back); a tool allowed to never sends updates nor makes nested calls, and is refused both if it tries.
+            // back). A tool allowed to never sends updates nor makes nested calls; in place, it is refused both.
             let in_place = here && may_block_here();
             // Beside others, such a call takes one of a few blocking threads (`brief_threads`).
             let _slot = if here && !in_place {

@@ -21,8 +21,9 @@ tokio::task_local! {
     static ALONE: bool;
 }
 
-/// Whether the call being executed runs alone (see [`Pipeline::with_work_in_place`](super::Pipeline::with_work_in_place)): nothing else of its batch waits to be
-/// polled beside it, and its pipeline lets work run in place.
+/// Whether the call being executed runs alone: nothing else of its batch waits to be polled beside it, and its
+/// pipeline lets work run in place (see
+/// [`Pipeline::with_work_in_place`](super::Pipeline::with_work_in_place)).
 pub fn runs_alone() -> bool {
     ALONE.try_with(|alone| *alone).unwrap_or(false)
 }
