@@ -11,6 +11,18 @@ use std::path::PathBuf;
 #[path = "build/wasm.rs"]
 mod wasm;
 
+/// The SHA-256 of `wasm`, as the Rust expression of a `[u8; 32]`: the digest a start would otherwise compute from
+/// the embedded bytes every time (about 1 ms per MB).
+fn digest_literal(wasm: &std::path::Path) -> String {
+    use sha2::Digest as _;
+    let bytes = std::fs::read(wasm).unwrap_or_else(|e| panic!("read {}: {e}", wasm.display()));
+    let bytes: Vec<String> = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:#04x}"))
+        .collect();
+    format!("[{}]", bytes.join(", "))
+}
+
 const PLUGINS: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
 
 /// Where cargo says the dependency `links = "toolwright-<name>"` has its source.
@@ -30,7 +42,9 @@ fn main() {
     if std::env::var_os("TOOLWRIGHT_SKIP_WASM_BUILD").is_some() {
         println!("cargo:warning=TOOLWRIGHT_SKIP_WASM_BUILD is set: the wasm built-ins are not built");
         let code = "/// Not built (TOOLWRIGHT_SKIP_WASM_BUILD).\npub const BUILTINS: Option<&[(&str, &[u8])]> = None;\n\
-                    /// Not built.\npub const CODEMODE: Option<&[u8]> = None;\n";
+                    /// Not built.\npub const BUILTIN_DIGESTS: Option<&[(&str, [u8; 32])]> = None;\n\
+                    /// Not built.\npub const CODEMODE: Option<&[u8]> = None;\n\
+                    /// Not built.\npub const CODEMODE_DIGEST: Option<[u8; 32]> = None;\n";
         std::fs::write(&generated, code).expect("write the generated file");
         return;
     }
@@ -41,6 +55,9 @@ fn main() {
     let mut code = String::from(
         "/// The built-in tools as wasm components: (name, component bytes).\npub const BUILTINS: Option<&[(&str, &[u8])]> = Some(&[\n",
     );
+    let mut digests = String::from(
+        "/// The SHA-256 of each of [`BUILTINS`], in the same order, computed when they were built.\npub const BUILTIN_DIGESTS: Option<&[(&str, [u8; 32])]> = Some(&[\n",
+    );
     for plugin in PLUGINS {
         let dir = source(&format!("tool-{plugin}"));
         println!("cargo:rerun-if-changed={}", dir.display());
@@ -49,19 +66,25 @@ fn main() {
             "    ({plugin:?}, include_bytes!({:?})),\n",
             wasm.display().to_string()
         ));
+        digests.push_str(&format!("    ({plugin:?}, {}),\n", digest_literal(&wasm)));
     }
     code.push_str("]);\n");
+    digests.push_str("]);\n");
+    code.push_str(&digests);
     if codemode {
         let dir = source("tool-codemode");
         println!("cargo:rerun-if-changed={}", dir.display());
         let wasm = wasm::build(&dir, &target_dir, "toolwright-tool-codemode");
         code.push_str(&format!(
-            "/// The codemode tool (the Boa engine inside) as a wasm component.\npub const CODEMODE: Option<&[u8]> = Some(include_bytes!({:?}));\n",
-            wasm.display().to_string()
+            "/// The codemode tool (the Boa engine inside) as a wasm component.\npub const CODEMODE: Option<&[u8]> = Some(include_bytes!({:?}));\n\
+             /// The SHA-256 of [`CODEMODE`], computed when it was built.\npub const CODEMODE_DIGEST: Option<[u8; 32]> = Some({});\n",
+            wasm.display().to_string(),
+            digest_literal(&wasm)
         ));
     } else {
         code.push_str(
-            "/// Built without the `codemode` feature.\npub const CODEMODE: Option<&[u8]> = None;\n",
+            "/// Built without the `codemode` feature.\npub const CODEMODE: Option<&[u8]> = None;\n\
+             /// Built without the `codemode` feature.\npub const CODEMODE_DIGEST: Option<[u8; 32]> = None;\n",
         );
     }
     std::fs::write(&generated, code).expect("write the generated file");

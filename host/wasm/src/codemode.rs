@@ -164,11 +164,12 @@ impl Component {
 
     fn load(&self) -> Result<ToolDefinition, String> {
         let loaded = self.loaded.get_or_init(|| {
-            let bytes = crate::components::CODEMODE
+            let (bytes, digest) = crate::components::CODEMODE
+                .zip(crate::components::CODEMODE_DIGEST)
                 .ok_or("codemode is not available: this build skipped the wasm components")?;
             let host = PluginHost::shared(self.options.cache_dir.clone()).map_err(|e| e.to_string())?;
             let plugin = host
-                .load_bytes(Path::new("builtin:codemode"), bytes)
+                .load_embedded(Path::new("builtin:codemode"), bytes, &digest)
                 .map_err(|e| format!("cannot load the codemode component: {e}"))?;
             let definition = plugin
                 .tool_definitions(&self.grants(self.options.timeout))

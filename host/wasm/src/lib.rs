@@ -59,9 +59,9 @@ use wasmtime::component::{HasSelf, InstancePre, Linker};
 
 pub use budget::{DEFAULT_HOST_MEMORY, DEFAULT_RESULT_CAP, MemoryBudget};
 pub use cache::{
-    CacheEntry, ComponentCache, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, Origin, clear as clear_cache,
-    default_dir as default_cache_dir, entries as cache_entries, max_bytes as cache_max_bytes,
-    prune as prune_cache,
+    CacheEntry, ComponentCache, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, Digest, Origin,
+    clear as clear_cache, default_dir as default_cache_dir, entries as cache_entries,
+    max_bytes as cache_max_bytes, prune as prune_cache,
 };
 pub use engine::{MAX_INSTANCES, MAX_MEMORY};
 pub use error::PluginError;
@@ -151,6 +151,9 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+/// A component embedded in the program and its SHA-256, computed when it was built.
+pub type Embedded = (&'static [u8], Digest);
+
 pub(crate) struct PluginInner {
     name: String,
     pre: InstancePre<PluginState>,
@@ -161,7 +164,7 @@ pub(crate) struct PluginInner {
     /// Compiled with fuel: every store gets the grant's budget (or unlimited fuel).
     metered: bool,
     /// The SHA-256 of the component it was loaded from.
-    digest: cache::Digest,
+    digest: Digest,
     /// The directories of each set of grants its calls ran under, opened once (see `store`).
     preopened: std::sync::Mutex<Vec<(Vec<Preopen>, wasmtime_wasi::filesystem::WasiFilesystemCtx)>>,
     /// Its idle instances, for grants that allow reuse.
@@ -220,6 +223,24 @@ impl PluginHost {
         self.load_on(&self.plain, path, bytes, &cache::digest(bytes))
     }
 
+    /// Load a component embedded in the program, whose SHA-256 `digest` was computed when it was built (as
+    /// [`components::BUILTIN_DIGESTS`] is): hashing a megabyte costs about a millisecond of every start. A
+    /// debug build checks the digest.
+    pub fn load_embedded(
+        &self,
+        path: &Path,
+        bytes: &'static [u8],
+        digest: &Digest,
+    ) -> Result<Plugin, PluginError> {
+        debug_assert_eq!(
+            &cache::digest(bytes),
+            digest,
+            "{}: the embedded digest is not these bytes' SHA-256",
+            path.display()
+        );
+        self.load_on(&self.plain, path, bytes, digest)
+    }
+
     /// Load `plugin` again, compiled with fuel metering, for a grant with a fuel budget. Metered code runs
     /// slower, so only plugins with a budget pay for it; the metered engine is made on first need.
     pub fn metered(&self, plugin: &Plugin) -> Result<Plugin, PluginError> {
@@ -253,7 +274,7 @@ impl PluginHost {
         runtime: &Runtime,
         path: &Path,
         bytes: &[u8],
-        digest: &cache::Digest,
+        digest: &Digest,
     ) -> Result<Plugin, PluginError> {
         let started = Instant::now();
         let (component, origin) = runtime
@@ -343,14 +364,15 @@ impl PluginHost {
         self.load_bytes(path, &bytes)
     }
 
-    /// Load several plugins at once (compiling in parallel), keeping their order. Each gets its own result.
-    pub fn load_all(&self, sources: &[(PathBuf, Option<&'static [u8]>)]) -> Vec<Result<Plugin, PluginError>> {
+    /// Load several plugins at once (compiling in parallel), keeping their order: a file by its path, or an
+    /// embedded component with its digest (see [`PluginHost::load_embedded`]). Each gets its own result.
+    pub fn load_all(&self, sources: &[(PathBuf, Option<Embedded>)]) -> Vec<Result<Plugin, PluginError>> {
         std::thread::scope(|scope| {
             let handles: Vec<_> = sources
                 .iter()
                 .map(|(path, bytes)| {
                     scope.spawn(move || match bytes {
-                        Some(bytes) => self.load_bytes(path, bytes),
+                        Some((bytes, digest)) => self.load_embedded(path, bytes, digest),
                         None => self.load_file(path),
                     })
                 })

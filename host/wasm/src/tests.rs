@@ -74,3 +74,21 @@ async fn network_rules_match_addresses_ports_and_names_resolved_again() {
     let deny = Arc::new(vec![NetRule::from_pattern(&pattern("127.0.0.1:*"))]);
     assert!(!network_allows(rules, deny, addr("127.0.0.1:8080")).await);
 }
+
+#[test]
+fn the_digests_the_build_computed_are_the_embedded_components_sha256() {
+    // A start trusts these instead of hashing the embedded bytes: a wrong one would misname the component.
+    let (Some(builtins), Some(digests)) = (components::BUILTINS, components::BUILTIN_DIGESTS) else {
+        return; // built with TOOLWRIGHT_SKIP_WASM_BUILD: nothing is embedded
+    };
+    assert_eq!(builtins.len(), digests.len());
+    for ((name, bytes), (digest_name, digest)) in builtins.iter().zip(digests) {
+        assert_eq!(name, digest_name);
+        assert_eq!(&cache::digest(bytes), digest, "the digest of the embedded {name}");
+    }
+    assert_eq!(
+        components::CODEMODE.map(cache::digest),
+        components::CODEMODE_DIGEST,
+        "the digest of the embedded codemode"
+    );
+}

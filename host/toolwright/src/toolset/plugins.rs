@@ -462,16 +462,23 @@ fn load_plugins(options: &ToolsetOptions, policy: &Policy) -> Result<Loaded, Too
     if let Some(mib) = policy.limits.host_memory_mib {
         host.memory_budget().set_cap(mib_bytes(mib));
     }
-    let mut sources: Vec<(PathBuf, Option<&'static [u8]>)> = Vec::new();
+    let mut sources: Vec<(PathBuf, Option<crate::wasm::Embedded>)> = Vec::new();
     if wasm_builtins {
-        let builtins = crate::wasm::components::BUILTINS.ok_or(ToolsetError::NotBuilt(
-            "this toolwright was built without the wasm built-ins (TOOLWRIGHT_SKIP_WASM_BUILD)",
-        ))?;
+        let not_built = || {
+            ToolsetError::NotBuilt(
+                "this toolwright was built without the wasm built-ins (TOOLWRIGHT_SKIP_WASM_BUILD)",
+            )
+        };
+        let builtins = crate::wasm::components::BUILTINS.ok_or_else(not_built)?;
+        let digests = crate::wasm::components::BUILTIN_DIGESTS.ok_or_else(not_built)?;
         sources.extend(
             builtins
                 .iter()
-                .filter(|(name, _)| as_wasm(name))
-                .map(|(name, bytes)| (PathBuf::from(format!("builtin:{name}")), Some(*bytes))),
+                .zip(digests)
+                .filter(|((name, _), _)| as_wasm(name))
+                .map(|((name, bytes), (_, digest))| {
+                    (PathBuf::from(format!("builtin:{name}")), Some((*bytes, *digest)))
+                }),
         );
     }
     let mut locations = vec![PluginLocation::Builtin; sources.len()];
