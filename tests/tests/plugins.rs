@@ -211,6 +211,61 @@ fn a_second_start_loads_compiled_plugins_and_their_metadata_from_the_cache() {
     assert!(std::fs::read_dir(cache.path()).unwrap().next().is_none());
 }
 
+#[test]
+fn a_plugin_file_seen_before_is_known_by_its_stamp_and_any_write_to_it_is_seen() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plugin.wasm");
+    let (wordcount, guard) = (
+        example("toolwright-example-wordcount"),
+        example("toolwright-example-guard"),
+    );
+    let load = || {
+        PluginHost::new(Some(cache.path().to_path_buf()))
+            .unwrap()
+            .load_file(&file)
+    };
+    let memos = || {
+        std::fs::read_dir(cache.path().join("files"))
+            .map(|d| d.map(|e| e.unwrap().path()).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    // Both compiled into the cache; a file written just now is hashed and not remembered.
+    std::fs::write(&file, guard).unwrap();
+    let guard_digest = load().unwrap().sha256();
+    std::fs::write(&file, wordcount).unwrap();
+    let first = load().unwrap();
+    assert_eq!(first.origin, Origin::Compiled);
+    assert!(
+        memos().is_empty(),
+        "a file changed within the second is not known by its stamp yet"
+    );
+    // Once its change time is a second old, a load remembers its digest, and the next load goes by it.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(load().unwrap().sha256(), first.sha256());
+    let memo = memos();
+    assert_eq!(memo.len(), 1, "{memo:?}");
+    let second = load().unwrap();
+    assert_eq!((second.origin, second.sha256()), (Origin::Cached, first.sha256()));
+    // The remembered digest is what the load goes by, not the file's bytes: a memo claiming the guard's digest
+    // for this stamp loads the guard (the cache directory is as trusted as the compiled code in it).
+    let text = std::fs::read_to_string(&memo[0]).unwrap();
+    let hex = |d: [u8; 32]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    std::fs::write(&memo[0], text.replace(&hex(first.sha256()), &hex(guard_digest))).unwrap();
+    assert_eq!(load().unwrap().sha256(), guard_digest);
+    std::fs::write(&memo[0], text).unwrap();
+    assert_eq!(load().unwrap().sha256(), first.sha256());
+    // Any write to the file is seen, the same bytes or not, the same size or not.
+    std::fs::write(&file, guard).unwrap();
+    assert_eq!(load().unwrap().sha256(), guard_digest);
+    std::fs::write(&file, wordcount).unwrap();
+    let again = load().unwrap();
+    assert_eq!(
+        (again.sha256(), &again.metadata),
+        (first.sha256(), &first.metadata)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mapped_cache_entry_replaced_or_removed_under_a_running_plugin_does_not_disturb_it() {
     let ws = tempfile::tempdir().unwrap();
@@ -452,7 +507,7 @@ async fn images_a_tool_returns_are_normalised_by_the_session_without_handlers() 
 }
 
 #[test]
-fn a_plugin_replaced_on_disk_is_not_loaded_again_for_metering() {
+fn a_plugin_replaced_on_disk_is_metered_as_the_component_that_was_granted() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probe.wasm");
     std::fs::copy(toolwright_tests::programs::PROBE, &path).unwrap();
@@ -461,7 +516,19 @@ fn a_plugin_replaced_on_disk_is_not_loaded_again_for_metering() {
     // The same file: metered twin, same metadata.
     let metered = host.metered(&plugin).unwrap();
     assert_eq!(metered.metadata, plugin.metadata);
-    // Replaced after loading: the grant was decided for the old component, so the new one is refused.
+    // Replaced after loading: the grant was decided for the old component, which is what its metered twin
+    // is, compiled from the cache (by its digest, never from the file's new bytes).
+    std::fs::copy(toolwright_tests::programs::RAW, &path).unwrap();
+    let again = host.metered(&plugin).unwrap();
+    assert_eq!(
+        (again.sha256(), &again.metadata),
+        (plugin.sha256(), &plugin.metadata)
+    );
+    // With nothing cached the file is read again, and its new bytes are refused.
+    let fresh = tempfile::tempdir().unwrap();
+    std::fs::copy(toolwright_tests::programs::PROBE, &path).unwrap();
+    let host = PluginHost::new(Some(fresh.path().to_path_buf())).unwrap();
+    let plugin = host.load_file(&path).unwrap();
     std::fs::copy(toolwright_tests::programs::RAW, &path).unwrap();
     let err = host.metered(&plugin).unwrap_err();
     assert_eq!(

@@ -126,12 +126,33 @@ pub fn prune(dir: &Path, max: u64) -> std::io::Result<Vec<CacheEntry>> {
             }
         }
     }
+    // A remembered digest is rewritten by the next load that hashes its file: one not written for a month
+    // most likely names a file long gone.
+    if let Ok(read) = std::fs::read_dir(dir.join(STAMPS)) {
+        for entry in read.flatten() {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().unwrap_or_default() > STALE_STAMP);
+            if old {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
     Ok(removed)
 }
 
-/// Remove every compiled component (and temporary file) in `dir`: how many files and bytes.
+/// A remembered plugin-file digest older than this is removed by [`prune`].
+const STALE_STAMP: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Remove every compiled component (and temporary file) in `dir`, and the plugin-file digests remembered
+/// there: how many components and bytes.
 pub fn clear(dir: &Path) -> std::io::Result<(usize, u64)> {
     let removed = prune(dir, 0)?;
+    match std::fs::remove_dir_all(dir.join(STAMPS)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     Ok((removed.len(), removed.iter().map(|e| e.size).sum()))
 }
 
@@ -167,11 +188,10 @@ impl ComponentCache {
 
     /// The cache file for a component whose SHA-256 is `digest`.
     fn path_for(&self, digest: &Digest) -> Option<PathBuf> {
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         Some(
             self.dir
                 .as_ref()?
-                .join(format!("{hex}-{}.cwasm", self.fingerprint)),
+                .join(format!("{}-{}.cwasm", hex(digest), self.fingerprint)),
         )
     }
 
@@ -209,21 +229,35 @@ impl ComponentCache {
         bytes: &[u8],
         digest: &Digest,
     ) -> wasmtime::Result<(Component, Origin)> {
-        let path = self.path_for(digest);
-        if let Some(path) = &path
-            && path.is_file()
-        {
-            match deserialize(engine, path) {
-                Ok(component) => {
-                    // Its modification time is its last use, which eviction goes by.
-                    touch(path);
-                    return Ok((component, Origin::Cached));
-                }
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), "ignoring an unusable cached component: {e:#}")
-                }
+        match self.cached(engine, digest) {
+            Some(component) => Ok((component, Origin::Cached)),
+            None => Ok((self.compile(engine, bytes, digest)?, Origin::Compiled)),
+        }
+    }
+
+    /// The compiled component whose SHA-256 is `digest`, if the cache holds a usable one (mapped, and marked
+    /// as used). An unusable entry is reported in the log and passed over.
+    pub fn cached(&self, engine: &Engine, digest: &Digest) -> Option<Component> {
+        let path = self.path_for(digest)?;
+        if !path.is_file() {
+            return None;
+        }
+        match deserialize(engine, &path) {
+            Ok(component) => {
+                // Its modification time is its last use, which eviction goes by.
+                touch(&path);
+                Some(component)
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "ignoring an unusable cached component: {e:#}");
+                None
             }
         }
+    }
+
+    /// Compile `bytes`, whose SHA-256 is `digest`, and cache the result (pruning the cache to its cap).
+    pub fn compile(&self, engine: &Engine, bytes: &[u8], digest: &Digest) -> wasmtime::Result<Component> {
+        let path = self.path_for(digest);
         let component = Component::new(engine, bytes)?;
         if let Some(path) = &path {
             match store(&component, path) {
@@ -237,8 +271,129 @@ impl ComponentCache {
                 Err(e) => tracing::warn!(path = %path.display(), "cannot cache a compiled component: {e:#}"),
             }
         }
-        Ok((component, Origin::Compiled))
+        Ok(component)
     }
+
+    /// The SHA-256 remembered for the file `stamp` describes, if the cache holds one recorded for exactly
+    /// this stamp (see [`FileStamp`]).
+    pub fn remembered(&self, stamp: &FileStamp) -> Option<Digest> {
+        let path = self.stamp_path(stamp)?;
+        let text = std::fs::read(path).ok()?;
+        let memo: Remembered = serde_json::from_slice(&text).ok()?;
+        (memo.stamp == *stamp)
+            .then_some(memo.digest)
+            .and_then(|hex| parse_hex(&hex))
+    }
+
+    /// Remember that the file `stamp` describes (as it was when it was opened) has the SHA-256 `digest` of the
+    /// bytes just read from it, unless the file changed too recently for its stamp to tell a later write
+    /// apart (best effort, written atomically).
+    pub fn remember(&self, stamp: &FileStamp, digest: &Digest) {
+        self.remember_at(stamp, digest, SystemTime::now());
+    }
+
+    fn remember_at(&self, stamp: &FileStamp, digest: &Digest, now: SystemTime) {
+        let Some(path) = self.stamp_path(stamp) else {
+            return;
+        };
+        if !stamp.settled(now) {
+            return;
+        }
+        let memo = Remembered {
+            stamp: *stamp,
+            digest: hex(digest),
+        };
+        let stored = serde_json::to_vec(&memo)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| write_atomically(&path, &bytes));
+        if let Err(e) = stored {
+            tracing::debug!(path = %path.display(), "cannot remember a plugin file's digest: {e}");
+        }
+    }
+
+    /// `DIR/files/DEVICE-INODE.json`: one per plugin file, whatever path it was loaded by.
+    fn stamp_path(&self, stamp: &FileStamp) -> Option<PathBuf> {
+        Some(
+            self.dir
+                .as_ref()?
+                .join(STAMPS)
+                .join(format!("{:x}-{:x}.json", stamp.dev, stamp.ino)),
+        )
+    }
+}
+
+/// The cache's subdirectory of remembered plugin-file digests.
+const STAMPS: &str = "files";
+
+/// A file's identity as the file system reports it: device, inode, size, and the modification and change
+/// times to the nanosecond. Any write to the file changes its change time, which no unprivileged process can
+/// set back, so a file with the stamp recorded when its bytes were hashed still holds those bytes — provided
+/// the change time was already a second old when the file was opened ([`FileStamp::settled`]): a file system
+/// stamps times from a clock that ticks every few milliseconds, and a second write within the same tick as the
+/// first, of the same size, would otherwise keep the stamp (Git's "racy" index entries are the same problem).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+/// How old a file's change time must be before its stamp stands for its bytes.
+const SETTLE: Duration = Duration::from_secs(1);
+
+impl FileStamp {
+    /// The stamp of the file `meta` describes (none on systems without inodes and change times).
+    pub fn of(meta: &std::fs::Metadata) -> Option<Self> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            let ns = |secs: i64, nanos: i64| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
+            Some(FileStamp {
+                dev: meta.dev(),
+                ino: meta.ino(),
+                size: meta.size(),
+                mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+                ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = meta;
+            None
+        }
+    }
+
+    /// Whether the file last changed at least [`SETTLE`] before `now` (a change time in the future is not).
+    fn settled(&self, now: SystemTime) -> bool {
+        let Ok(now) = now.duration_since(SystemTime::UNIX_EPOCH) else {
+            return false;
+        };
+        self.ctime_ns + SETTLE.as_nanos() as i128 <= now.as_nanos() as i128
+    }
+}
+
+/// What `DIR/files/DEVICE-INODE.json` holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Remembered {
+    stamp: FileStamp,
+    digest: String,
+}
+
+fn hex(digest: &Digest) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_hex(text: &str) -> Option<Digest> {
+    let mut digest = [0u8; 32];
+    if text.len() != 64 {
+        return None;
+    }
+    for (byte, pair) in digest.iter_mut().zip(text.as_bytes().chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(digest)
 }
 
 fn file_size(path: &Path) -> u64 {
@@ -339,5 +494,68 @@ mod tests {
         assert!(entries(dir.path()).unwrap().is_empty());
         assert!(unrelated.exists());
         assert!(entries(&dir.path().join("missing")).unwrap().is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_digest_is_remembered_for_a_settled_stamp_and_only_that_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ComponentCache::new(Some(dir.path().to_path_buf()), "fp".into());
+        let file = dir.path().join("plugin.wasm");
+        std::fs::write(&file, b"one").unwrap();
+        let stamp = FileStamp::of(&std::fs::metadata(&file).unwrap()).unwrap();
+        let digest = digest(b"one");
+
+        cache.remember(&stamp, &digest);
+        assert_eq!(
+            cache.remembered(&stamp),
+            None,
+            "a file changed this very moment is not trusted by stamp"
+        );
+        let later = SystemTime::now() + SETTLE;
+        cache.remember_at(&stamp, &digest, later);
+        assert_eq!(cache.remembered(&stamp), Some(digest));
+
+        // Any write changes the stamp, even one of the same size.
+        std::fs::write(&file, b"two").unwrap();
+        let rewritten = FileStamp::of(&std::fs::metadata(&file).unwrap()).unwrap();
+        assert_ne!(rewritten, stamp);
+        assert_eq!(
+            cache.remembered(&rewritten),
+            None,
+            "the same inode, written again"
+        );
+        for changed in [
+            FileStamp { size: 4, ..stamp },
+            FileStamp {
+                ctime_ns: stamp.ctime_ns + 1,
+                ..stamp
+            },
+            FileStamp {
+                mtime_ns: stamp.mtime_ns - 1,
+                ..stamp
+            },
+        ] {
+            assert_eq!(cache.remembered(&changed), None, "{changed:?}");
+        }
+        let future = FileStamp {
+            ctime_ns: stamp.ctime_ns + 3_600_000_000_000,
+            ..stamp
+        };
+        assert!(
+            !future.settled(later),
+            "a change time in the future is not settled"
+        );
+
+        // Unreadable memos are misses; clearing the cache forgets them.
+        let memo = cache.stamp_path(&stamp).unwrap();
+        std::fs::write(&memo, b"{").unwrap();
+        assert_eq!(cache.remembered(&stamp), None);
+        cache.remember_at(&stamp, &digest, later);
+        assert!(memo.is_file());
+        clear(dir.path()).unwrap();
+        assert!(!memo.exists() && !dir.path().join(STAMPS).exists());
+        assert_eq!(parse_hex(&hex(&digest)), Some(digest));
+        assert_eq!(parse_hex("zz"), None);
     }
 }

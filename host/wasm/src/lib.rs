@@ -59,7 +59,7 @@ use wasmtime::component::{HasSelf, InstancePre, Linker};
 
 pub use budget::{DEFAULT_HOST_MEMORY, DEFAULT_RESULT_CAP, MemoryBudget};
 pub use cache::{
-    CacheEntry, ComponentCache, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, Digest, Origin,
+    CacheEntry, ComponentCache, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, Digest, FileStamp, Origin,
     clear as clear_cache, default_dir as default_cache_dir, entries as cache_entries,
     max_bytes as cache_max_bytes, prune as prune_cache,
 };
@@ -220,7 +220,7 @@ impl PluginHost {
 
     /// Load the plugin in `bytes` (`path` names it in errors and listings).
     pub fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<Plugin, PluginError> {
-        self.load_on(&self.plain, path, bytes, &cache::digest(bytes))
+        self.load_on(&self.plain, path, Some(bytes), &cache::digest(bytes))
     }
 
     /// Load a component embedded in the program, whose SHA-256 `digest` was computed when it was built (as
@@ -238,7 +238,7 @@ impl PluginHost {
             "{}: the embedded digest is not these bytes' SHA-256",
             path.display()
         );
-        self.load_on(&self.plain, path, bytes, digest)
+        self.load_on(&self.plain, path, Some(bytes), digest)
     }
 
     /// Load `plugin` again, compiled with fuel metering, for a grant with a fuel budget. Metered code runs
@@ -255,35 +255,49 @@ impl PluginHost {
             .get_or_init(|| Runtime::new(self.cache_dir.clone(), true).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|e| PluginError::Engine(e.clone()))?;
-        let bytes = std::fs::read(&plugin.path).map_err(|source| PluginError::Read {
-            path: plugin.path.clone(),
-            source,
-        })?;
-        // The grant was decided for the component that was loaded: a file replaced since then is not it.
-        let digest = cache::digest(&bytes);
-        if digest != plugin.inner.digest {
-            return Err(PluginError::Changed {
-                path: plugin.path.clone(),
-            });
-        }
-        self.load_on(runtime, &plugin.path, &bytes, &digest)
+        // The grant was decided for the component that was loaded: compiled again from its file only if the
+        // file still holds it.
+        self.load_on(runtime, &plugin.path, None, &plugin.inner.digest)
     }
 
+    /// Load the component whose SHA-256 is `digest`: from the cache, else compiled from `bytes`, else from
+    /// the file at `path` if it still hashes to `digest`.
     fn load_on(
         &self,
         runtime: &Runtime,
         path: &Path,
-        bytes: &[u8],
+        bytes: Option<&[u8]>,
         digest: &Digest,
     ) -> Result<Plugin, PluginError> {
         let started = Instant::now();
-        let (component, origin) = runtime
-            .cache
-            .load(runtime.engine.engine(), bytes, digest)
-            .map_err(|e| PluginError::Invalid {
-                path: path.to_owned(),
-                message: format!("{e:#}"),
-            })?;
+        let engine = runtime.engine.engine();
+        let (component, origin) = match runtime.cache.cached(engine, digest) {
+            Some(component) => (component, Origin::Cached),
+            None => {
+                let read;
+                let bytes = match bytes {
+                    Some(bytes) => bytes,
+                    None => {
+                        read = read_file(path)?.0;
+                        if cache::digest(&read) != *digest {
+                            return Err(PluginError::Changed {
+                                path: path.to_owned(),
+                            });
+                        }
+                        &read
+                    }
+                };
+                let component =
+                    runtime
+                        .cache
+                        .compile(engine, bytes, digest)
+                        .map_err(|e| PluginError::Invalid {
+                            path: path.to_owned(),
+                            message: format!("{e:#}"),
+                        })?;
+                (component, Origin::Compiled)
+            }
+        };
         let incompatible = |message: String| PluginError::Incompatible {
             path: path.to_owned(),
             message,
@@ -355,13 +369,27 @@ impl PluginHost {
         })
     }
 
-    /// Load one `.wasm` file.
+    /// Load one `.wasm` file. A file loaded before is recognised by its [`FileStamp`] (device, inode, size,
+    /// modification and change times), so a cached plugin is neither read nor hashed again (a 19 MB Python
+    /// component's SHA-256 costs about 20 ms); any write to the file changes its stamp, and it is hashed anew.
     pub fn load_file(&self, path: &Path) -> Result<Plugin, PluginError> {
-        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        self.load_bytes(path, &bytes)
+        let cache = &self.plain.cache;
+        if let Some(digest) = std::fs::metadata(path)
+            .ok()
+            .and_then(|meta| FileStamp::of(&meta))
+            .and_then(|stamp| cache.remembered(&stamp))
+        {
+            // Were the file to change between the stamp and a compile the cache cannot spare, `load_on` hashes
+            // what it reads and refuses a mismatch.
+            return self.load_on(&self.plain, path, None, &digest);
+        }
+        let (bytes, stamp) = read_file(path)?;
+        let digest = cache::digest(&bytes);
+        let plugin = self.load_on(&self.plain, path, Some(&bytes), &digest)?;
+        if let Some(stamp) = stamp {
+            cache.remember(&stamp, &digest);
+        }
+        Ok(plugin)
     }
 
     /// Load several plugins at once (compiling in parallel), keeping their order: a file by its path, or an
@@ -409,6 +437,20 @@ impl PluginHost {
         }
         files
     }
+}
+
+/// The bytes of the file at `path`, and its stamp as it was when it was opened.
+fn read_file(path: &Path) -> Result<(Vec<u8>, Option<FileStamp>), PluginError> {
+    use std::io::Read as _;
+    let error = |source| PluginError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(error)?;
+    let meta = file.metadata().map_err(error)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes).map_err(error)?;
+    Ok((bytes, FileStamp::of(&meta)))
 }
 
 fn validate(metadata: &PluginMetadata, tools: &[ToolSpec]) -> Result<(), String> {
