@@ -314,6 +314,76 @@ async fn a_mapped_cache_entry_replaced_or_removed_under_a_running_plugin_does_no
     assert_eq!(count("w3").await, before);
 }
 
+/// Replace the file at `path` as another start writing the cache would: by renaming a new file over it (a
+/// mapped cache entry is never written in place).
+fn replace(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// One `word_count` call to `plugin`'s tool: whether it failed, and its text.
+async fn count_words(plugin: &toolwright::wasm::Plugin, ws: &Path) -> (bool, String) {
+    let tools: Vec<_> = plugin
+        .tool_definitions(&toolwright::wasm::WasmGrants::none(ws))
+        .iter()
+        .map(|d| toolwright::definition::wrap_tool_definition(d, None))
+        .collect();
+    let message = AssistantMessage {
+        tool_calls: vec![ToolCall::new("w", "word_count", json!({"text": "one two three"}))],
+        ..Default::default()
+    };
+    let outcome = Pipeline::new()
+        .execute_tool_calls(&tools, &message, &EventLog::new(), &CancellationToken::new())
+        .await;
+    let result = &outcome.messages[0];
+    (result.is_error, result.content[0].as_text().unwrap().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_plugin_links_at_its_first_call_and_a_broken_entry_is_rebuilt_from_its_file() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wordcount.wasm");
+    std::fs::write(&file, example("toolwright-example-wordcount")).unwrap();
+    let load = || {
+        PluginHost::new(Some(cache.path().to_path_buf()))
+            .unwrap()
+            .load_file(&file)
+            .unwrap()
+    };
+    let first = load();
+    assert_eq!(first.origin, Origin::Compiled);
+    let expected = count_words(&first, ws.path()).await;
+    assert!(!expected.0, "{expected:?}");
+    let entry = cached_components(cache.path()).remove(0);
+    // Loaded from its cached description alone: the entry is not mapped until the first call, which finds it
+    // broken and compiles the file again.
+    let second = load();
+    assert_eq!(second.origin, Origin::Cached);
+    replace(&entry, b"garbage");
+    assert_eq!(count_words(&second, ws.path()).await, expected);
+    assert!(
+        std::fs::metadata(&entry).unwrap().len() > 7,
+        "the entry is written again"
+    );
+    // A broken entry and a plugin file that changed since the load: the call fails, naming the change.
+    let third = load();
+    replace(&entry, b"garbage");
+    std::fs::write(&file, example("toolwright-example-guard")).unwrap();
+    let (failed, text) = count_words(&third, ws.path()).await;
+    assert!(failed, "{text}");
+    assert!(
+        text.contains("cannot be loaded") && text.contains("the file changed after it was loaded"),
+        "{text}"
+    );
+    assert!(matches!(third.prepare(), Err(PluginError::Changed { .. })));
+    // The other plugins of the host are not disturbed, and a new load sees the new file.
+    assert_eq!(count_words(&second, ws.path()).await, expected);
+    assert_eq!(load().metadata.name, "toolwright-example-guard");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_plugin_blocks_rewrites_and_redacts_in_the_call_path() {
     let ws = tempfile::tempdir().unwrap();

@@ -235,6 +235,18 @@ impl ComponentCache {
         }
     }
 
+    /// Mark the compiled component whose SHA-256 is `digest` as used, if the cache holds it: whether it does.
+    pub fn mark_used(&self, digest: &Digest) -> bool {
+        let Some(path) = self.path_for(digest) else {
+            return false;
+        };
+        let held = path.is_file();
+        if held {
+            touch(&path);
+        }
+        held
+    }
+
     /// The compiled component whose SHA-256 is `digest`, if the cache holds a usable one (mapped, and marked
     /// as used). An unusable entry is reported in the log and passed over.
     pub fn cached(&self, engine: &Engine, digest: &Digest) -> Option<Component> {

@@ -146,7 +146,13 @@ impl PluginInner {
                 let mut store = self
                     .store(grants, cancel.clone(), updates, session)
                     .map_err(setup)?;
-                match self.pre.instantiate(&mut store) {
+                let linked = self.linked().map_err(|e| {
+                    ToolError::host(
+                        HostFault::Unavailable,
+                        format!("The plugin {} cannot be loaded: {e}", self.name),
+                    )
+                })?;
+                match linked.pre.instantiate(&mut store) {
                     Ok(instance) => (store, instance, 0),
                     // A start function (or a constructor in another language's runtime) may loop or trap too.
                     Err(e)

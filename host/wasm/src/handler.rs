@@ -234,6 +234,8 @@ impl PluginInner {
         instance: &wasmtime::component::Instance,
     ) -> wasmtime::Result<bindings::handler::Guest> {
         let indices = self
+            .linked()
+            .map_err(|e| wasmtime::format_err!("{e}"))?
             .handler
             .as_ref()
             .ok_or_else(|| wasmtime::format_err!("{} is not a handler plugin", self.name))?;

@@ -79,8 +79,8 @@ const OUTPUT_CAPTURE: usize = 64 * 1024;
 /// The plugin runtime: an engine, a linker and a cache (a second, metered set made on first need for plugins
 /// with a fuel budget), and a bound on live instances shared by both.
 pub struct PluginHost {
-    plain: Runtime,
-    metered: std::sync::OnceLock<Result<Runtime, String>>,
+    plain: Arc<Runtime>,
+    metered: std::sync::OnceLock<Result<Arc<Runtime>, String>>,
     cache_dir: Option<PathBuf>,
     slots: Arc<tokio::sync::Semaphore>,
     load_timeout: std::time::Duration,
@@ -137,7 +137,8 @@ pub struct Plugin {
     pub is_handler: bool,
     /// Whether its compiled code came from the cache.
     pub origin: Origin,
-    /// How long loading took (compiling or reading the cache, and describing itself).
+    /// How long loading took (compiling or reading the cache, and describing itself; not a link deferred to
+    /// the first call, see [`Plugin::prepare`]).
     pub load_time: std::time::Duration,
     pub(crate) inner: Arc<PluginInner>,
 }
@@ -156,9 +157,11 @@ pub type Embedded = (&'static [u8], Digest);
 
 pub(crate) struct PluginInner {
     name: String,
-    pre: InstancePre<PluginState>,
-    tool: Option<bindings::tool::GuestIndices>,
-    handler: Option<bindings::handler::GuestIndices>,
+    engine: wasmtime::Engine,
+    /// The linked component: at load when it was compiled or described then, else on first need.
+    linked: std::sync::OnceLock<Result<Linked, PluginError>>,
+    /// Where it is linked from on first need: the runtime, its file, its bytes if they are the program's.
+    source: (Arc<Runtime>, PathBuf, Option<&'static [u8]>),
     slots: Arc<tokio::sync::Semaphore>,
     budget: Arc<MemoryBudget>,
     /// Compiled with fuel: every store gets the grant's budget (or unlimited fuel).
@@ -176,7 +179,7 @@ impl PluginHost {
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_INSTANCES as usize));
         Ok(PluginHost {
-            plain: Runtime::new(cache_dir.clone(), false)?,
+            plain: Arc::new(Runtime::new(cache_dir.clone(), false)?),
             metered: std::sync::OnceLock::new(),
             cache_dir,
             slots,
@@ -220,7 +223,7 @@ impl PluginHost {
 
     /// Load the plugin in `bytes` (`path` names it in errors and listings).
     pub fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<Plugin, PluginError> {
-        self.load_on(&self.plain, path, Some(bytes), &cache::digest(bytes))
+        self.load_on(&self.plain, path, Bytes::Borrowed(bytes), &cache::digest(bytes))
     }
 
     /// Load a component embedded in the program, whose SHA-256 `digest` was computed when it was built (as
@@ -238,7 +241,7 @@ impl PluginHost {
             "{}: the embedded digest is not these bytes' SHA-256",
             path.display()
         );
-        self.load_on(&self.plain, path, Some(bytes), digest)
+        self.load_on(&self.plain, path, Bytes::Static(bytes), digest)
     }
 
     /// Load `plugin` again, compiled with fuel metering, for a grant with a fuel budget. Metered code runs
@@ -252,78 +255,48 @@ impl PluginHost {
         }
         let runtime = self
             .metered
-            .get_or_init(|| Runtime::new(self.cache_dir.clone(), true).map_err(|e| e.to_string()))
+            .get_or_init(|| {
+                Runtime::new(self.cache_dir.clone(), true)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
             .as_ref()
             .map_err(|e| PluginError::Engine(e.clone()))?;
         // The grant was decided for the component that was loaded: compiled again from its file only if the
         // file still holds it.
-        self.load_on(runtime, &plugin.path, None, &plugin.inner.digest)
+        let bytes = plugin.inner.source.2.map_or(Bytes::InFile, Bytes::Static);
+        self.load_on(runtime, &plugin.path, bytes, &plugin.inner.digest)
     }
 
     /// Load the component whose SHA-256 is `digest`: from the cache, else compiled from `bytes`, else from
-    /// the file at `path` if it still hashes to `digest`.
+    /// the file at `path` if it still hashes to `digest`. A component whose compiled code and description
+    /// are both cached is linked on its first call ([`Plugin::prepare`]), unless its bytes are only lent:
+    /// a start maps no plugin it does not call.
     fn load_on(
         &self,
-        runtime: &Runtime,
+        runtime: &Arc<Runtime>,
         path: &Path,
-        bytes: Option<&[u8]>,
+        bytes: Bytes<'_>,
         digest: &Digest,
     ) -> Result<Plugin, PluginError> {
         let started = Instant::now();
-        let engine = runtime.engine.engine();
-        let (component, origin) = match runtime.cache.cached(engine, digest) {
-            Some(component) => (component, Origin::Cached),
-            None => {
-                let read;
-                let bytes = match bytes {
-                    Some(bytes) => bytes,
-                    None => {
-                        read = read_file(path)?.0;
-                        if cache::digest(&read) != *digest {
-                            return Err(PluginError::Changed {
-                                path: path.to_owned(),
-                            });
-                        }
-                        &read
-                    }
-                };
-                let component =
-                    runtime
-                        .cache
-                        .compile(engine, bytes, digest)
-                        .map_err(|e| PluginError::Invalid {
-                            path: path.to_owned(),
-                            message: format!("{e:#}"),
-                        })?;
-                (component, Origin::Compiled)
-            }
+        let deferrable = !matches!(bytes, Bytes::Borrowed(_));
+        let (lent, kept) = match bytes {
+            Bytes::Borrowed(bytes) | Bytes::Read(bytes) => (Some(bytes), None),
+            Bytes::Static(bytes) => (Some(bytes), Some(bytes)),
+            Bytes::InFile => (None, None),
         };
-        let incompatible = |message: String| PluginError::Incompatible {
-            path: path.to_owned(),
-            message,
-        };
-        let pre = runtime
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| incompatible(format!("{e:#}")))?;
-        let tool = bindings::tool::GuestIndices::new(&pre).ok();
-        let handler = bindings::handler::GuestIndices::new(&pre).ok();
-        if tool.is_none() && handler.is_none() {
-            return Err(incompatible(
-                "it exports neither `toolwright:plugin/tool@0.1.0` nor `toolwright:plugin/handler@0.1.0`"
-                    .into(),
-            ));
-        }
-        let metadata_error = |message: String| PluginError::Metadata {
-            path: path.to_owned(),
-            message,
-        };
-        let is_handler = handler.is_some();
-        let inner = PluginInner {
-            name: path.display().to_string(),
-            pre,
-            tool,
-            handler,
+        // What a component says about itself is a function of its bytes: a cached component's metadata and
+        // tool list are read from beside it, so a start with every plugin cached runs no wasm at all.
+        let described = (deferrable && runtime.cache.mark_used(digest))
+            .then(|| runtime.cache.metadata::<Described>(digest))
+            .flatten()
+            .filter(|d| d.host == env!("CARGO_PKG_VERSION"));
+        let inner = |linked: std::sync::OnceLock<Result<Linked, PluginError>>, name: String| PluginInner {
+            name,
+            engine: runtime.engine.engine().clone(),
+            linked,
+            source: (runtime.clone(), path.to_owned(), kept),
             slots: self.slots.clone(),
             budget: self.budget.clone(),
             metered: runtime.metered,
@@ -331,41 +304,50 @@ impl PluginHost {
             preopened: Default::default(),
             pool: Default::default(),
         };
-        // What a component says about itself is a function of its bytes: a cached component's metadata and
-        // tool list are read from beside it, so a start with every plugin cached runs no wasm at all.
-        let cached = match origin {
-            Origin::Cached => runtime
-                .cache
-                .metadata::<Described>(digest)
-                .filter(|d| d.host == env!("CARGO_PKG_VERSION")),
-            Origin::Compiled => None,
-        };
-        let Described { metadata, tools, .. } = match cached {
-            Some(described) => described,
+        let (
+            Described {
+                metadata,
+                tools,
+                handler,
+                ..
+            },
+            linked,
+            origin,
+        ) = match described {
+            Some(described) => (described, std::sync::OnceLock::new(), Origin::Cached),
             None => {
-                let (metadata, tools) = inner.describe(self.load_timeout).map_err(metadata_error)?;
+                let (linked, origin) = link(runtime, path, lent, digest)?;
+                let is_handler = linked.handler.is_some();
+                let describing = inner(std::sync::OnceLock::from(Ok(linked)), path.display().to_string());
+                let (metadata, tools) =
+                    describing
+                        .describe(self.load_timeout)
+                        .map_err(|message| PluginError::Metadata {
+                            path: path.to_owned(),
+                            message,
+                        })?;
                 let described = Described {
                     host: env!("CARGO_PKG_VERSION").to_owned(),
                     metadata,
                     tools,
+                    handler: is_handler,
                 };
                 runtime.cache.store_metadata(digest, &described);
-                described
+                (described, describing.linked, origin)
             }
         };
-        validate(&metadata, &tools).map_err(metadata_error)?;
-        let inner = Arc::new(PluginInner {
-            name: metadata.name.clone(),
-            ..inner
-        });
+        validate(&metadata, &tools).map_err(|message| PluginError::Metadata {
+            path: path.to_owned(),
+            message,
+        })?;
         Ok(Plugin {
             path: path.to_owned(),
+            inner: Arc::new(inner(linked, metadata.name.clone())),
             metadata,
             tools,
-            is_handler,
+            is_handler: handler,
             origin,
             load_time: started.elapsed(),
-            inner,
         })
     }
 
@@ -381,11 +363,11 @@ impl PluginHost {
         {
             // Were the file to change between the stamp and a compile the cache cannot spare, `load_on` hashes
             // what it reads and refuses a mismatch.
-            return self.load_on(&self.plain, path, None, &digest);
+            return self.load_on(&self.plain, path, Bytes::InFile, &digest);
         }
         let (bytes, stamp) = read_file(path)?;
         let digest = cache::digest(&bytes);
-        let plugin = self.load_on(&self.plain, path, Some(&bytes), &digest)?;
+        let plugin = self.load_on(&self.plain, path, Bytes::Read(&bytes), &digest)?;
         if let Some(stamp) = stamp {
             cache.remember(&stamp, &digest);
         }
@@ -439,6 +421,91 @@ impl PluginHost {
     }
 }
 
+impl PluginInner {
+    /// Its linked component, linked now if its load deferred that.
+    fn linked(&self) -> Result<&Linked, &PluginError> {
+        self.linked
+            .get_or_init(|| {
+                let (runtime, path, bytes) = &self.source;
+                link(runtime, path, *bytes, &self.digest).map(|(linked, _)| linked)
+            })
+            .as_ref()
+    }
+}
+
+/// What a component is loaded from.
+enum Bytes<'a> {
+    /// Bytes lent for the load: it links at once, as they are gone after it.
+    Borrowed(&'a [u8]),
+    /// Bytes just read from the plugin's file, which a later link reads again.
+    Read(&'a [u8]),
+    /// Bytes of the program itself (an embedded built-in).
+    Static(&'static [u8]),
+    /// The file at the plugin's path, read only if its compiled code is not cached.
+    InFile,
+}
+
+/// A component pre-linked for instantiation, and where its exports are.
+pub(crate) struct Linked {
+    pre: InstancePre<PluginState>,
+    tool: Option<bindings::tool::GuestIndices>,
+    handler: Option<bindings::handler::GuestIndices>,
+}
+
+/// Map (or compile) the component whose SHA-256 is `digest` and link it: from the cache, else from `bytes`,
+/// else from the file at `path` if it still hashes to `digest`.
+fn link(
+    runtime: &Runtime,
+    path: &Path,
+    bytes: Option<&[u8]>,
+    digest: &Digest,
+) -> Result<(Linked, Origin), PluginError> {
+    let engine = runtime.engine.engine();
+    let (component, origin) = match runtime.cache.cached(engine, digest) {
+        Some(component) => (component, Origin::Cached),
+        None => {
+            let read;
+            let bytes = match bytes {
+                Some(bytes) => bytes,
+                None => {
+                    read = read_file(path)?.0;
+                    if cache::digest(&read) != *digest {
+                        return Err(PluginError::Changed {
+                            path: path.to_owned(),
+                        });
+                    }
+                    &read
+                }
+            };
+            let component =
+                runtime
+                    .cache
+                    .compile(engine, bytes, digest)
+                    .map_err(|e| PluginError::Invalid {
+                        path: path.to_owned(),
+                        message: format!("{e:#}"),
+                    })?;
+            (component, Origin::Compiled)
+        }
+    };
+    let incompatible = |message: String| PluginError::Incompatible {
+        path: path.to_owned(),
+        message,
+    };
+    let pre = runtime
+        .linker
+        .instantiate_pre(&component)
+        .map_err(|e| incompatible(format!("{e:#}")))?;
+    let tool = bindings::tool::GuestIndices::new(&pre).ok();
+    let handler = bindings::handler::GuestIndices::new(&pre).ok();
+    if tool.is_none() && handler.is_none() {
+        return Err(incompatible(
+            "it exports neither `toolwright:plugin/tool@0.1.0` nor `toolwright:plugin/handler@0.1.0`".into(),
+        ));
+    }
+    Ok((Linked { pre, tool, handler }, origin))
+}
+
 /// The bytes of the file at `path`, and its stamp as it was when it was opened.
 fn read_file(path: &Path) -> Result<(Vec<u8>, Option<FileStamp>), PluginError> {
     use std::io::Read as _;
@@ -485,6 +552,14 @@ fn validate(metadata: &PluginMetadata, tools: &[ToolSpec]) -> Result<(), String>
 }
 
 impl Plugin {
+    /// Map and link its compiled component now, if its load deferred that to the first call (a component
+    /// whose code and description were both cached): what the first call would otherwise pay, a few
+    /// milliseconds for an interpreter's component, and any error it would meet (a cache entry that no longer
+    /// maps and a plugin file that changed since, say).
+    pub fn prepare(&self) -> Result<(), &PluginError> {
+        self.inner.linked().map(|_| ())
+    }
+
     /// The SHA-256 of the component it was loaded from: the digest a grant's `sha256` pin is compared with.
     pub fn sha256(&self) -> [u8; 32] {
         self.inner.digest
@@ -512,4 +587,6 @@ struct Described {
     host: String,
     metadata: PluginMetadata,
     tools: Vec<ToolSpec>,
+    /// Whether it exports the handler interface.
+    handler: bool,
 }

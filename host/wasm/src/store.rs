@@ -89,7 +89,7 @@ impl PluginInner {
             processes: toolwright_native::CallScope::new(),
             started: None,
         };
-        let mut store = Store::new(self.pre.engine(), state);
+        let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
         // Checked at every epoch tick: a cancelled call stops even inside a busy loop.
         store.epoch_deadline_callback(move |mut ctx| {
@@ -211,7 +211,8 @@ impl PluginInner {
         grants.timeout = Some(timeout);
         let described = self.enter(&grants, gate::Entry::bare("metadata"), |store, instance| {
             let named = |export: &str, e: wasmtime::Error| e.context(format!("`{export}` failed"));
-            match (&self.tool, &self.handler) {
+            let linked = self.linked().map_err(|e| wasmtime::format_err!("{e}"))?;
+            match (&linked.tool, &linked.handler) {
                 (Some(tool), _) => {
                     let guest = tool.load(&mut *store, instance)?;
                     let metadata = guest

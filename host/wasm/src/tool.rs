@@ -100,6 +100,8 @@ impl PluginInner {
         instance: &wasmtime::component::Instance,
     ) -> wasmtime::Result<bindings::tool::Guest> {
         let indices = self
+            .linked()
+            .map_err(|e| wasmtime::format_err!("{e}"))?
             .tool
             .as_ref()
             .ok_or_else(|| wasmtime::format_err!("the plugin {} provides no tools", self.name))?;

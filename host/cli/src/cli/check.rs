@@ -142,8 +142,15 @@ pub fn check(file: &Path, cache_dir: Option<PathBuf>) -> Value {
         }
     };
     let started = Instant::now();
+    // Linked now even when the cache could defer it to the first call: the check is that it links.
     let plugin = match host.load_bytes(file, &bytes) {
-        Ok(plugin) => plugin,
+        Ok(plugin) => match plugin.prepare() {
+            Ok(()) => plugin,
+            Err(e) => {
+                report["problems"] = problems(diagnose(e));
+                return report;
+            }
+        },
         Err(e) => {
             report["problems"] = problems(diagnose(&e));
             return report;
