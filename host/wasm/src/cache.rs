@@ -340,9 +340,9 @@ const STAMPS: &str = "files";
 /// A file's identity as the file system reports it: device, inode, size, and the modification and change
 /// times to the nanosecond. Any write to the file changes its change time, which no unprivileged process can
 /// set back, so a file with the stamp recorded when its bytes were hashed still holds those bytes — provided
-/// the change time was already a second old when the file was opened ([`FileStamp::settled`]): a file system
-/// stamps times from a clock that ticks every few milliseconds, and a second write within the same tick as the
-/// first, of the same size, would otherwise keep the stamp (Git's "racy" index entries are the same problem).
+/// the change time was already a second old when the file was opened: a file system stamps times from a clock
+/// that ticks every few milliseconds, and a second write within the same tick as the first, of the same size,
+/// would otherwise keep the stamp (Git's "racy" index entries are the same problem).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileStamp {
     dev: u64,
