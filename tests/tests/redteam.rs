@@ -25,6 +25,8 @@ struct Setup {
     policy: PathBuf,
     /// The `--allow` list (the probe alone, unless a test lets it reach other tools).
     allow: String,
+    /// The component cache.
+    cache: PathBuf,
 }
 
 fn setup(policy: &str) -> Setup {
@@ -38,6 +40,7 @@ fn setup(policy: &str) -> Setup {
         plugins,
         policy: policy_file,
         allow: "probe".into(),
+        cache: test_cache_dir(),
     }
 }
 
@@ -52,7 +55,7 @@ impl Setup {
             "--policy".into(),
             self.policy.to_string_lossy().into_owned(),
             "--cache-dir".into(),
-            test_cache_dir().to_string_lossy().into_owned(),
+            self.cache.to_string_lossy().into_owned(),
             "--allow".into(),
             self.allow.clone(),
         ]
@@ -757,4 +760,103 @@ fn an_untrusted_project_cannot_turn_reuse_on() {
         json!({"action": "recall"}),
     ]);
     assert_eq!(results[1], recalled(0, ""), "{results:?}");
+}
+
+#[test]
+fn a_write_grant_over_the_component_cache_or_the_policy_is_refused_under_exec_and_mcp() {
+    let probe = |setup: &Setup, target: &Path| {
+        let file = setup.plugins.path().join("calls.json");
+        let call = json!({"id": "w", "name": "probe", "arguments": {"action": "write", "target": target}});
+        std::fs::write(&file, json!({ "toolCalls": [call] }).to_string()).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+            .arg("exec")
+            .arg(&file)
+            .arg("--json")
+            .args(setup.args())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut server = setup.mcp();
+        server.call(1, "probe", json!({"action": "write", "target": target}));
+        let answer = server.response(1);
+        let result = &answer["result"];
+        let mcp = if result.is_object() {
+            (result["isError"] == true, text_of(&result["content"]))
+        } else {
+            (true, answer["error"].to_string())
+        };
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            mcp,
+        )
+    };
+    // Compiled code in the cache runs outside the sandbox at the next start: a grant that reaches it, directly or
+    // through a symbolic link, or reaches the policy file, is refused with the plugin. (The probe requests
+    // `write ./out`; what it gets is the narrower of request and grant.)
+    for (grant, what) in [
+        ("write = [\".\"]", "the component cache"),
+        ("write = [\"./out\"]", "the component cache"),
+        ("write = [\"./out\"]", "the policy file"),
+    ] {
+        let mut setup = setup("");
+        let ws = setup.ws.path().to_path_buf();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let linked = grant.contains("out") && what.contains("cache");
+        if linked {
+            std::os::unix::fs::symlink(elsewhere.path(), ws.join("out")).unwrap();
+            setup.cache = elsewhere.path().join("components");
+        } else {
+            std::fs::create_dir(ws.join("out")).unwrap();
+            setup.cache = ws.join("out/.cache/components");
+        }
+        if what.contains("policy") {
+            setup.cache = elsewhere.path().join("components");
+            setup.policy = ws.join("out/policy.toml");
+        }
+        std::fs::write(
+            &setup.policy,
+            format!("[plugins.toolwright-test-probe]\n{grant}\n"),
+        )
+        .unwrap();
+        let victim = if what.contains("policy") {
+            setup.policy.clone()
+        } else {
+            setup.cache.join("victim.cwasm")
+        };
+        let (stdout, stderr, mcp) = probe(&setup, &victim);
+        assert!(stdout.contains("Tool probe not found"), "{grant}: {stdout}");
+        assert!(
+            stderr.contains("plugin `toolwright-test-probe` is not loaded: its write grant on")
+                && stderr.contains(&format!("covers {what}"))
+                && stderr.contains("which would let it escape its sandbox"),
+            "{grant} ({what}): {stderr}"
+        );
+        assert!(mcp.0 && mcp.1.contains("probe"), "{grant}: {mcp:?}");
+        if what.contains("policy") {
+            assert!(
+                std::fs::read_to_string(&victim).unwrap().contains("[plugins."),
+                "{grant}"
+            );
+        } else {
+            assert!(!victim.exists(), "{grant}");
+        }
+    }
+    // Reading there is no escape: the plugin loads, and its write is refused by the sandbox.
+    let mut setup = setup("[plugins.toolwright-test-probe]\nread = [\".\"]\nwrite = [\"./out\"]\n");
+    let ws = setup.ws.path().to_path_buf();
+    std::fs::create_dir(ws.join("out")).unwrap();
+    setup.cache = ws.join(".cache/components");
+    let victim = setup.cache.join("victim.cwasm");
+    let (stdout, stderr, mcp) = probe(&setup, &victim);
+    assert!(!stderr.contains("is not loaded"), "{stderr}");
+    assert!(stdout.contains("\"isError\":true"), "{stdout}");
+    assert!(mcp.0, "{mcp:?}");
+    assert!(!victim.exists());
+    assert_eq!(
+        probe(&setup, &ws.join("out/ok")).2,
+        (false, "wrote".into()),
+        "the grant it has works"
+    );
 }

@@ -96,6 +96,24 @@ pub enum PluginError {
         /// The file.
         path: PathBuf,
     },
+    /// A directory grant would let a third-party plugin write what Toolwright trusts: compiled code that runs
+    /// outside the sandbox, the plugin files it loads, or the policy and lockfile that decide grants.
+    #[error(
+        "{path}: plugin `{name}` is not loaded: its write grant on {dir} covers {what} {protected}, which would let \
+         it escape its sandbox; grant it a directory that does not contain that"
+    )]
+    GrantCovers {
+        /// The plugin's file.
+        path: PathBuf,
+        /// Its name.
+        name: String,
+        /// The granted directory.
+        dir: PathBuf,
+        /// What it covers.
+        protected: PathBuf,
+        /// What that is, in words ("the component cache", "the plugin directory", "the policy file").
+        what: &'static str,
+    },
     /// The engine could not be set up.
     #[error("cannot start the WebAssembly engine: {0}")]
     Engine(String),

@@ -211,6 +211,11 @@ impl Toolset {
             // Directories that do not exist are not mapped (nor given to the plugin's programs).
             let mut existing = effective.clone();
             existing.dirs.retain(|d| d.path.is_dir());
+            if let Some(error) = writes_what_is_trusted(options, &plugin, &existing.dirs) {
+                self.errors.push(error);
+                self.identities.push(identity);
+                return;
+            }
             let env = host.vars_granted(&existing.env, &[]);
             let programs = ProgramGrant::for_plugin(&existing, &host.path);
             let grants = WasmGrants::from_effective(&existing, &options.cwd, env, programs);
@@ -439,6 +444,74 @@ impl Toolset {
             .iter()
             .map(|d| wrap_tool_definition(d, None))
             .collect()
+    }
+}
+
+/// What no third-party plugin may write, with what each is: the component cache (compiled code runs outside
+/// the sandbox), the plugin directories, and the trusted policy files with their lockfiles (a plugin writing
+/// them would grant itself more at the next start).
+fn trusted_paths(options: &ToolsetOptions) -> Vec<(PathBuf, &'static str)> {
+    let mut paths = Vec::new();
+    if let Some(cache) = &options.cache_dir {
+        paths.push((cache.clone(), "the component cache"));
+    }
+    for dir in &options.plugin_dirs {
+        paths.push((dir.clone(), "the plugin directory"));
+    }
+    for file in &options.policy_files {
+        paths.push((file.clone(), "the policy file"));
+        if let Some(dir) = file.parent() {
+            paths.push((dir.join(crate::wasm::lock::FILE_NAME), "the lockfile"));
+        }
+    }
+    paths
+}
+
+/// The error for a write grant in `dirs` that contains a trusted path or lies inside one (compared as real
+/// paths, so neither a symbolic link nor `..` hides one), if there is one.
+fn writes_what_is_trusted(
+    options: &ToolsetOptions,
+    plugin: &Plugin,
+    dirs: &[toolwright_core::policy::DirGrant],
+) -> Option<PluginError> {
+    let writable: Vec<&Path> = dirs
+        .iter()
+        .filter(|d| d.write)
+        .map(|d| d.path.as_path())
+        .collect();
+    if writable.is_empty() {
+        return None;
+    }
+    trusted_paths(options).into_iter().find_map(|(protected, what)| {
+        let real = real_path(&protected);
+        writable.iter().find_map(|dir| {
+            let granted = real_path(dir);
+            (real.starts_with(&granted) || granted.starts_with(&real)).then(|| PluginError::GrantCovers {
+                path: plugin.path.clone(),
+                name: plugin.metadata.name.clone(),
+                dir: dir.to_path_buf(),
+                protected: protected.clone(),
+                what,
+            })
+        })
+    })
+}
+
+/// `path` with its symbolic links resolved, as far as it exists (the rest appended as written).
+fn real_path(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut existing = path;
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return rest.iter().rev().fold(real, |p: PathBuf, c| p.join(c));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
     }
 }
 
