@@ -9,7 +9,8 @@
 // `toolwright exec --builtins wasm` (compiled plugins cached beforehand) and the same with `[builtins] instance =
 // "reuse"`, in turn. Two figures per run: the batch
 // alone (timed inside the process: first tool event to last result message) and the whole process (spawn to
-// exit). Prints medians and ratios as a Markdown table.
+// exit). Prints medians and ratios as a Markdown table. With `BASELINE=/path/to/an/older/toolwright`, that binary
+// runs natively too, in the same rounds ("toolwright native, baseline"): a change measured against what it replaces.
 
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -83,6 +84,10 @@ const runners = {
   "toolwright wasm, reuse": (f) => timed(binary, ["exec", "--json", "--timing", "--no-default-plugins", "--builtins",
     "wasm", "--cache-dir", cache, "--policy", reusePolicy, "--cwd", cwd, f]),
 };
+if (process.env.BASELINE) {
+  runners["toolwright native, baseline"] = (f) =>
+    timed(process.env.BASELINE, ["exec", "--json", "--timing", "--no-default-plugins", "--cwd", cwd, f]);
+}
 
 console.log(`| batch | runner | batch alone (median of ${rounds}) | whole process | batch: pi / runner | process: pi / runner |`);
 console.log("|---|---|---|---|---|---|");

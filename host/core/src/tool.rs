@@ -429,9 +429,16 @@ pub type PrepareArguments = Arc<dyn Fn(&Value) -> Result<Value, ToolError> + Sen
 
 /// A tool as the pipeline runs it (pi's `AgentTool`): a declaration plus the code that executes it.
 ///
-/// It knows nothing of prompts, exposure or UI; see [`crate::ToolDefinition`] for those. Cloning is cheap.
+/// It knows nothing of prompts, exposure or UI; see [`crate::ToolDefinition`] for those. Cloning is cheap: one
+/// reference count (every call of a batch holds a clone).
 #[derive(Clone)]
 pub struct AgentTool {
+    inner: Arc<Declared>,
+}
+
+/// What an [`AgentTool`] is, shared by its clones; a `with_` method on a shared tool copies it first.
+#[derive(Clone)]
+struct Declared {
     name: String,
     label: String,
     description: String,
@@ -464,58 +471,60 @@ impl AgentTool {
         executor: Arc<dyn ToolExecutor>,
     ) -> Self {
         AgentTool {
-            label: name.clone(),
-            name,
-            description,
-            parameters,
-            constrained_sampling: None,
-            output_schema: None,
-            execution_mode: None,
-            prepare_arguments: None,
-            executor,
-            origin: None,
-            validator: Arc::new(OnceLock::new()),
+            inner: Arc::new(Declared {
+                label: name.clone(),
+                name,
+                description,
+                parameters,
+                constrained_sampling: None,
+                output_schema: None,
+                execution_mode: None,
+                prepare_arguments: None,
+                executor,
+                origin: None,
+                validator: Arc::new(OnceLock::new()),
+            }),
         }
     }
 
     /// This tool with what the audit log says runs it.
     pub fn with_origin(mut self, origin: Arc<crate::audit::Origin>) -> Self {
-        self.origin = Some(origin);
+        self.declared().origin = Some(origin);
         self
     }
 
     /// What the audit log says runs it (`None` for a tool made with [`AgentTool::new`]: the embedder's).
     pub fn origin(&self) -> Option<&Arc<crate::audit::Origin>> {
-        self.origin.as_ref()
+        self.inner.origin.as_ref()
     }
 
     /// This tool with a UI label.
     pub fn with_label(mut self, label: impl Into<String>) -> Self {
-        self.label = label.into();
+        self.declared().label = label.into();
         self
     }
 
     /// This tool with another model-visible description (a loadout override); the code is shared.
     pub fn with_description(mut self, description: impl Into<String>) -> Self {
-        self.description = description.into();
+        self.declared().description = description.into();
         self
     }
 
     /// This tool with an output schema for `structuredContent`.
     pub fn with_output_schema(mut self, schema: Value) -> Self {
-        self.output_schema = Some(schema);
+        self.declared().output_schema = Some(schema);
         self
     }
 
     /// This tool with a constrained-sampling request (pi's `constrainedSampling`), passed through to providers.
     pub fn with_constrained_sampling(mut self, request: Value) -> Self {
-        self.constrained_sampling = Some(request);
+        self.declared().constrained_sampling = Some(request);
         self
     }
 
     /// This tool with an execution mode; `Sequential` makes every batch it is in run sequentially.
     pub fn with_execution_mode(mut self, mode: ExecutionMode) -> Self {
-        self.execution_mode = Some(mode);
+        self.declared().execution_mode = Some(mode);
         self
     }
 
@@ -524,80 +533,86 @@ impl AgentTool {
         mut self,
         prepare: impl Fn(&Value) -> Result<Value, ToolError> + Send + Sync + 'static,
     ) -> Self {
-        self.prepare_arguments = Some(Arc::new(prepare));
+        self.declared().prepare_arguments = Some(Arc::new(prepare));
         self
     }
 
     pub(crate) fn with_prepare_arguments_shared(mut self, prepare: Option<PrepareArguments>) -> Self {
-        self.prepare_arguments = prepare;
+        self.declared().prepare_arguments = prepare;
         self
+    }
+
+    /// Its declaration, to change: copied first if another clone shares it.
+    fn declared(&mut self) -> &mut Declared {
+        Arc::make_mut(&mut self.inner)
     }
 
     /// The name the model calls.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.inner.name
     }
 
     /// The UI label.
     pub fn label(&self) -> &str {
-        &self.label
+        &self.inner.label
     }
 
     /// The model-visible description.
     pub fn description(&self) -> &str {
-        &self.description
+        &self.inner.description
     }
 
     /// The parameters' JSON Schema.
     pub fn parameters(&self) -> &Value {
-        &self.parameters
+        &self.inner.parameters
     }
 
     /// The constrained-sampling request, if any.
     pub fn constrained_sampling(&self) -> Option<&Value> {
-        self.constrained_sampling.as_ref()
+        self.inner.constrained_sampling.as_ref()
     }
 
     /// The output schema, if any.
     pub fn output_schema(&self) -> Option<&Value> {
-        self.output_schema.as_ref()
+        self.inner.output_schema.as_ref()
     }
 
     /// The execution mode, if the tool sets one.
     pub fn execution_mode(&self) -> Option<ExecutionMode> {
-        self.execution_mode
+        self.inner.execution_mode
     }
 
     /// The argument shim, if any.
     pub fn prepare_arguments(&self) -> Option<&PrepareArguments> {
-        self.prepare_arguments.as_ref()
+        self.inner.prepare_arguments.as_ref()
     }
 
     /// The executor.
     pub fn executor(&self) -> &Arc<dyn ToolExecutor> {
-        &self.executor
+        &self.inner.executor
     }
 
     /// The validator of the parameters, compiled on first use and shared by clones, or why the host cannot
     /// enforce the schema; every call of such a tool is then an error result naming the problem.
     pub fn validator(&self) -> Result<&Validator, &SchemaDefinitionError> {
-        self.validator
-            .get_or_init(|| Validator::new(self.parameters.clone()))
+        self.inner
+            .validator
+            .get_or_init(|| Validator::new(self.inner.parameters.clone()))
             .as_ref()
     }
 
     /// Run the tool directly, outside the pipeline (no validation, no hooks, no events).
     pub fn execute(&self, run: ToolExecution) -> BoxFuture<'static, Result<ToolResult, ToolError>> {
-        self.executor.execute(run)
+        self.inner.executor.execute(run)
     }
 }
 
 impl fmt::Debug for AgentTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AgentTool")
-            .field("name", &self.name)
-            .field("label", &self.label)
-            .field("execution_mode", &self.execution_mode)
+            .field("name", &self.inner.name)
+            .field("label", &self.inner.label)
+            .field("execution_mode", &self.inner.execution_mode)
             .finish_non_exhaustive()
     }
 }
