@@ -14,6 +14,7 @@
 //!   ([`CallScope`]); `process`: the processes themselves ([`NativeProcess`]); `mutation`: pi's file mutation
 //!   queue ([`FileMutationQueue`]).
 
+mod brief;
 pub mod builtins;
 mod confine;
 pub mod grants;
@@ -279,31 +280,14 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
     definition(tool, env, source, Runs::OnTheBlockingPool)
 }
 
-/// How many calls of the built-ins that run in place when alone (all but `bash`) may be on blocking threads at
-/// once when they run beside others: a parallel batch of 1000 `read` calls otherwise makes tokio start hundreds
-/// of threads for work that takes microseconds each. pi's file operations share libuv's four threads the same
-/// way. Twice the cores, at least four.
-fn brief_threads() -> &'static tokio::sync::Semaphore {
-    static THREADS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    THREADS.get_or_init(|| tokio::sync::Semaphore::new(brief_thread_count()))
-}
-
-fn brief_thread_count() -> usize {
-    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-    (cores * 2).max(4)
-}
-
-/// How long a call waits for one of [`brief_threads`] before it takes a blocking thread of its own.
-const BRIEF_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
-
 /// Where a native tool's calls run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Runs {
     /// Always on a thread of tokio's blocking pool.
     OnTheBlockingPool,
     /// On the calling thread when the call runs alone ([`toolwright_core::pipeline::runs_alone`]), otherwise on
-    /// one of a few blocking threads ([`brief_threads`]): only for a tool that never sends updates nor makes
-    /// nested calls (both wait for the batch to be polled) and never waits for another call.
+    /// one of a few threads (`brief`): only for a tool that never sends updates nor makes nested calls (both
+    /// wait for the batch to be polled) and never waits for another call.
     HereWhenAlone,
 }
 
@@ -346,23 +330,13 @@ pub(crate) fn definition(
             // Whether the work runs on the calling thread, in a call that runs alone (no thread hop there and
             // back). A tool allowed to never sends updates nor makes nested calls; in place, it is refused both.
             let in_place = here && may_block_here();
-            // Beside others, such a call takes one of a few blocking threads (`brief_threads`).
-            let _slot = if here && !in_place {
-                // A bound, not a wait for ever: a call that waited BRIEF_WAIT goes anyway, so calls blocked on
-                // each other (a `read` of a FIFO that a later `write` of the batch opens) still all run.
-                tokio::select! {
-                    slot = tokio::time::timeout(BRIEF_WAIT, brief_threads().acquire()) => slot.ok().and_then(Result::ok),
-                    () = run.cancel.cancelled() => return Err(ToolError::new("Operation aborted")),
-                }
-            } else {
-                None
-            };
+            let cancel = run.cancel;
             let ctx = NativeCtx {
                 inline: in_place,
                 tool: name,
                 env,
                 cwd,
-                cancel: run.cancel,
+                cancel: cancel.clone(),
                 updates: run.updates,
                 session: ctx,
                 runtime: tokio::runtime::Handle::current(),
@@ -370,7 +344,14 @@ pub(crate) fn definition(
             };
             let call_id = run.call_id;
             let params = run.params;
-            match run_blocking(in_place, move || tool.execute(&call_id, params, &ctx)).await {
+            let work = move || tool.execute(&call_id, params, &ctx);
+            // Beside others, such a call's work goes to one of a few threads (`brief`).
+            let ran = if here && !in_place {
+                brief::run(&cancel, work).await
+            } else {
+                run_blocking(in_place, work).await
+            };
+            match ran {
                 Ok(result) => result,
                 Err(Blocked::Panicked(payload)) => Err(ToolError::new(format!(
                     "execute of a native tool panicked: {}",
@@ -457,9 +438,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_beside_others_share_a_few_threads_but_calls_that_wait_for_each_other_all_run() {
-        // More calls than `brief_threads` has threads, each waiting for all the others (as `read`s of a FIFO wait
+        // More calls than `brief` has threads, each waiting for all the others (as `read`s of a FIFO wait
         // for the `write` that opens it): a bound that made them wait for a thread for ever would never end.
-        let calls = brief_thread_count() * 3;
+        let calls = brief::thread_count() * 3;
         let meet = Arc::new(Meet(Arc::default(), calls));
         let env = NativeEnv::builtin(&std::env::temp_dir()).unwrap();
         let definition = definition(meet, env, ToolSource::Builtin, Runs::HereWhenAlone);

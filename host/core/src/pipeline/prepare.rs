@@ -31,7 +31,9 @@ pub(super) struct Ready {
     pub trail: Trail,
 }
 
-/// The outcome of preflight.
+/// The outcome of preflight. (Returned once and taken apart at once: boxing the result would only add an
+/// allocation to every refused call.)
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Prepared {
     /// An error result (maybe voting terminate); the call does not execute.
     Immediate(ToolResult),
