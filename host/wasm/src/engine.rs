@@ -65,6 +65,9 @@ impl PluginEngine {
             // Plugins are synchronous; component-model async support costs time on every instantiation and call.
             .concurrency_support(false)
             .consume_fuel(metered)
+            // `.eh_frame` for every compiled function only helps native unwinders through wasm frames (wasmtime's
+            // own traps and backtraces do without it); registering it was a tenth of a cached plugin's first call.
+            .native_unwind_info(false)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let ticker = engine.weak();
