@@ -47,6 +47,12 @@ pub trait ToolCaller: Send + Sync {
 
     /// The tools a call can reach now, as callers see them.
     fn tools(&self) -> Vec<toolwright_sdk::LoadoutTool>;
+
+    /// The call `caller_id` has ended while calls it started still run (they are being cancelled): they stay
+    /// unfinished in its record (see [`NestedCallRecorder::seal`](crate::record::NestedCallRecorder::seal)).
+    fn seal(&self, caller_id: &str) {
+        let _ = caller_id;
+    }
 }
 
 impl fmt::Debug for dyn ToolCaller {
@@ -92,6 +98,14 @@ impl ToolContext {
                 is_error: true,
                 duration_ms: None,
             },
+        }
+    }
+
+    /// This call has ended with nested calls still running: they stay unfinished in its record, however soon
+    /// they wind down (see [`ToolCaller::seal`]).
+    pub fn seal(&self) {
+        if let Some(caller) = &self.caller {
+            caller.seal(&self.tool_call_id);
         }
     }
 

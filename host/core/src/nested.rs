@@ -254,6 +254,13 @@ impl ToolCaller for NestedCalls {
     fn tools(&self) -> Vec<LoadoutTool> {
         self.callable_infos()
     }
+
+    fn seal(&self, caller_id: &str) {
+        let recorder = self.scopes().get(caller_id).map(|s| s.recorder.clone());
+        if let Some(recorder) = recorder {
+            lock(&recorder).seal(caller_id);
+        }
+    }
 }
 
 struct ScopeGuard<'a> {
@@ -325,6 +332,24 @@ mod tests {
         r.start(&call("c/1", json!({})));
         let record = r.snapshot().unwrap();
         assert_eq!(record.calls[0].status, "unfinished");
+        assert!(!record.complete);
+    }
+
+    #[test]
+    fn calls_sealed_with_their_caller_stay_unfinished() {
+        let mut r = NestedCallRecorder::new();
+        let own = r.start(&call("c/1", json!({})));
+        let below = r.start(&call("c/1/1", json!({})));
+        let sibling = r.start(&call("c/10", json!({})));
+        r.seal("c/1");
+        for index in [own, below, sibling] {
+            r.finish(index, true, "Command aborted");
+        }
+        let record = r.snapshot().unwrap();
+        let status: Vec<&str> = record.calls.iter().map(|c| c.status.as_str()).collect();
+        assert_eq!(status, ["error", "unfinished", "error"]);
+        assert_eq!(record.calls[1].duration_ms, None);
+        assert_eq!(record.calls[1].error, None);
         assert!(!record.complete);
     }
 

@@ -30,7 +30,8 @@ pub mod limits {
 #[derive(Debug, Default)]
 pub struct NestedCallRecorder {
     calls: Vec<NestedToolCallRecord>,
-    started: Vec<Instant>,
+    /// When each call started; `None` for a call [sealed](NestedCallRecorder::seal) unfinished.
+    started: Vec<Option<Instant>>,
     complete: bool,
     argument_bytes: usize,
     usage: Option<Usage>,
@@ -72,20 +73,37 @@ impl NestedCallRecorder {
             self.argument_bytes += bytes;
         }
         self.calls.push(record);
-        self.started.push(Instant::now());
+        self.started.push(Some(Instant::now()));
         Some(self.calls.len() - 1)
     }
 
     /// Settle the record `index` (from [`NestedCallRecorder::start`]): status, rounded duration, and the first
     /// 500 characters of the error text.
     pub fn finish(&mut self, index: Option<usize>, is_error: bool, text: &str) {
-        let Some(index) = index else { return };
-        let started = self.started[index];
+        let Some(started) = index.and_then(|i| self.started[i]) else {
+            return;
+        };
+        let index = index.unwrap_or_default();
         let record = &mut self.calls[index];
         record.status = if is_error { "error" } else { "ok" }.into();
         record.duration_ms = Some((started.elapsed().as_secs_f64() * 1000.0).round() as u64);
         if is_error && !text.is_empty() {
             record.error = Some(js::utf16_prefix(text, limits::MAX_ERROR_CHARS).to_owned());
+        }
+    }
+
+    /// The call `caller_id` has ended: the calls it made (at any depth) that are still running stay
+    /// `unfinished` in the record whenever they end, as in pi, whose record is taken as the caller's result is
+    /// made, before any call cancelled with the caller can wind down.
+    pub fn seal(&mut self, caller_id: &str) {
+        for (record, started) in self.calls.iter().zip(&mut self.started) {
+            let below = record
+                .id
+                .strip_prefix(caller_id)
+                .is_some_and(|rest| rest.starts_with('/'));
+            if below && record.status == "unfinished" {
+                *started = None;
+            }
         }
     }
 

@@ -452,4 +452,8 @@ impl ToolCaller for Recording {
     fn tools(&self) -> Vec<toolwright_sdk::LoadoutTool> {
         self.inner.tools()
     }
+
+    fn seal(&self, caller_id: &str) {
+        self.inner.seal(caller_id);
+    }
 }

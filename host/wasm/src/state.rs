@@ -128,6 +128,20 @@ pub struct Started {
     /// Cancels every started call when the call ends.
     _cancel: tokio_util::sync::DropGuard,
     cancel: CancellationToken,
+    /// The call's session: the calls still running when it ends stay unfinished in its record.
+    session: Option<ToolContext>,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        // Sealed before the drop guard cancels them: however fast a cancelled call winds down, the record shows
+        // it unfinished, as pi's does.
+        if self.running > 0
+            && let Some(session) = &self.session
+        {
+            session.seal();
+        }
+    }
 }
 
 impl WasiView for PluginState {
@@ -310,6 +324,7 @@ impl host::Host for PluginState {
                 receiver,
                 _cancel: cancel.clone().drop_guard(),
                 cancel,
+                session: self.call.session.clone(),
             }
         });
         let number = started.next;
@@ -502,6 +517,8 @@ impl PluginState {
                 Some(at) => tokio::select! {
                     outcomes = &mut runs => outcomes,
                     () = tokio::time::sleep_until(at) => {
+                        // The plugin is stopped with them: they stay unfinished in its record.
+                        scoped.seal();
                         cancel.cancel();
                         runs.await
                     }
