@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use toolwright_core::pipeline::Blocked;
 
 /// How long queued work waits for one of the threads before it takes a thread of its own.
-pub(crate) const WAIT: Duration = Duration::from_millis(20);
+const WAIT: Duration = Duration::from_millis(20);
 
 /// How long a thread of the pool waits for work before it ends.
 const IDLE: Duration = Duration::from_secs(10);

@@ -71,13 +71,14 @@ async fn checked(
     call: &ToolCall,
     trail: &Trail,
 ) -> Result<Prepared, ToolError> {
+    // Without a shim the model's arguments are validated where they are (validation makes its own copy).
     let arguments = match tool.prepare_arguments() {
-        Some(shim) => refusing(
+        Some(shim) => std::borrow::Cow::Owned(refusing(
             trail,
             "prepareArguments",
             guard(&call.name, "prepareArguments", || shim(&call.arguments)),
-        )?,
-        None => call.arguments.clone(),
+        )?),
+        None => std::borrow::Cow::Borrowed(&call.arguments),
     };
     let args = refusing(trail, "validation", validate(tool, call, &arguments))?;
     let Some(hook) = &ctx.pipeline.before_tool_call else {
