@@ -137,8 +137,21 @@ struct Output {
 
 impl Output {
     fn push(self: &Arc<Self>, line: &str) {
+        self.push_with(|pending| {
+            pending.extend_from_slice(line.as_bytes());
+            true
+        });
+    }
+
+    /// Add the line `make` writes straight into the pending lines (no copy); a line it fails to make is dropped
+    /// whole.
+    fn push_with(self: &Arc<Self>, make: impl FnOnce(&mut Vec<u8>) -> bool) {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.extend_from_slice(line.as_bytes());
+        let start = pending.len();
+        if !make(&mut pending) {
+            pending.truncate(start);
+            return;
+        }
         pending.push(b'\n');
         if pending.len() >= WRITE_AT {
             write(&mut pending);
@@ -180,13 +193,13 @@ impl Drop for StdoutSink<'_> {
 
 impl EventSink for StdoutSink<'_> {
     fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
-        let line = if self.human {
-            render(&event, self.session)
+        if self.human {
+            if let Some(line) = render(&event, self.session) {
+                self.out.push(&line);
+            }
         } else {
-            serde_json::to_string(&event).ok()
-        };
-        if let Some(line) = line {
-            self.out.push(&line);
+            self.out
+                .push_with(|pending| serde_json::to_writer(pending, &event).is_ok());
         }
         Box::pin(async {})
     }
