@@ -80,10 +80,9 @@ impl NestedCallRecorder {
     /// Settle the record `index` (from [`NestedCallRecorder::start`]): status, rounded duration, and the first
     /// 500 characters of the error text.
     pub fn finish(&mut self, index: Option<usize>, is_error: bool, text: &str) {
-        let Some(started) = index.and_then(|i| self.started[i]) else {
+        let Some((index, started)) = index.and_then(|i| Some((i, self.started[i]?))) else {
             return;
         };
-        let index = index.unwrap_or_default();
         let record = &mut self.calls[index];
         record.status = if is_error { "error" } else { "ok" }.into();
         record.duration_ms = Some((started.elapsed().as_secs_f64() * 1000.0).round() as u64);
