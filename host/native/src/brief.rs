@@ -220,8 +220,20 @@ mod tests {
         open(&gate);
         assert!(matches!(busy.await, Ok(Ok(()))));
         assert!(matches!(outcome, Err(Blocked::Aborted)));
+        // The emptied slot stays queued until the freed thread comes to it; wait until that thread has taken it
+        // and gone idle (the held call's result is sent before its thread looks at the queue again).
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while {
+            let state = pool.state();
+            !state.queue.is_empty() || state.idle == 0
+        } {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the pool's thread never came back to its queue"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         assert!(!ran.load(Ordering::SeqCst), "cancelled work must not run");
-        assert!(pool.state().queue.is_empty());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
