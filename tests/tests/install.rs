@@ -559,3 +559,143 @@ fn a_plugin_from_a_real_registry_is_installed_pinned_and_held_after_a_release_th
     assert!(user.mcp_tools().contains(&"probe".to_owned()));
     // (Only a loopback registry is spoken to in plain HTTP: `oci::tests`, without leaving loopback.)
 }
+
+/// `toolwright exec` of `calls` as `user`, compiling into the cache `cache`, with its info log on stderr: the
+/// `tool_execution_end` events, and stderr.
+fn exec_logged(user: &User, calls: Value, cache: &Path) -> (Vec<Value>, String) {
+    let file = user.ws.path().join("calls.json");
+    std::fs::write(&file, calls.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .args(["exec", "--json", "--cwd"])
+        .arg(user.ws.path())
+        .arg("--cache-dir")
+        .arg(cache)
+        .arg(&file)
+        .env("HOME", user.home.path())
+        .env("XDG_CONFIG_HOME", user.home.path().join(".config"))
+        .env("TOOLWRIGHT_LOG", "info")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ends = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    (ends, String::from_utf8(out.stderr).unwrap())
+}
+
+/// (isError, text) of the call `id` among `ends`.
+fn end_text<'a>(ends: &'a [Value], id: &str) -> (bool, &'a str) {
+    let end = ends.iter().find(|e| e["toolCallId"] == id).unwrap();
+    (
+        end["isError"] == true,
+        end["result"]["content"][0]["text"].as_str().unwrap(),
+    )
+}
+
+const COMPILING: &str = "not in the cache: compiling in the background";
+const WAITS: &str = "the batch waits for the plugins compiling in the background: toolwright-test-probe";
+
+#[test]
+fn an_installed_plugin_not_in_the_cache_compiles_in_the_background_and_only_batches_that_may_reach_it_wait() {
+    let user = User::new();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    add(&user, &source, &["--grant", "read=."]);
+    let probe_call = || {
+        let target = user.ws.path().join("readme");
+        json!({"id": "p", "name": "probe", "arguments": {"action": "read", "target": target}})
+    };
+    let ls = json!({"id": "l", "name": "ls", "arguments": {}});
+
+    // A machine whose cache does not hold it (a new machine, a cleared cache, a new toolwright): a batch of
+    // built-ins runs without it, and a call to a tool nobody has is `not found` at once, as it would be anyway.
+    let cold = tempfile::tempdir().unwrap();
+    let nobody = json!({"id": "n", "name": "nobody", "arguments": {}});
+    let (ends, stderr) = exec_logged(&user, json!({"toolCalls": [ls, nobody]}), cold.path());
+    assert!(stderr.contains(COMPILING), "{stderr}");
+    assert!(!stderr.contains("the batch waits"), "{stderr}");
+    assert!(!end_text(&ends, "l").0);
+    assert!(end_text(&ends, "l").1.contains("readme"), "{ends:?}");
+    assert_eq!(end_text(&ends, "n"), (true, "Tool nobody not found"));
+    // exec finished the compile before it exited: the next start finds it cached and defers nothing.
+    let (ends, stderr) = exec_logged(&user, json!({"toolCalls": [probe_call()]}), cold.path());
+    assert!(!stderr.contains(COMPILING), "{stderr}");
+    assert_eq!(end_text(&ends, "p"), (false, "read 5 bytes"));
+
+    // A batch that calls its tool waits for it, and runs it as a cached start would, beside the built-ins.
+    let cold = tempfile::tempdir().unwrap();
+    let (ends, stderr) = exec_logged(&user, json!({"toolCalls": [ls, probe_call()]}), cold.path());
+    assert!(stderr.contains(COMPILING) && stderr.contains(WAITS), "{stderr}");
+    assert_eq!(end_text(&ends, "p"), (false, "read 5 bytes"));
+    assert!(!end_text(&ends, "l").0);
+
+    // A tool that may reach other tools (codemode, tool_search) waits too: nothing the batch runs meets a
+    // toolset without the plugin.
+    let cold = tempfile::tempdir().unwrap();
+    let search = json!({"id": "s", "name": "tool_search", "arguments": {"query": "probe"}});
+    let (_, stderr) = exec_logged(&user, json!({"toolCalls": [search]}), cold.path());
+    assert!(stderr.contains(WAITS), "{stderr}");
+
+    // The lockfile's word is taken only for the file it approved: another file under the plugin's name is
+    // loaded (and held) before any call, whatever the cache holds.
+    let mut rebuilt = std::fs::read(PROBE).unwrap();
+    rebuilt.extend_from_slice(&custom_section("toolwright-test", b"background"));
+    std::fs::write(user.installed(), &rebuilt).unwrap();
+    let cold = tempfile::tempdir().unwrap();
+    let (ends, stderr) = exec_logged(&user, json!({"toolCalls": [ls, probe_call()]}), cold.path());
+    assert!(!stderr.contains(COMPILING), "{stderr}");
+    assert!(
+        stderr.contains("plugin `toolwright-test-probe` changed since it was approved"),
+        "{stderr}"
+    );
+    assert_eq!(end_text(&ends, "p"), (true, "Tool probe not found"));
+}
+
+#[test]
+fn an_mcp_server_answers_before_an_installed_plugin_compiles_and_lists_its_tools_once_it_has() {
+    let user = User::new();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    add(&user, &source, &["--grant", "read=."]);
+    let cold = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"));
+    command
+        .args(["mcp", "--watch-plugins", "50", "--cache-dir"])
+        .arg(cold.path())
+        .arg("--cwd")
+        .arg(user.ws.path())
+        .env("HOME", user.home.path())
+        .env("XDG_CONFIG_HOME", user.home.path().join(".config"));
+    let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut command);
+    let names = |mcp: &mut toolwright_tests::mcp::StdioServer, id: i64| -> Vec<String> {
+        mcp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+        mcp.response(id)["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(names(&mut mcp, 1).contains(&"ls".to_owned()));
+    // Its tools join the list once compiled (within a minute even on a loaded machine), and the client is told.
+    let mut id = 2;
+    while !names(&mut mcp, id).contains(&"probe".to_owned()) {
+        assert!(id < 1200, "the probe's tools never joined the list");
+        id += 1;
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let target = user.ws.path().join("readme");
+    let (is_error, text) = mcp.run(id + 1, "probe", json!({"action": "read", "target": target}));
+    assert_eq!((is_error, text.as_str()), (false, "read 5 bytes"));
+    assert!(
+        mcp.notifications
+            .iter()
+            .any(|n| n["method"] == "notifications/tools/list_changed"),
+        "{:?}",
+        mcp.notifications
+    );
+}

@@ -217,15 +217,51 @@ impl ToolArgs {
 
     /// The session for `cwd` with these options, running batches in `mode`, writing the audit log `audit_log`
     /// too: plugins that failed to load, built-ins replaced by plugins and failed loadout hooks reported on
-    /// stderr.
+    /// stderr. Every plugin is loaded (compiled if need be) before it returns.
     pub fn session(
         &self,
         cwd: &std::path::Path,
         mode: toolwright::ExecutionMode,
         audit_log: Option<&std::path::Path>,
     ) -> anyhow::Result<toolwright::Session> {
+        self.build_session(cwd, mode, audit_log, false, None)
+    }
+
+    /// [`ToolArgs::session`], with installed plugins that are not in the cache compiling in the background
+    /// (`ToolsetOptions::compile_in_background`): see [`toolwright::Session::waits_for`].
+    pub fn session_in_background(
+        &self,
+        cwd: &std::path::Path,
+        mode: toolwright::ExecutionMode,
+        audit_log: Option<&std::path::Path>,
+    ) -> anyhow::Result<toolwright::Session> {
+        self.build_session(cwd, mode, audit_log, true, None)
+    }
+
+    /// The session built again once the plugins `waited` for have compiled: only what concerns them is reported
+    /// (the rest was, by the first build).
+    pub fn session_again(
+        &self,
+        cwd: &std::path::Path,
+        mode: toolwright::ExecutionMode,
+        audit_log: Option<&std::path::Path>,
+        waited: &[PathBuf],
+    ) -> anyhow::Result<toolwright::Session> {
+        self.build_session(cwd, mode, audit_log, true, Some(waited))
+    }
+
+    fn build_session(
+        &self,
+        cwd: &std::path::Path,
+        mode: toolwright::ExecutionMode,
+        audit_log: Option<&std::path::Path>,
+        background: bool,
+        only: Option<&[PathBuf]>,
+    ) -> anyhow::Result<toolwright::Session> {
+        let mut options = self.options(cwd);
+        options.compile_in_background = background;
         let mut builder = toolwright::Session::builder(cwd)
-            .options(self.options(cwd))
+            .options(options)
             .selection(self.selection())
             .execution_mode(mode)
             // exec and mcp stop a batch through its cancellation token only.
@@ -245,22 +281,26 @@ impl ToolArgs {
             }
             other => anyhow::Error::new(other),
         })?;
+        let reported = |path: &std::path::Path| only.is_none_or(|only| only.iter().any(|p| p == path));
         #[allow(clippy::print_stderr)]
         {
             let toolset = session.toolset();
-            for error in &toolset.errors {
+            for error in toolset.errors.iter().filter(|e| e.path().is_none_or(reported)) {
                 eprintln!("toolwright: skipped: {error}");
             }
-            for warning in self.warnings(toolset) {
-                eprintln!("toolwright: warning: {warning}");
+            if only.is_none() {
+                for warning in self.warnings(toolset) {
+                    eprintln!("toolwright: warning: {warning}");
+                }
             }
-            for (tool, path) in &toolset.overrides {
+            for (tool, path) in toolset.overrides.iter().filter(|(_, path)| reported(path)) {
                 eprintln!(
                     "toolwright: the built-in `{tool}` is replaced by the plugin {}",
                     path.display()
                 );
             }
-            for error in session.registry().update(|r| r.take_loadout_errors()) {
+            let loadout_errors = session.registry().update(|r| r.take_loadout_errors());
+            for error in loadout_errors.iter().filter(|_| only.is_none()) {
                 eprintln!(
                     "toolwright: the loadout hook of `{}` ({}) failed: {}",
                     error.tool, error.extension_path, error.error

@@ -445,4 +445,33 @@ impl Session {
     pub fn plugin_errors(&self) -> &[crate::wasm::PluginError] {
         &self.parts.errors
     }
+
+    /// The plugins still compiling in the background ([`ToolsetOptions::compile_in_background`]) that the batch
+    /// `message` must wait for: none when each of its calls names a built-in (`read` … `ls`) that none of them
+    /// replaces, or a tool that neither the session nor any of them has — built-ins make no calls of their own,
+    /// so nothing the batch runs can reach a plugin left out; else all of them, so the batch meets the tools a
+    /// start with every plugin cached would load. Wait for them ([`Deferred::wait`](crate::toolset::Deferred::wait))
+    /// and build the session again: the new one takes them in.
+    #[cfg(feature = "wasm")]
+    pub fn waits_for(&self, message: &AssistantMessage) -> &[crate::toolset::Deferred] {
+        let deferred = &self.parts.deferred;
+        if deferred.is_empty() {
+            return deferred;
+        }
+        let runs_now = |name: &str| {
+            !deferred.iter().any(|d| d.tools.iter().any(|t| t == name))
+                && self.registry().read(|r| match r.definition(name) {
+                    None => true,
+                    Some(d) => {
+                        d.source == crate::definition::ToolSource::Builtin
+                            && crate::builtins::NAMES.contains(&name)
+                    }
+                })
+        };
+        if message.tool_calls.iter().all(|call| runs_now(&call.name)) {
+            &[]
+        } else {
+            deferred
+        }
+    }
 }

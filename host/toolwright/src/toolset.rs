@@ -5,6 +5,8 @@
 //! plugins, each under its decided grants, a wasm built-in taking the place of its native twin, and codemode.
 
 #[cfg(feature = "wasm")]
+mod background;
+#[cfg(feature = "wasm")]
 mod plugins;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +16,8 @@ use crate::definition::ToolDefinition;
 use crate::grants::{Grant, GrantedFiles};
 use crate::native::{FileMutationQueue, HostEnv, NativeEnv, ProgramGrant};
 use crate::policy::{PluginPolicy, Policy};
+#[cfg(feature = "wasm")]
+pub use background::Deferred;
 #[cfg(feature = "wasm")]
 pub use plugins::{Locks, Toolset};
 
@@ -54,6 +58,11 @@ pub struct ToolsetOptions {
     pub project_policy: Option<PathBuf>,
     /// An audit log to write besides the one the policy names (`--audit-log`; the same file is written once).
     pub audit_log: Option<PathBuf>,
+    /// Compile installed plugins that are not in the cache on threads of their own, leaving them out of the
+    /// toolset until they are done ([`Toolset::deferred`]; only with a cache, and only plugins whose
+    /// `toolwright.lock` entry approved exactly their file and says they are no handler). Off: every plugin is
+    /// loaded before the toolset is.
+    pub compile_in_background: bool,
 }
 
 impl ToolsetOptions {
@@ -85,6 +94,7 @@ impl ToolsetOptions {
             policy_files: Vec::new(),
             project_policy: None,
             audit_log: None,
+            compile_in_background: false,
         }
     }
 }

@@ -235,6 +235,11 @@ impl ComponentCache {
         }
     }
 
+    /// Whether the cache holds compiled code for the component whose SHA-256 is `digest` (not checked for use).
+    pub fn holds(&self, digest: &Digest) -> bool {
+        self.path_for(digest).is_some_and(|path| path.is_file())
+    }
+
     /// Mark the compiled component whose SHA-256 is `digest` as used, if the cache holds it: whether it does.
     pub fn mark_used(&self, digest: &Digest) -> bool {
         let Some(path) = self.path_for(digest) else {

@@ -118,3 +118,22 @@ pub enum PluginError {
     #[error("cannot start the WebAssembly engine: {0}")]
     Engine(String),
 }
+
+impl PluginError {
+    /// The plugin file it is about (none for the engine's own failure).
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            PluginError::Read { path, .. }
+            | PluginError::Invalid { path, .. }
+            | PluginError::Incompatible { path, .. }
+            | PluginError::Metadata { path, .. }
+            | PluginError::NameClash { path, .. }
+            | PluginError::NameTaken { path, .. }
+            | PluginError::Held { path, .. }
+            | PluginError::ToolClash { path, .. }
+            | PluginError::Changed { path }
+            | PluginError::GrantCovers { path, .. } => Some(path),
+            PluginError::Engine(_) => None,
+        }
+    }
+}

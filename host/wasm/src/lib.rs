@@ -374,6 +374,26 @@ impl PluginHost {
         Ok(plugin)
     }
 
+    /// The SHA-256 of the file at `path` when loading it would compile it: its compiled code or its description
+    /// is not in the cache (a plugin never seen before, or first seen by this build). None when it loads from the
+    /// cache, or cannot be read at all (the load reports why). It reads and hashes the file unless its stamp was
+    /// remembered, and runs no wasm.
+    pub fn needs_compile(&self, path: &Path) -> Option<Digest> {
+        let cache = &self.plain.cache;
+        let remembered = std::fs::metadata(path)
+            .ok()
+            .and_then(|meta| FileStamp::of(&meta))
+            .and_then(|stamp| cache.remembered(&stamp));
+        let digest = match remembered {
+            Some(digest) => digest,
+            None => cache::digest(&read_file(path).ok()?.0),
+        };
+        let described = cache
+            .metadata::<Described>(&digest)
+            .is_some_and(|d| d.host == env!("CARGO_PKG_VERSION"));
+        (!(described && cache.holds(&digest))).then_some(digest)
+    }
+
     /// Load several plugins at once (compiling in parallel), keeping their order: a file by its path, or an
     /// embedded component with its digest (see [`PluginHost::load_embedded`]). Each gets its own result.
     pub fn load_all(&self, sources: &[(PathBuf, Option<Embedded>)]) -> Vec<Result<Plugin, PluginError>> {

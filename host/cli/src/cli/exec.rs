@@ -70,7 +70,23 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         tool_calls: file.tool_calls,
         stop_reason: file.stop_reason.unwrap_or_default(),
     };
-    let session = args.tools.session(&cwd, mode, args.audit_log.as_deref())?;
+    let audit_log = args.audit_log.as_deref();
+    let mut session = args.tools.session_in_background(&cwd, mode, audit_log)?;
+    // Installed plugins that were not in the cache compile in the background: the batch waits for them only
+    // when it may reach them.
+    let waited: Vec<PathBuf> = session
+        .waits_for(&message)
+        .iter()
+        .map(|d| d.path.clone())
+        .collect();
+    if !waited.is_empty() {
+        tracing::info!(
+            "the batch waits for the plugins compiling in the background: {}",
+            names(session.waits_for(&message))
+        );
+        finish_compiles(&session, "the batch needs");
+        session = args.tools.session_again(&cwd, mode, audit_log, &waited)?;
+    }
     let human = args.human || !args.json && std::io::stdout().is_terminal();
     let sink = StdoutSink {
         human,
@@ -107,7 +123,49 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             }
         }
     });
+    // The results are out; what still compiles is finished, so the next start finds it in the cache.
+    finish_compiles(&session, "the next start needs");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The plugins' names, joined.
+fn names<'a>(plugins: impl IntoIterator<Item = &'a toolwright::toolset::Deferred>) -> String {
+    let names: Vec<&str> = plugins.into_iter().map(|d| d.name.as_str()).collect();
+    names.join(", ")
+}
+
+/// Wait for the plugins of `session` still compiling in the background, saying so on a terminal (`why`: who
+/// needs them).
+fn finish_compiles(session: &toolwright::Session, why: &str) {
+    let compiling: Vec<_> = session
+        .toolset()
+        .deferred
+        .iter()
+        .filter(|d| !d.is_done())
+        .collect();
+    if compiling.is_empty() {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let terminal = std::io::stderr().is_terminal();
+    if terminal {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "toolwright: compiling {} ({why} it; once, then cached)…",
+                names(compiling.iter().copied())
+            );
+        }
+    }
+    for plugin in compiling {
+        plugin.wait(Duration::MAX);
+    }
+    if terminal {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("toolwright: compiled in {:.1} s", started.elapsed().as_secs_f64());
+        }
+    }
 }
 
 /// Writes each event to stdout, at most [`WRITE_WITHIN`] after it happened.

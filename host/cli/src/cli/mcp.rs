@@ -131,20 +131,27 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let cwd = super::workspace(args.cwd)?;
     // Nested calls (from plugin tools and codemode) run through the same pipeline; their events are not part of
     // the MCP conversation.
-    let session = args.tools.session(
-        &cwd,
-        toolwright::ExecutionMode::Parallel,
-        args.audit_log.as_deref(),
-    )?;
+    // While the server watches its plugins, installed plugins that are not in the cache compile in the
+    // background: it answers at once with the other tools, and theirs join the list (`tools/list_changed`) when
+    // they are compiled.
+    let mode = toolwright::ExecutionMode::Parallel;
+    let audit_log = args.audit_log.as_deref();
+    let session = if args.watch_plugins > 0 {
+        args.tools.session_in_background(&cwd, mode, audit_log)?
+    } else {
+        args.tools.session(&cwd, mode, audit_log)?
+    };
     let options = session.options().clone();
     let exposures = args.tools.expose.clone();
     let mut seen = fingerprint(&options);
+    let mut compiling = session.toolset().deferred.clone();
     // The loaded plugins must outlive their tools: the latest reloaded toolset is kept here (the first stays in
     // the session).
     let mut current: Option<Toolset> = None;
     let reload: toolwright::mcp::Reload = Box::new(move || {
         let now = fingerprint(&options);
-        if now == seen {
+        let compiled = compiling.iter().any(toolwright::toolset::Deferred::is_done);
+        if now == seen && !compiled {
             return None;
         }
         seen = now;
@@ -158,6 +165,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         for error in &toolset.errors {
             tracing::warn!("skipped: {error}");
         }
+        compiling = toolset.deferred.clone();
         // A tool named by --expose may be gone with its plugin: nothing to do for it then.
         for (tool, exposure) in &exposures {
             toolset.set_exposure(tool, *exposure);

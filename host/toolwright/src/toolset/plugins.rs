@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::background::{self, Deferred, Start};
 use super::{
     BuiltinGrants, BuiltinMode, ToolsetError, ToolsetOptions, load_policy, native_builtins_granted,
     user_plugin_dir,
@@ -74,6 +75,9 @@ pub struct Toolset {
     handler_grants: Vec<WasmGrants>,
     /// pi's `codemode` (registered as an extension tool, inactive until named; feature `codemode`).
     pub codemode: Option<ToolDefinition>,
+    /// Installed plugins left out while they compile in the background
+    /// ([`ToolsetOptions::compile_in_background`]); loading the toolset again once they are done takes them in.
+    pub deferred: Vec<Deferred>,
 }
 
 impl std::fmt::Debug for Toolset {
@@ -87,12 +91,13 @@ impl std::fmt::Debug for Toolset {
     }
 }
 
-/// The plugins found, loaded and kept, with where each came from.
+/// The plugins found, loaded and kept, with where each came from, and those still compiling.
 struct Loaded {
     plugins: Vec<Plugin>,
     locations: Vec<PluginLocation>,
     errors: Vec<PluginError>,
     host: Option<Arc<PluginHost>>,
+    deferred: Vec<Deferred>,
 }
 
 impl Toolset {
@@ -121,8 +126,8 @@ impl Toolset {
             }
             BuiltinMode::Wasm => Vec::new(),
         };
-        let loaded = load_plugins(options, &policy)?;
         let locks = Locks::load(options)?;
+        let loaded = load_plugins(options, &policy, &locks)?;
         let codemode = codemode(options, &policy.codemode);
         let mut toolset = Toolset {
             builtins,
@@ -137,6 +142,7 @@ impl Toolset {
             locks,
             handler_grants: Vec::new(),
             codemode,
+            deferred: loaded.deferred,
         };
         for (plugin, location) in loaded.plugins.into_iter().zip(loaded.locations) {
             toolset.add_plugin(
@@ -517,7 +523,7 @@ fn real_path(path: &Path) -> PathBuf {
 
 /// Step 3: the wasm built-ins asked for and the plugin files, loaded in parallel (or from the cache), with
 /// duplicates between locations resolved by trust ([`identity::dedupe`]).
-fn load_plugins(options: &ToolsetOptions, policy: &Policy) -> Result<Loaded, ToolsetError> {
+fn load_plugins(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> Result<Loaded, ToolsetError> {
     let as_wasm =
         |name: &str| options.builtins == BuiltinMode::Wasm || options.wasm_builtins.iter().any(|w| w == name);
     let files = options.plugin_files();
@@ -528,6 +534,7 @@ fn load_plugins(options: &ToolsetOptions, policy: &Policy) -> Result<Loaded, Too
             locations: Vec::new(),
             errors: Vec::new(),
             host: None,
+            deferred: Vec::new(),
         });
     }
     let host =
@@ -555,17 +562,74 @@ fn load_plugins(options: &ToolsetOptions, policy: &Policy) -> Result<Loaded, Too
         );
     }
     let mut locations = vec![PluginLocation::Builtin; sources.len()];
-    locations.extend(files.iter().map(|(_, location)| *location));
-    sources.extend(files.into_iter().map(|(p, _)| (p, None)));
-    let loaded = host.load_all(&sources);
-    let (kept, errors) = identity::dedupe(loaded.into_iter().zip(locations).collect());
+    // Each file loads now, or compiles in the background (its outcome taken by a later load).
+    let mut deferred = Vec::new();
+    let mut outcomes: Vec<Option<Result<Plugin, PluginError>>> = sources.iter().map(|_| None).collect();
+    for (path, location) in files {
+        match defer(options, &host, locks, &path, location) {
+            Some(Start::Deferred(plugin)) => {
+                deferred.push(plugin);
+                continue;
+            }
+            Some(Start::Ended(outcome)) => outcomes.push(Some(outcome)),
+            None => outcomes.push(None),
+        }
+        locations.push(location);
+        sources.push((path, None));
+    }
+    let to_load: Vec<(PathBuf, Option<crate::wasm::Embedded>)> = sources
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, outcome)| outcome.is_none())
+        .map(|(source, _)| source.clone())
+        .collect();
+    let mut fresh = host.load_all(&to_load).into_iter();
+    let loaded = outcomes.into_iter().map(|outcome| {
+        outcome
+            .or_else(|| fresh.next())
+            .unwrap_or_else(|| unreachable!("load_all gives one outcome per source"))
+    });
+    let (kept, errors) = identity::dedupe(loaded.zip(locations).collect());
     let (plugins, locations) = kept.into_iter().unzip();
     Ok(Loaded {
         plugins,
         locations,
         errors,
         host: Some(host),
+        deferred,
     })
+}
+
+/// Whether the plugin file at `path` compiles in the background ([`ToolsetOptions::compile_in_background`]):
+/// only when loading it would compile, and its `toolwright.lock` entry for `location` approved exactly this file
+/// and says it is no handler — then its tools are known without compiling it, and it is in no other call's path.
+/// None: it loads now.
+fn defer(
+    options: &ToolsetOptions,
+    host: &Arc<PluginHost>,
+    locks: &Locks,
+    path: &Path,
+    location: PluginLocation,
+) -> Option<Start> {
+    if !options.compile_in_background || options.cache_dir.is_none() {
+        return None;
+    }
+    let (_, lock) = locks.for_location(location)?;
+    let digest = host.needs_compile(path)?;
+    let sha256 = identity::hex(&digest);
+    let (name, entry) = lock
+        .plugins
+        .iter()
+        .find(|(_, entry)| entry.sha256 == sha256 && !entry.handler)?;
+    let tools = entry.tools.keys().cloned().collect();
+    Some(background::start(
+        host,
+        options.cache_dir.as_deref(),
+        path,
+        digest,
+        name,
+        tools,
+    ))
 }
 
 /// How a plugin stands with its lockfile.

@@ -1,0 +1,212 @@
+//! Plugins compiled in the background: an installed plugin whose compiled code is not in the cache (a fresh
+//! machine, a cleared cache, a new toolwright whose engine cannot use the old entries) would hold up the start
+//! for as long as its compile takes — seconds for a Python or JavaScript component. When its file is the one its
+//! `toolwright.lock` entry approved and that entry says it is no handler, what it offers is known without
+//! compiling it: its tool names, and that it is in the path of no other tool's call. Such a plugin is
+//! [`Deferred`]: it compiles on a thread of its own while the toolset loads without it, and a batch waits for
+//! it only when it needs it ([`Toolset::waits_for`](super::Toolset::waits_for)).
+//!
+//! Compiles are kept per process, by cache directory, file and digest, so a toolset loaded again while one is
+//! running (the next batch, a reloading MCP server) waits for the same compile instead of starting another, and
+//! takes its plugin once it is done.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::wasm::{Digest, Plugin, PluginError, PluginHost};
+
+/// A plugin left out of a toolset while it compiles in the background.
+#[derive(Clone)]
+pub struct Deferred {
+    /// Its file.
+    pub path: PathBuf,
+    /// Its name, as its lockfile entry records it.
+    pub name: String,
+    /// Its tools' names, as its lockfile entry records them.
+    pub tools: Vec<String>,
+    compile: Arc<Compile>,
+}
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deferred")
+            .field("path", &self.path)
+            .field("name", &self.name)
+            .field("tools", &self.tools)
+            .field("done", &self.is_done())
+            .finish()
+    }
+}
+
+impl Deferred {
+    /// Whether its compile has ended (a load of the toolset now takes it, or its error).
+    pub fn is_done(&self) -> bool {
+        self.compile.lock().is_some()
+    }
+
+    /// Wait until its compile has ended, for at most `limit` (`Duration::MAX`: however long it takes): whether
+    /// it has.
+    pub fn wait(&self, limit: Duration) -> bool {
+        let deadline = Instant::now().checked_add(limit);
+        let mut done = self.compile.lock();
+        while done.is_none() {
+            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                return false;
+            }
+            done = self
+                .compile
+                .ended
+                .wait_timeout(done, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+}
+
+/// One compile: its outcome once it ends, until a load takes it.
+struct Compile {
+    outcome: Mutex<Option<Outcome>>,
+    ended: Condvar,
+}
+
+enum Outcome {
+    Loaded(Result<Plugin, PluginError>),
+    /// A load took the outcome.
+    Taken,
+}
+
+impl Compile {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Outcome>> {
+        self.outcome.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Which compile: the cache it fills, the file and the digest it was started for.
+type Key = (Option<PathBuf>, PathBuf, Digest);
+
+fn compiles() -> std::sync::MutexGuard<'static, Vec<(Key, Arc<Compile>)>> {
+    static COMPILES: Mutex<Vec<(Key, Arc<Compile>)>> = Mutex::new(Vec::new());
+    COMPILES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a load does with a plugin that would compile.
+pub(super) enum Start {
+    /// Its compile ended since an earlier load deferred it: its plugin, or why it did not load.
+    Ended(Result<Plugin, PluginError>),
+    /// It compiles (started now, or still running): the toolset loads without it.
+    Deferred(Deferred),
+}
+
+/// The plugin at `path` (whose SHA-256 is `digest`) compiled on a thread of its own by `host`, whose cache it
+/// fills: a compile of the same file already running is waited for, one that ended is taken.
+pub(super) fn start(
+    host: &Arc<PluginHost>,
+    cache: Option<&Path>,
+    path: &Path,
+    digest: Digest,
+    name: &str,
+    tools: Vec<String>,
+) -> Start {
+    let key: Key = (cache.map(Path::to_owned), path.to_owned(), digest);
+    let deferred = |compile| {
+        Start::Deferred(Deferred {
+            path: path.to_owned(),
+            name: name.to_owned(),
+            tools: tools.clone(),
+            compile,
+        })
+    };
+    let mut compiles = compiles();
+    if let Some(at) = compiles.iter().position(|(k, _)| *k == key) {
+        let compile = compiles[at].1.clone();
+        let mut outcome = compile.lock();
+        match outcome.take() {
+            None => {
+                drop(outcome);
+                return deferred(compile);
+            }
+            Some(Outcome::Loaded(loaded)) => {
+                *outcome = Some(Outcome::Taken);
+                drop(outcome);
+                compiles.remove(at);
+                return Start::Ended(loaded);
+            }
+            // (Never listed: a taken compile leaves the list.)
+            Some(Outcome::Taken) => {
+                *outcome = Some(Outcome::Taken);
+                drop(outcome);
+                compiles.remove(at);
+            }
+        }
+    }
+    let compile = Arc::new(Compile {
+        outcome: Mutex::new(None),
+        ended: Condvar::new(),
+    });
+    let (compiler, file, ending) = (host.clone(), path.to_owned(), compile.clone());
+    let spawned = std::thread::Builder::new()
+        .name("toolwright-compile".into())
+        .spawn(move || {
+            // A panic must still end the compile: a batch may be waiting for it.
+            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compiler.load_file(&file)))
+                .unwrap_or_else(|_| {
+                    Err(PluginError::Invalid {
+                        path: file.clone(),
+                        message: "loading panicked".into(),
+                    })
+                });
+            *ending.lock() = Some(Outcome::Loaded(loaded));
+            ending.ended.notify_all();
+        });
+    if let Err(error) = spawned {
+        // No thread: it loads now, as it would have without a lockfile.
+        tracing::debug!("cannot start a background compile: {error}");
+        return Start::Ended(host.load_file(path));
+    }
+    compiles.push((key, compile.clone()));
+    tracing::info!(plugin = name, path = %path.display(), "not in the cache: compiling in the background");
+    deferred(compile)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compile_runs_once_however_often_it_is_asked_for_and_its_plugin_is_taken_once() {
+        let Some(builtins) = crate::wasm::components::BUILTINS else {
+            return; // Built without the wasm built-ins: nothing to compile.
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let file = dir.path().join("ls.wasm");
+        let (_, bytes) = builtins.iter().find(|(name, _)| *name == "ls").unwrap();
+        std::fs::write(&file, bytes).unwrap();
+        let host = Arc::new(PluginHost::new(Some(cache.clone())).unwrap());
+        let digest = host.needs_compile(&file).expect("a new cache holds nothing");
+        let start = || start(&host, Some(&cache), &file, digest, "ls", vec!["ls".into()]);
+        let Start::Deferred(first) = start() else {
+            panic!("a plugin that needs compiling is deferred")
+        };
+        // Asked again while it runs (or once it has ended), the same compile answers.
+        let second = start();
+        let plugin = match second {
+            Start::Deferred(again) => {
+                assert!(Arc::ptr_eq(&first.compile, &again.compile));
+                assert!(again.wait(Duration::MAX));
+                match start() {
+                    Start::Ended(plugin) => plugin,
+                    Start::Deferred(_) => panic!("an ended compile is taken"),
+                }
+            }
+            Start::Ended(plugin) => plugin,
+        };
+        assert_eq!(plugin.unwrap().metadata.name, "toolwright-tool-ls");
+        assert!(first.is_done());
+        // It filled the cache: the next load does not compile.
+        assert_eq!(host.needs_compile(&file), None);
+    }
+}
