@@ -698,6 +698,50 @@ async fn a_plugins_look_ahead_pattern_is_enforced_and_its_recursive_schema_is_bo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_builtins_section_of_limits_only_keeps_the_default_grant_and_one_that_grants_replaces_it() {
+    use toolwright::toolset::BuiltinMode;
+    for mode in [BuiltinMode::Native, BuiltinMode::Wasm] {
+        for (section, keeps) in [
+            ("[builtins]\ninstance = \"reuse\"\ntimeout-ms = 20000\n", true),
+            ("[builtins]\nread = [\"./sub\"]\n", false),
+        ] {
+            // Not below the temp directory, which the wasm built-ins keep whatever the section grants.
+            let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+            std::fs::create_dir(ws.path().join("sub")).unwrap();
+            std::fs::write(ws.path().join("a.txt"), "kept").unwrap();
+            let policy = ws.path().join("policy.toml");
+            std::fs::write(&policy, section).unwrap();
+            let mut options = ToolsetOptions::bare(ws.path());
+            options.builtins = mode;
+            options.policy_files = vec![policy];
+            options.cache_dir = Some(test_cache_dir());
+            let toolset = Toolset::load(&options).unwrap();
+            let message = AssistantMessage {
+                tool_calls: vec![
+                    ToolCall::new("r", "read", json!({"path": "a.txt"})),
+                    ToolCall::new("w", "write", json!({"path": "b.txt", "content": "new"})),
+                ],
+                ..Default::default()
+            };
+            let out = toolset
+                .pipeline()
+                .execute_tool_calls(
+                    &toolset.agent_tools(),
+                    &message,
+                    &EventLog::new(),
+                    &CancellationToken::new(),
+                )
+                .await
+                .messages;
+            let what = format!("{mode:?} under {section:?}: {out:?}");
+            assert_eq!(!out[0].is_error && text(&out[0]) == "kept", keeps, "{what}");
+            assert_eq!(!out[1].is_error, keeps, "{what}");
+            assert_eq!(ws.path().join("b.txt").exists(), keeps, "{what}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_builtins_policy_limits_the_wasm_builtins() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -21,7 +21,8 @@
 //! sha256 = "5e0b…"         # optional: only the .wasm file with this SHA-256 gets these grants
 //! deny = { read = ["./secrets"] }
 //!
-//! [builtins]                # replaces the built-ins' default grants (read "/", write ".", spawn any, env "*")
+//! [builtins]                # replaces the built-ins' default grants (read "/", write ".", spawn any, env "*");
+//!                           # a section of limits only (timeout-ms, memory-mib, instance…) keeps them
 //! write = ["./src"]
 //! ```
 //!
@@ -209,6 +210,18 @@ pub struct InstanceReuse {
 }
 
 impl PluginPolicy {
+    /// Whether it grants or denies anything (`read`, `write`, `spawn`, `env`, `network`, `deny`). A `[builtins]`
+    /// section that does not — only limits or instance settings — keeps the built-ins' default grant; one that
+    /// does replaces it.
+    pub fn grants(&self) -> bool {
+        !(self.read.is_empty()
+            && self.write.is_empty()
+            && self.spawn.is_empty()
+            && self.env.is_empty()
+            && self.network.is_empty()
+            && self.deny == Deny::default())
+    }
+
     /// The instance reuse this section asks for: none unless `instance = "reuse"`.
     pub fn reuse(&self) -> Option<InstanceReuse> {
         (self.instance == Some(InstanceMode::Reuse)).then(|| InstanceReuse {

@@ -155,7 +155,7 @@ pub fn load_policy(options: &ToolsetOptions, host: &HostEnv) -> Result<Policy, T
 }
 
 /// Step 2: the built-in tools running natively in `options.cwd`, under the policy's `[builtins]` grants when it
-/// has them (else the defaults: read anywhere, write in the workspace and the temp directory), sharing
+/// has some (else the defaults: read anywhere, write in the workspace and the temp directory), sharing
 /// `mutations` with the other tools.
 pub fn native_builtins(
     options: &ToolsetOptions,
@@ -166,6 +166,7 @@ pub fn native_builtins(
     let granted = policy
         .builtins
         .as_ref()
+        .filter(|section| section.grants())
         .map(|section| BuiltinGrants::decide(section, &options.cwd, host));
     native_builtins_granted(options, granted.as_ref(), host, mutations)
 }

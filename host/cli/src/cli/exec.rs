@@ -80,11 +80,12 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         .map(|d| d.path.clone())
         .collect();
     if !waited.is_empty() {
+        let compiling = session.waits_for(&message);
         tracing::info!(
             "the batch waits for the plugins compiling in the background: {}",
-            names(session.waits_for(&message))
+            names(compiling)
         );
-        finish_compiles(&session, "the batch needs");
+        finish_compiles(compiling, "the batch needs");
         session = args.tools.session_again(&cwd, mode, audit_log, &waited)?;
     }
     let human = args.human || !args.json && std::io::stdout().is_terminal();
@@ -122,9 +123,21 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
+        // The results are out; what still compiles is finished, so the next start finds it in the cache (an
+        // interrupt leaves it, and the next start compiles it again).
+        let compiling: Vec<_> = session.toolset().deferred.clone();
+        if compiling.iter().any(|d| !d.is_done()) {
+            let (done, finished) = tokio::sync::oneshot::channel();
+            std::thread::spawn(move || {
+                finish_compiles(&compiling, "the next start needs");
+                let _ = done.send(());
+            });
+            tokio::select! {
+                _ = finished => {}
+                () = cancel.cancelled() => {}
+            }
+        }
     });
-    // The results are out; what still compiles is finished, so the next start finds it in the cache.
-    finish_compiles(&session, "the next start needs");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -134,15 +147,10 @@ fn names<'a>(plugins: impl IntoIterator<Item = &'a toolwright::toolset::Deferred
     names.join(", ")
 }
 
-/// Wait for the plugins of `session` still compiling in the background, saying so on a terminal (`why`: who
-/// needs them).
-fn finish_compiles(session: &toolwright::Session, why: &str) {
-    let compiling: Vec<_> = session
-        .toolset()
-        .deferred
-        .iter()
-        .filter(|d| !d.is_done())
-        .collect();
+/// Wait for those of `plugins` still compiling in the background, saying so on a terminal (`why`: who needs
+/// them).
+fn finish_compiles(plugins: &[toolwright::toolset::Deferred], why: &str) {
+    let compiling: Vec<_> = plugins.iter().filter(|d| !d.is_done()).collect();
     if compiling.is_empty() {
         return;
     }

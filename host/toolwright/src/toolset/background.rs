@@ -92,6 +92,14 @@ fn compiles() -> std::sync::MutexGuard<'static, Vec<(Key, Arc<Compile>)>> {
     COMPILES.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Forget the ended compiles of the file at `path` for `cache`: a load found it cached, so what they kept of it
+/// (a plugin's mapped code, for a Python component tens of megabytes) is not needed.
+pub(super) fn forget(cache: Option<&Path>, path: &Path) {
+    compiles().retain(|((dir, file, _), compile)| {
+        dir.as_deref() != cache || file != path || compile.lock().is_none()
+    });
+}
+
 /// What a load does with a plugin that would compile.
 pub(super) enum Start {
     /// Its compile ended since an earlier load deferred it: its plugin, or why it did not load.

@@ -118,6 +118,7 @@ impl Toolset {
         let builtin_section = policy
             .builtins
             .as_ref()
+            .filter(|section| section.grants())
             .map(|section| BuiltinGrants::decide(section, &options.cwd, &host));
         // Every built-in has its slot in pi's order, native or wasm.
         let builtins = match options.builtins {
@@ -307,11 +308,16 @@ impl Toolset {
         self.plugins.push(plugin);
     }
 
-    /// The wasm built-ins' grants: the defaults, or the policy's `[builtins]` section with its limits (which
-    /// bind the wasm built-ins; natively they are the host's own code, as in pi).
+    /// The wasm built-ins' grants: the defaults, or what the policy's `[builtins]` section grants (`granted`),
+    /// with the section's limits and instance setting either way (they bind the wasm built-ins; natively they are
+    /// the host's own code, as in pi).
     fn builtin_grants(&self, cwd: &Path, host: &HostEnv, granted: Option<&BuiltinGrants>) -> WasmGrants {
         let mut grants = WasmGrants::builtin(cwd, host);
-        if let (Some(section), Some(granted)) = (&self.policy.builtins, granted) {
+        let Some(section) = &self.policy.builtins else {
+            return grants;
+        };
+        // A section of limits only keeps the default grant (`granted` is none then).
+        if let Some(granted) = granted {
             let temp = grants.preopens.pop();
             grants.preopens = granted
                 .dirs
@@ -325,9 +331,9 @@ impl Toolset {
                 .collect();
             grants.programs = granted.programs.clone();
             grants.env = Arc::new(granted.vars.clone());
-            grants.limit(section.timeout_ms, section.memory_mib);
-            grants.reuse = section.reuse();
         }
+        grants.limit(section.timeout_ms, section.memory_mib);
+        grants.reuse = section.reuse();
         grants
     }
 
@@ -615,7 +621,10 @@ fn defer(
         return None;
     }
     let (_, lock) = locks.for_location(location)?;
-    let digest = host.needs_compile(path)?;
+    let Some(digest) = host.needs_compile(path) else {
+        background::forget(options.cache_dir.as_deref(), path);
+        return None;
+    };
     let sha256 = identity::hex(&digest);
     let (name, entry) = lock
         .plugins
