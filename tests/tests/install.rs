@@ -563,10 +563,17 @@ fn a_plugin_from_a_real_registry_is_installed_pinned_and_held_after_a_release_th
 /// `toolwright exec` of `calls` as `user`, compiling into the cache `cache`, with its info log on stderr: the
 /// `tool_execution_end` events, and stderr.
 fn exec_logged(user: &User, calls: Value, cache: &Path) -> (Vec<Value>, String) {
+    exec_logged_with(user, calls, cache, &[])
+}
+
+/// [`exec_logged`] with more arguments.
+fn exec_logged_with(user: &User, calls: Value, cache: &Path, extra: &[&str]) -> (Vec<Value>, String) {
     let file = user.ws.path().join("calls.json");
     std::fs::write(&file, calls.to_string()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
-        .args(["exec", "--json", "--cwd"])
+        .args(["exec", "--json"])
+        .args(extra)
+        .arg("--cwd")
         .arg(user.ws.path())
         .arg("--cache-dir")
         .arg(cache)
@@ -653,6 +660,35 @@ fn an_installed_plugin_not_in_the_cache_compiles_in_the_background_and_only_batc
         "{stderr}"
     );
     assert_eq!(end_text(&ends, "p"), (true, "Tool probe not found"));
+}
+
+#[test]
+fn a_plugin_whose_tool_takes_a_name_the_toolset_has_is_not_left_out_while_it_compiles() {
+    let user = User::new();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    add(&user, &source, &["--grant", "read=."]);
+    // Another plugin (not installed, so loaded at once) offers a tool of the same name: were the installed one
+    // left out while it compiles, `probe` would mean the other plugin's tool first and its own later.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::copy(IMPOSTOR, other.path().join("impostor.wasm")).unwrap();
+    let cold = tempfile::tempdir().unwrap();
+    let ls = json!({"id": "l", "name": "ls", "arguments": {}});
+    let dir = other.path().to_str().unwrap();
+    let (ends, stderr) = exec_logged_with(
+        &user,
+        json!({"toolCalls": [ls]}),
+        cold.path(),
+        &["--plugins", dir],
+    );
+    assert!(!end_text(&ends, "l").0);
+    // Both were loaded before the batch: the clash between them is reported at start, the installed one first
+    // in load order keeps the name.
+    assert!(
+        stderr.contains("is already loaded from") || stderr.contains("is already provided by"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("impostor.wasm"), "{stderr}");
 }
 
 #[test]

@@ -66,6 +66,19 @@ impl Deferred {
     }
 }
 
+impl Deferred {
+    /// Wait for its compile and take what it loaded, for a load that cannot do without it (a plugin its cache
+    /// did not keep, or whose outcome another load took, is loaded again by `host`).
+    pub(super) fn finish(self, host: &PluginHost) -> Result<Plugin, PluginError> {
+        self.wait(Duration::MAX);
+        compiles().retain(|(_, compile)| !Arc::ptr_eq(compile, &self.compile));
+        match self.compile.lock().replace(Outcome::Taken) {
+            Some(Outcome::Loaded(loaded)) => loaded,
+            _ => host.load_file(&self.path),
+        }
+    }
+}
+
 /// One compile: its outcome once it ends, until a load takes it.
 struct Compile {
     outcome: Mutex<Option<Outcome>>,

@@ -569,33 +569,56 @@ fn load_plugins(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> Res
     }
     let mut locations = vec![PluginLocation::Builtin; sources.len()];
     // Each file loads now, or compiles in the background (its outcome taken by a later load).
-    let mut deferred = Vec::new();
-    let mut outcomes: Vec<Option<Result<Plugin, PluginError>>> = sources.iter().map(|_| None).collect();
+    let mut slots: Vec<Slot> = sources.iter().map(|_| Slot::Load).collect();
     for (path, location) in files {
-        match defer(options, &host, locks, &path, location) {
-            Some(Start::Deferred(plugin)) => {
-                deferred.push(plugin);
-                continue;
-            }
-            Some(Start::Ended(outcome)) => outcomes.push(Some(outcome)),
-            None => outcomes.push(None),
-        }
+        slots.push(match defer(options, &host, locks, &path, location) {
+            Some(Start::Deferred(plugin)) => Slot::Deferred(plugin),
+            Some(Start::Ended(outcome)) => Slot::Ended(outcome),
+            None => Slot::Load,
+        });
         locations.push(location);
         sources.push((path, None));
     }
     let to_load: Vec<(PathBuf, Option<crate::wasm::Embedded>)> = sources
         .iter()
-        .zip(&outcomes)
-        .filter(|(_, outcome)| outcome.is_none())
+        .zip(&slots)
+        .filter(|(_, slot)| matches!(slot, Slot::Load))
         .map(|(source, _)| source.clone())
         .collect();
     let mut fresh = host.load_all(&to_load).into_iter();
-    let loaded = outcomes.into_iter().map(|outcome| {
-        outcome
-            .or_else(|| fresh.next())
-            .unwrap_or_else(|| unreachable!("load_all gives one outcome per source"))
-    });
-    let (kept, errors) = identity::dedupe(loaded.zip(locations).collect());
+    for slot in &mut slots {
+        if matches!(slot, Slot::Load) {
+            let outcome = fresh
+                .next()
+                .unwrap_or_else(|| unreachable!("load_all gives one outcome per source"));
+            *slot = Slot::Ended(outcome);
+        }
+    }
+    // Which tool a name means never changes while a session runs: a plugin whose tool takes a name the toolset
+    // has without it (a built-in's, another plugin's) is not left out, but waited for now.
+    let mut taken: std::collections::HashSet<String> = crate::builtins::NAMES
+        .iter()
+        .chain(&["codemode", crate::registry::search::TOOL_SEARCH_TOOL_NAME])
+        .map(|name| (*name).to_owned())
+        .collect();
+    for slot in &slots {
+        if let Slot::Ended(Ok(plugin)) = slot {
+            taken.extend(plugin.tools.iter().map(|t| t.name.clone()));
+        }
+    }
+    let mut deferred = Vec::new();
+    let mut loaded = Vec::new();
+    for (slot, location) in slots.into_iter().zip(locations) {
+        match slot {
+            Slot::Deferred(plugin) if !plugin.tools.iter().any(|t| taken.contains(t)) => {
+                deferred.push(plugin)
+            }
+            Slot::Deferred(plugin) => loaded.push((plugin.finish(&host), location)),
+            Slot::Ended(outcome) => loaded.push((outcome, location)),
+            Slot::Load => unreachable!("every slot to load was loaded"),
+        }
+    }
+    let (kept, errors) = identity::dedupe(loaded);
     let (plugins, locations) = kept.into_iter().unzip();
     Ok(Loaded {
         plugins,
@@ -604,6 +627,16 @@ fn load_plugins(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> Res
         host: Some(host),
         deferred,
     })
+}
+
+/// Where one plugin's outcome comes from, while the toolset loads.
+enum Slot {
+    /// It loads now (or from the cache).
+    Load,
+    /// It loaded, or failed to.
+    Ended(Result<Plugin, PluginError>),
+    /// It compiles in the background.
+    Deferred(Deferred),
 }
 
 /// Whether the plugin file at `path` compiles in the background ([`ToolsetOptions::compile_in_background`]):
