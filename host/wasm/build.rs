@@ -11,6 +11,16 @@ use std::path::PathBuf;
 #[path = "build/wasm.rs"]
 mod wasm;
 
+/// A copy of the component `wasm` in this build's `out_dir`, which is what is embedded and hashed: the build
+/// directory of the components is shared by every profile and feature set, so another build may rewrite a
+/// component there after this one hashed it, and before (or long after) this crate includes it.
+fn embed(wasm: &std::path::Path, out_dir: &std::path::Path) -> std::path::PathBuf {
+    let copy = out_dir.join(wasm.file_name().expect("a component file"));
+    std::fs::copy(wasm, &copy)
+        .unwrap_or_else(|e| panic!("cannot copy {} to {}: {e}", wasm.display(), copy.display()));
+    copy
+}
+
 /// The SHA-256 of `wasm`, as the Rust expression of a `[u8; 32]`: the digest a start would otherwise compute from
 /// the embedded bytes every time (about 1 ms per MB).
 fn digest_literal(wasm: &std::path::Path) -> String {
@@ -61,7 +71,10 @@ fn main() {
     for plugin in PLUGINS {
         let dir = source(&format!("tool-{plugin}"));
         println!("cargo:rerun-if-changed={}", dir.display());
-        let wasm = wasm::build(&dir, &target_dir, &format!("toolwright-tool-{plugin}"));
+        let wasm = embed(
+            &wasm::build(&dir, &target_dir, &format!("toolwright-tool-{plugin}")),
+            &out_dir,
+        );
         code.push_str(&format!(
             "    ({plugin:?}, include_bytes!({:?})),\n",
             wasm.display().to_string()
@@ -74,7 +87,10 @@ fn main() {
     if codemode {
         let dir = source("tool-codemode");
         println!("cargo:rerun-if-changed={}", dir.display());
-        let wasm = wasm::build(&dir, &target_dir, "toolwright-tool-codemode");
+        let wasm = embed(
+            &wasm::build(&dir, &target_dir, "toolwright-tool-codemode"),
+            &out_dir,
+        );
         code.push_str(&format!(
             "/// The codemode tool (the Boa engine inside) as a wasm component.\npub const CODEMODE: Option<&[u8]> = Some(include_bytes!({:?}));\n\
              /// The SHA-256 of [`CODEMODE`], computed when it was built.\npub const CODEMODE_DIGEST: Option<[u8; 32]> = Some({});\n",

@@ -41,16 +41,21 @@ pub fn normalize_images() -> AfterToolCall {
     })
 }
 
+/// Whether the built-in `name` may run on the thread that polls its batch when its call runs alone, natively or as
+/// wasm: it never sends updates nor makes nested calls. All but `bash`, which streams its output as updates.
+pub fn runs_in_place(name: &str) -> bool {
+    name != "bash"
+}
+
 /// The built-in tools' definitions, running natively in `env`.
 pub fn definitions(env: &NativeEnv) -> Vec<ToolDefinition> {
     tools()
         .into_iter()
         .map(|tool| {
-            // bash streams its output as updates; the others neither stream nor call tools.
-            let runs = if tool.spec().name == "bash" {
-                Runs::OnTheBlockingPool
-            } else {
+            let runs = if runs_in_place(&tool.spec().name) {
                 Runs::HereWhenAlone
+            } else {
+                Runs::OnTheBlockingPool
             };
             definition(tool, env.clone(), ToolSource::Builtin, runs)
         })

@@ -38,6 +38,8 @@ pub(crate) struct Entry {
     /// Whether an idle instance may serve it and it may leave its instance for the next, when the grants say
     /// `instance = "reuse"` (tool executions and the handler hooks; never a description or a rendering).
     pub reusable: bool,
+    /// It runs on the thread that polls its batch (see [`WasmGrants::in_place`]).
+    pub inline: bool,
 }
 
 impl Entry {
@@ -49,6 +51,7 @@ impl Entry {
             updates: UpdateSink::discard(),
             session: None,
             reusable: false,
+            inline: false,
         }
     }
 }
@@ -86,7 +89,8 @@ impl PluginInner {
     }
 
     /// The gate's asynchronous side: the slot is awaited (ending with the call's cancellation, so a nested call
-    /// queued behind its own ancestors is released by them), then the call runs on a blocking thread.
+    /// queued behind its own ancestors is released by them), then the call runs on a blocking thread — or, when
+    /// its grants allow it and it runs alone ([`WasmGrants::in_place`]), right here, with no thread hop.
     pub(crate) async fn enter_async<T: Send + 'static>(
         self: &Arc<Self>,
         grants: Arc<WasmGrants>,
@@ -101,21 +105,31 @@ impl PluginInner {
         };
         let inner = self.clone();
         let export = entry.export;
-        let joined = tokio::task::spawn_blocking(move || {
+        let here = grants.in_place && toolwright_core::pipeline::may_block_here();
+        let mut entry = entry;
+        if here {
+            entry.inline = true;
+            entry.session = None;
+        }
+        let work = move || {
             let _slot = slot;
             let reuse = (entry.reusable && grants.reuse.is_some()).then_some(&grants);
             inner.enter_with_slot(&grants, reuse, entry, body)
-        })
-        .await;
-        joined.unwrap_or_else(|e| {
+        };
+        let failed = |why: String| {
             Err(ToolError::host(
                 HostFault::Trap,
                 format!(
-                    "The plugin {} failed: its `{export}` call did not finish: {e}",
+                    "The plugin {} failed: its `{export}` call did not finish: {why}",
                     self.name
                 ),
             ))
-        })
+        };
+        match toolwright_core::pipeline::run_blocking(here, work).await {
+            Ok(outcome) => outcome,
+            Err(toolwright_core::pipeline::Blocked::Panicked(_)) => failed("the host panicked".into()),
+            Err(toolwright_core::pipeline::Blocked::Aborted) => failed("the runtime shut down".into()),
+        }
     }
 
     /// Run `body` in an instance: a fresh one, or with `reuse` (the call's grants, when they allow reuse and
@@ -134,6 +148,7 @@ impl PluginInner {
             updates,
             session,
             reusable: _,
+            inline,
         } = entry;
         let setup = |e: wasmtime::Error| self.fault("cannot set up the sandbox", &e);
         let (mut store, instance, calls) = match reuse.and_then(|g| self.pool.take(g)) {
@@ -165,6 +180,7 @@ impl PluginInner {
                 }
             }
         };
+        store.data_mut().call.inline = inline;
         let outcome = body(&mut store, &instance);
         store.data().flush_output();
         match outcome {

@@ -54,6 +54,12 @@ pub struct WasmGrants {
     /// Whether an instance that finished a tool call or a hook cleanly may serve the plugin's next one (policy
     /// `instance = "reuse"`), and for how long; none: a fresh instance for every call.
     pub reuse: Option<InstanceReuse>,
+    /// Whether its tools' calls run on the thread that polls their batch when they run alone
+    /// ([`toolwright_core::pipeline::may_block_here`]: the current call of a sequential batch, or a batch's only
+    /// call) instead of going to a blocking thread and back: for tools that never send updates nor make nested
+    /// calls, as the wasm built-ins but `bash` (the native built-ins run so too). In place, an update the queue
+    /// has no room for is dropped, never waited for, and nested calls are refused.
+    pub in_place: bool,
 }
 
 /// One address a plugin may connect to, by TCP or UDP.
@@ -224,6 +230,7 @@ impl WasmGrants {
             network_deny: Arc::default(),
             result_cap: DEFAULT_RESULT_CAP,
             reuse: None,
+            in_place: false,
         }
     }
 
@@ -266,6 +273,7 @@ impl WasmGrants {
             network_deny: Arc::default(),
             result_cap: DEFAULT_RESULT_CAP,
             reuse: None,
+            in_place: false,
         }
     }
 }

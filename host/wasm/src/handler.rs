@@ -253,6 +253,7 @@ impl PluginInner {
             cancel,
             updates,
             reusable: true,
+            inline: false,
             ..Entry::bare("tool_call")
         };
         let plugin = self.clone();
@@ -276,6 +277,7 @@ impl PluginInner {
             cancel,
             updates,
             reusable: true,
+            inline: false,
             ..Entry::bare("tool_result")
         };
         let plugin = self.clone();

@@ -39,8 +39,12 @@ pub struct CallEnv {
     pub env: Arc<Vec<(String, String)>>,
     /// When the call must end, and its limit.
     pub deadline: Option<(std::time::Instant, std::time::Duration)>,
-    /// The session context of a tool call: nested calls go through it (none for handlers and loadout hooks).
+    /// The session context of a tool call: nested calls go through it (none for handlers and loadout hooks, and
+    /// for a call in place).
     pub session: Option<ToolContext>,
+    /// The call runs on the thread that polls its batch ([`WasmGrants::in_place`](crate::WasmGrants)): nothing
+    /// consumes its updates until it returns.
+    pub inline: bool,
 }
 
 impl CallEnv {
@@ -217,8 +221,9 @@ impl host::Host for PluginState {
         // A plugin sending faster than its updates are consumed waits for room, within its deadline.
         let call = &self.call;
         let sent = match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => call.updates.update_blocking(&runtime, result, call.stopped()),
-            Err(_) => {
+            Ok(runtime) if !call.inline => call.updates.update_blocking(&runtime, result, call.stopped()),
+            // In place nothing consumes updates until the call returns: one with no room is dropped.
+            _ => {
                 call.updates.update(result);
                 true
             }

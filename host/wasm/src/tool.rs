@@ -129,6 +129,7 @@ impl PluginInner {
             updates: run.updates,
             session,
             reusable: true,
+            inline: false,
         };
         let (plugin, call_grants) = (self.clone(), grants.clone());
         let call_id = run.call_id;
