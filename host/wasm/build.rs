@@ -14,7 +14,7 @@ mod wasm;
 /// A copy of the component `wasm` in this build's `out_dir`, which is what is embedded and hashed: the build
 /// directory of the components is shared by every profile and feature set, so another build may rewrite a
 /// component there after this one hashed it, and before (or long after) this crate includes it.
-fn embed(wasm: &std::path::Path, out_dir: &std::path::Path) -> std::path::PathBuf {
+fn embed(wasm: &std::path::Path, out_dir: &std::path::Path) -> PathBuf {
     let copy = out_dir.join(wasm.file_name().expect("a component file"));
     std::fs::copy(wasm, &copy)
         .unwrap_or_else(|e| panic!("cannot copy {} to {}: {e}", wasm.display(), copy.display()));
