@@ -1,4 +1,5 @@
-//! A few threads for the short work of native calls that run beside others (a parallel batch of `read`s).
+//! A few threads for the short work of calls that run beside others (a parallel batch of `read`s), native or the
+//! wasm built-ins'.
 //!
 //! Each such call used to take a permit of a small semaphore, then a thread of tokio's blocking pool: with
 //! 1000 calls at once, every permit handed on woke the batch's task, which then woke a blocking thread — two
@@ -6,7 +7,7 @@
 //! queue that [`thread_count`] threads drain without sleeping while it has work; a call waits only for its own
 //! result. pi's file operations share libuv's four threads the same way.
 //!
-//! A call whose work has not started after [`WAIT`] takes it back and runs it on a thread of its own: calls that
+//! A call whose work has not started after `WAIT` (20 ms) takes it back and runs it on a thread of its own: calls that
 //! wait for each other (a `read` of a FIFO that a later `write` of the batch opens) then all run, however many
 //! there are.
 
@@ -25,7 +26,7 @@ const WAIT: Duration = Duration::from_millis(20);
 const IDLE: Duration = Duration::from_secs(10);
 
 /// How many threads the pool runs at most: twice the cores, at least four.
-pub(crate) fn thread_count() -> usize {
+pub fn thread_count() -> usize {
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     (cores * 2).max(4)
 }
@@ -120,9 +121,10 @@ impl Pool {
     }
 }
 
-/// Run `work` on one of the pool's threads (or, after [`WAIT`] in the queue, on a thread of its own); while it
-/// is queued, `cancel` takes it back.
-pub(crate) async fn run<T: Send + 'static>(
+/// Run `work` on one of the pool's threads (or, after `WAIT` in the queue, on a thread of its own); while it
+/// is queued, `cancel` takes it back. The threads are not the runtime's: `work` must not need it (no updates
+/// that wait for room, no nested calls).
+pub async fn run<T: Send + 'static>(
     cancel: &CancellationToken,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Blocked> {

@@ -13,8 +13,10 @@
 //!   [`ProgramGrant`]); `confine`: Landlock rules for them ([`Confinement`]); `scope`: a per-call cgroup
 //!   ([`CallScope`]); `process`: the processes themselves ([`NativeProcess`]); `mutation`: pi's file mutation
 //!   queue ([`FileMutationQueue`]).
+//! - [`brief`]: a few threads for the short work of calls that run beside others (native, and the wasm
+//!   built-ins').
 
-mod brief;
+pub mod brief;
 pub mod builtins;
 mod confine;
 pub mod grants;

@@ -105,9 +105,13 @@ impl PluginInner {
         };
         let inner = self.clone();
         let export = entry.export;
+        let cancel = entry.cancel.clone();
         let here = grants.in_place && toolwright_core::pipeline::may_block_here();
+        // Beside others, a call that could run in place goes to one of a few threads, as its native twin does:
+        // a thousand at once do not each wake (or start) a thread of tokio's blocking pool.
+        let brief = grants.in_place && !here;
         let mut entry = entry;
-        if here {
+        if here || brief {
             entry.inline = true;
             entry.session = None;
         }
@@ -125,9 +129,18 @@ impl PluginInner {
                 ),
             ))
         };
-        match toolwright_core::pipeline::run_blocking(here, work).await {
+        let ran = if brief {
+            toolwright_native::brief::run(&cancel, work).await
+        } else {
+            toolwright_core::pipeline::run_blocking(here, work).await
+        };
+        match ran {
             Ok(outcome) => outcome,
             Err(toolwright_core::pipeline::Blocked::Panicked(_)) => failed("the host panicked".into()),
+            // Cancelled while it waited for one of the brief threads: it never started.
+            Err(toolwright_core::pipeline::Blocked::Aborted) if cancel.is_cancelled() => {
+                Err(ToolError::host(HostFault::Cancelled, "Operation aborted"))
+            }
             Err(toolwright_core::pipeline::Blocked::Aborted) => failed("the runtime shut down".into()),
         }
     }

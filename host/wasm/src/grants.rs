@@ -56,9 +56,10 @@ pub struct WasmGrants {
     pub reuse: Option<InstanceReuse>,
     /// Whether its tools' calls run on the thread that polls their batch when they run alone
     /// ([`toolwright_core::pipeline::may_block_here`]: the current call of a sequential batch, or a batch's only
-    /// call) instead of going to a blocking thread and back: for tools that never send updates nor make nested
-    /// calls, as the wasm built-ins but `bash` (the native built-ins run so too). In place, an update the queue
-    /// has no room for is dropped, never waited for, and nested calls are refused.
+    /// call) instead of going to a blocking thread and back, and beside others on one of a few brief threads
+    /// (`toolwright_native::brief`): for tools that never send updates nor make nested calls, as the wasm
+    /// built-ins but `bash` (the native built-ins run so too). There, an update the queue has no room for is
+    /// dropped, never waited for, and nested calls are refused.
     pub in_place: bool,
 }
 

@@ -42,8 +42,8 @@ pub struct CallEnv {
     /// The session context of a tool call: nested calls go through it (none for handlers and loadout hooks, and
     /// for a call in place).
     pub session: Option<ToolContext>,
-    /// The call runs on the thread that polls its batch ([`WasmGrants::in_place`](crate::WasmGrants)): nothing
-    /// consumes its updates until it returns.
+    /// The call runs on the thread that polls its batch, or on one of the brief threads
+    /// ([`WasmGrants::in_place`](crate::WasmGrants)): an update never waits for room, and it makes no nested calls.
     pub inline: bool,
 }
 
