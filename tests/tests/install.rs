@@ -647,6 +647,21 @@ fn an_installed_plugin_not_in_the_cache_compiles_in_the_background_and_only_batc
     let (_, stderr) = exec_logged(&user, json!({"toolCalls": [search]}), cold.path());
     assert!(stderr.contains(WAITS), "{stderr}");
 
+    // A lockfile that calls the plugin a handler (an odd one: it is none) keeps it from being left out: a handler
+    // is in every call's path. It loads before any call, and is held for the difference.
+    let approved = std::fs::read_to_string(user.lockfile()).unwrap();
+    assert!(approved.contains("handler = false"), "{approved}");
+    std::fs::write(
+        user.lockfile(),
+        approved.replace("handler = false", "handler = true"),
+    )
+    .unwrap();
+    let cold = tempfile::tempdir().unwrap();
+    let (_, stderr) = exec_logged(&user, json!({"toolCalls": [ls]}), cold.path());
+    assert!(!stderr.contains(COMPILING), "{stderr}");
+    assert!(stderr.contains("it is no longer a handler plugin"), "{stderr}");
+    std::fs::write(user.lockfile(), approved).unwrap();
+
     // The lockfile's word is taken only for the file it approved: another file under the plugin's name is
     // loaded (and held) before any call, whatever the cache holds.
     let mut rebuilt = std::fs::read(PROBE).unwrap();

@@ -704,6 +704,8 @@ async fn a_builtins_section_of_limits_only_keeps_the_default_grant_and_one_that_
         for (section, keeps) in [
             ("[builtins]\ninstance = \"reuse\"\ntimeout-ms = 20000\n", true),
             ("[builtins]\nread = [\"./sub\"]\n", false),
+            // An empty list says "nothing", which a missing key does not.
+            ("[builtins]\nread = []\n", false),
         ] {
             // Not below the temp directory, which the wasm built-ins keep whatever the section grants.
             let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

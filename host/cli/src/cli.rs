@@ -168,7 +168,13 @@ impl ToolArgs {
 
 /// Policy sections for a plugin name that no loaded plugin has, each with the nearest name.
 pub fn policy_warnings(toolset: &toolwright::toolset::Toolset) -> Vec<String> {
-    let loaded: Vec<&str> = toolset.plugins.iter().map(|p| p.metadata.name.as_str()).collect();
+    // A plugin compiling in the background is loaded as far as its policy section goes.
+    let loaded: Vec<&str> = toolset
+        .plugins
+        .iter()
+        .map(|p| p.metadata.name.as_str())
+        .chain(toolset.deferred.iter().map(|d| d.name.as_str()))
+        .collect();
     let sections = toolset
         .policy
         .plugins
@@ -300,7 +306,10 @@ impl ToolArgs {
                 );
             }
             let loadout_errors = session.registry().update(|r| r.take_loadout_errors());
-            for error in loadout_errors.iter().filter(|_| only.is_none()) {
+            for error in loadout_errors
+                .iter()
+                .filter(|e| reported(std::path::Path::new(&e.extension_path)))
+            {
                 eprintln!(
                     "toolwright: the loadout hook of `{}` ({}) failed: {}",
                     error.tool, error.extension_path, error.error

@@ -183,6 +183,10 @@ pub struct PluginPolicy {
     /// file that pins): a plugin whose file does not match every pin gets no grant.
     #[serde(default, deserialize_with = "one_pin")]
     pub sha256: Vec<String>,
+    /// Whether a file's section names a grant or denial key (`read`, `write`, `spawn`, `env`, `network`,
+    /// `deny`), even with an empty list: `read = []` says "nothing", which an absent key does not.
+    #[serde(skip)]
+    pub names_grants: bool,
 }
 
 /// The `instance` setting of a plugin's section.
@@ -210,16 +214,17 @@ pub struct InstanceReuse {
 }
 
 impl PluginPolicy {
-    /// Whether it grants or denies anything (`read`, `write`, `spawn`, `env`, `network`, `deny`). A `[builtins]`
-    /// section that does not — only limits or instance settings — keeps the built-ins' default grant; one that
-    /// does replaces it.
+    /// Whether it grants or denies anything, or names a key that does (`read`, `write`, `spawn`, `env`,
+    /// `network`, `deny`; `read = []` counts). A `[builtins]` section that does not — only limits or instance
+    /// settings — keeps the built-ins' default grant; one that does replaces it.
     pub fn grants(&self) -> bool {
-        !(self.read.is_empty()
-            && self.write.is_empty()
-            && self.spawn.is_empty()
-            && self.env.is_empty()
-            && self.network.is_empty()
-            && self.deny == Deny::default())
+        self.names_grants
+            || !(self.read.is_empty()
+                && self.write.is_empty()
+                && self.spawn.is_empty()
+                && self.env.is_empty()
+                && self.network.is_empty()
+                && self.deny == Deny::default())
     }
 
     /// The instance reuse this section asks for: none unless `instance = "reuse"`.
@@ -297,6 +302,14 @@ impl Policy {
             path: path.to_owned(),
             message: e.to_string(),
         })?;
+        if let Some(builtins) = &mut policy.builtins {
+            const GRANT_KEYS: [&str; 6] = ["read", "write", "spawn", "env", "network", "deny"];
+            let table: toml::Table = toml::from_str(text).unwrap_or_default();
+            builtins.names_grants = table
+                .get("builtins")
+                .and_then(toml::Value::as_table)
+                .is_some_and(|section| GRANT_KEYS.iter().any(|key| section.contains_key(*key)));
+        }
         if let Some(audit) = &mut policy.audit
             && audit.is_relative()
             && !audit.starts_with("~")
@@ -549,6 +562,7 @@ impl PluginPolicy {
         };
         self.instance_max_calls = min_opt(self.instance_max_calls, other.instance_max_calls);
         self.instance_idle_ms = min_opt(self.instance_idle_ms, other.instance_idle_ms);
+        self.names_grants |= other.names_grants;
     }
 }
 

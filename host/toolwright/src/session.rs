@@ -194,7 +194,7 @@ impl SessionBuilder {
 
     fn finish(self, mut parts: Parts) -> Result<Session, SessionError> {
         for (tool, exposure) in &self.exposures {
-            if !parts.set_exposure(tool, *exposure) {
+            if !parts.set_exposure(tool, *exposure) && !parts.will_offer(tool) {
                 return Err(SessionError::UnknownTool(tool.clone()));
             }
         }
@@ -293,6 +293,10 @@ impl Parts {
 
     fn policy(&self) -> &crate::policy::Policy {
         &self.policy
+    }
+
+    fn will_offer(&self, _tool: &str) -> bool {
+        false
     }
 
     fn set_exposure(&mut self, tool: &str, exposure: Exposure) -> bool {

@@ -159,6 +159,8 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
             Ok(toolset) => toolset,
             Err(error) => {
                 tracing::warn!("the plugin directories changed but cannot be loaded: {error}");
+                // Tried again when a file changes, not at every tick.
+                compiling.retain(|d| !d.is_done());
                 return None;
             }
         };

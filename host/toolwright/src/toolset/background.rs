@@ -4,7 +4,7 @@
 //! `toolwright.lock` entry approved and that entry says it is no handler, what it offers is known without
 //! compiling it: its tool names, and that it is in the path of no other tool's call. Such a plugin is
 //! [`Deferred`]: it compiles on a thread of its own while the toolset loads without it, and a batch waits for
-//! it only when it needs it ([`Toolset::waits_for`](super::Toolset::waits_for)).
+//! it only when it needs it (`Session::waits_for`).
 //!
 //! Compiles are kept per process, by cache directory, file and digest, so a toolset loaded again while one is
 //! running (the next batch, a reloading MCP server) waits for the same compile instead of starting another, and

@@ -1,5 +1,6 @@
 //! [`Toolset`]: the built-ins and the plugins of a session, loaded (feature `wasm`).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -427,6 +428,12 @@ impl Toolset {
         definitions
     }
 
+    /// Whether a plugin still compiling in the background offers `tool` (the session built once it is done
+    /// takes it in, and an `--expose` of it applies then).
+    pub fn will_offer(&self, tool: &str) -> bool {
+        self.deferred.iter().any(|d| d.tools.iter().any(|t| t == tool))
+    }
+
     /// Change how the model reaches every tool named `tool` (built-in or plugin), as `--expose` does; false when
     /// no tool has the name.
     pub fn set_exposure(&mut self, tool: &str, exposure: toolwright_sdk::Exposure) -> bool {
@@ -602,25 +609,43 @@ fn load_plugins(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> Res
         }
     }
     // Which tool a name means never changes while a session runs: a plugin whose tool takes a name the toolset
-    // has without it (a built-in's, another plugin's) is not left out, but waited for now.
-    let mut taken: std::collections::HashSet<String> = crate::builtins::NAMES
+    // has without it (a built-in's, another plugin's), or whose name another loaded plugin has (which of the two
+    // keeps it is decided by trust, below), is not left out, but waited for now — until no such plugin is left.
+    let mut taken: HashSet<String> = crate::builtins::NAMES
         .iter()
         .chain(&["codemode", crate::registry::search::TOOL_SEARCH_TOOL_NAME])
         .map(|name| (*name).to_owned())
         .collect();
+    let mut names = HashSet::new();
+    let take = |plugin: &Plugin, taken: &mut HashSet<String>, names: &mut HashSet<String>| {
+        taken.extend(plugin.tools.iter().map(|t| t.name.clone()));
+        names.insert(plugin.metadata.name.clone());
+    };
     for slot in &slots {
         if let Slot::Ended(Ok(plugin)) = slot {
-            taken.extend(plugin.tools.iter().map(|t| t.name.clone()));
+            take(plugin, &mut taken, &mut names);
         }
+    }
+    loop {
+        let clashing = slots.iter().position(|slot| {
+            matches!(slot, Slot::Deferred(d)
+                if d.tools.iter().any(|t| taken.contains(t)) || names.contains(&d.name))
+        });
+        let Some(at) = clashing else { break };
+        let Slot::Deferred(plugin) = std::mem::replace(&mut slots[at], Slot::Load) else {
+            unreachable!("found above")
+        };
+        let outcome = plugin.finish(&host);
+        if let Ok(plugin) = &outcome {
+            take(plugin, &mut taken, &mut names);
+        }
+        slots[at] = Slot::Ended(outcome);
     }
     let mut deferred = Vec::new();
     let mut loaded = Vec::new();
     for (slot, location) in slots.into_iter().zip(locations) {
         match slot {
-            Slot::Deferred(plugin) if !plugin.tools.iter().any(|t| taken.contains(t)) => {
-                deferred.push(plugin)
-            }
-            Slot::Deferred(plugin) => loaded.push((plugin.finish(&host), location)),
+            Slot::Deferred(plugin) => deferred.push(plugin),
             Slot::Ended(outcome) => loaded.push((outcome, location)),
             Slot::Load => unreachable!("every slot to load was loaded"),
         }
@@ -666,10 +691,12 @@ fn defer(
         return None;
     };
     let sha256 = identity::hex(&digest);
-    let (name, entry) = lock
-        .plugins
-        .iter()
-        .find(|(_, entry)| entry.sha256 == sha256 && !entry.handler)?;
+    // Every entry approving this file must say it is no handler (an odd lockfile may list it twice).
+    let mut approving = lock.plugins.iter().filter(|(_, entry)| entry.sha256 == sha256);
+    let (name, entry) = approving.next()?;
+    if entry.handler || approving.any(|(_, entry)| entry.handler) {
+        return None;
+    }
     let tools = entry.tools.keys().cloned().collect();
     Some(background::start(
         host,
