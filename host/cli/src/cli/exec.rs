@@ -127,6 +127,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         // interrupt leaves it, and the next start compiles it again).
         let compiling: Vec<_> = session.toolset().deferred.clone();
         if compiling.iter().any(|d| !d.is_done()) {
+            end_stdout();
             let (done, finished) = tokio::sync::oneshot::channel();
             std::thread::spawn(move || {
                 finish_compiles(&compiling, "the next start needs");
@@ -139,6 +140,23 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         }
     });
     Ok(ExitCode::SUCCESS)
+}
+
+/// Point stdout at /dev/null (unless it is a terminal): a program reading the events sees their end now, not
+/// when the process exits. Everything was written before.
+fn end_stdout() {
+    if std::io::stdout().is_terminal() {
+        return;
+    }
+    let _ = std::io::stdout().flush();
+    match std::fs::File::options().write(true).open("/dev/null") {
+        Ok(null) => {
+            if let Err(error) = rustix::stdio::dup2_stdout(&null) {
+                tracing::debug!("cannot end stdout early: {error}");
+            }
+        }
+        Err(error) => tracing::debug!("cannot open /dev/null: {error}"),
+    }
 }
 
 /// The plugins' names, joined.
