@@ -113,6 +113,11 @@ pub(super) fn forget(cache: Option<&Path>, path: &Path) {
     });
 }
 
+/// Forget the ended compiles of files that are gone (a long-running MCP server whose plugin was removed).
+pub(super) fn forget_removed() {
+    compiles().retain(|((_, file, _), compile)| file.exists() || compile.lock().is_none());
+}
+
 /// What a load does with a plugin that would compile.
 pub(super) enum Start {
     /// Its compile ended since an earlier load deferred it: its plugin, or why it did not load.
@@ -183,7 +188,8 @@ pub(super) fn start(
             ending.ended.notify_all();
         });
     if let Err(error) = spawned {
-        // No thread: it loads now, as it would have without a lockfile.
+        // No thread: it loads now, as it would have without a lockfile (other loads need not wait for it).
+        drop(compiles);
         tracing::debug!("cannot start a background compile: {error}");
         return Start::Ended(host.load_file(path));
     }

@@ -582,6 +582,9 @@ fn load_plugins(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> Res
         );
     }
     let mut locations = vec![PluginLocation::Builtin; sources.len()];
+    if options.compile_in_background {
+        background::forget_removed();
+    }
     // Each file loads now, or compiles in the background (its outcome taken by a later load).
     let mut slots: Vec<Slot> = sources.iter().map(|_| Slot::Load).collect();
     for (path, location) in files {
