@@ -109,6 +109,20 @@ fn cancel_after(after: Duration) -> CancellationToken {
     cancel
 }
 
+/// The result messages of `message` run through `toolset`'s pipeline, without cancellation.
+async fn run_batch(toolset: &Toolset, message: &AssistantMessage) -> Vec<ToolResultMessage> {
+    toolset
+        .pipeline()
+        .execute_tool_calls(
+            &toolset.agent_tools(),
+            message,
+            &EventLog::new(),
+            &CancellationToken::new(),
+        )
+        .await
+        .messages
+}
+
 fn text(m: &ToolResultMessage) -> &str {
     m.content[0].as_text().unwrap()
 }
@@ -666,16 +680,7 @@ async fn a_plugins_look_ahead_pattern_is_enforced_and_its_recursive_schema_is_bo
             .collect(),
         ..Default::default()
     };
-    let out = toolset
-        .pipeline()
-        .execute_tool_calls(
-            &toolset.agent_tools(),
-            &message,
-            &EventLog::new(),
-            &CancellationToken::new(),
-        )
-        .await
-        .messages;
+    let out = run_batch(&toolset, &message).await;
     assert!(out[0].is_error);
     assert!(
         text(&out[0])
@@ -725,16 +730,7 @@ async fn a_builtins_section_of_limits_only_keeps_the_default_grant_and_one_that_
                 ],
                 ..Default::default()
             };
-            let out = toolset
-                .pipeline()
-                .execute_tool_calls(
-                    &toolset.agent_tools(),
-                    &message,
-                    &EventLog::new(),
-                    &CancellationToken::new(),
-                )
-                .await
-                .messages;
+            let out = run_batch(&toolset, &message).await;
             let what = format!("{mode:?} under {section:?}: {out:?}");
             assert_eq!(!out[0].is_error && text(&out[0]) == "kept", keeps, "{what}");
             assert_eq!(!out[1].is_error, keeps, "{what}");
@@ -766,16 +762,7 @@ async fn the_builtins_policy_limits_the_wasm_builtins() {
         ..Default::default()
     };
     let started = Instant::now();
-    let out = toolset
-        .pipeline()
-        .execute_tool_calls(
-            &toolset.agent_tools(),
-            &message,
-            &EventLog::new(),
-            &CancellationToken::new(),
-        )
-        .await
-        .messages;
+    let out = run_batch(&toolset, &message).await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",
