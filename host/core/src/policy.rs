@@ -445,11 +445,17 @@ impl Policy {
                     .extend(p.confine(&format!("[plugins.{name}]"), &workspace, cwd, home, true));
             }
             if let Some(b) = &mut theirs.builtins {
-                // The built-ins' default already reads anywhere and starts any program: only writing outside
-                // the workspace would widen it.
-                policy
-                    .ignored
-                    .extend(b.confine("[builtins]", &workspace, cwd, home, false));
+                if policy.builtins.as_ref().is_some_and(PluginPolicy::grants) {
+                    // The user's config set the built-ins' grants: a project may only narrow them (deny, limits),
+                    // or its grants would be added to the user's.
+                    policy.ignored.extend(b.drop_grants("[builtins]"));
+                } else {
+                    // The built-ins' default already reads anywhere and starts any program: only writing
+                    // outside the workspace would widen it.
+                    policy
+                        .ignored
+                        .extend(b.confine("[builtins]", &workspace, cwd, home, false));
+                }
             }
         }
         // The project's grants are kept apart: a trusted file's grants are for plugins from trusted locations
@@ -530,6 +536,30 @@ impl PluginPolicy {
                 dropped.extend(list.drain(..).map(|v| format!("{section} {key} = \"{v}\"")));
             }
         }
+        dropped
+    }
+
+    /// Drop every grant (keeping denials and limits): what was dropped, one line each, as `section` says it.
+    pub fn drop_grants(&mut self, section: &str) -> Vec<String> {
+        let why = "the user's config sets the built-ins' grants; a project may only narrow them";
+        let mut dropped = Vec::new();
+        for (key, list) in [
+            ("read", &mut self.read),
+            ("write", &mut self.write),
+            ("env", &mut self.env),
+            ("network", &mut self.network),
+        ] {
+            if !list.is_empty() {
+                dropped.push(format!("{section} {key} = {list:?} ({why})"));
+                list.clear();
+            }
+        }
+        if !self.spawn.is_empty() {
+            let rules: Vec<String> = self.spawn.iter().map(ToString::to_string).collect();
+            dropped.push(format!("{section} spawn = [{}] ({why})", rules.join(", ")));
+            self.spawn.clear();
+        }
+        self.names_grants = false;
         dropped
     }
 

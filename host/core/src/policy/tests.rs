@@ -168,6 +168,40 @@ fn the_projects_grants_are_kept_apart_from_the_trusted_files() {
 }
 
 #[test]
+fn an_untrusted_project_cannot_widen_the_builtins_the_user_restricted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (user, project) = (dir.path().join("user.toml"), dir.path().join("toolwright.toml"));
+    std::fs::write(&user, "[builtins]\nread = [\"./src\"]\n").unwrap();
+    std::fs::write(
+        &project,
+        "[builtins]\nread = [\".\"]\nwrite = [\".\"]\nspawn = [\"*\"]\nenv = [\"*\"]\ntimeout-ms = 500\ndeny = { read = [\"./src/secret\"] }\n",
+    )
+    .unwrap();
+    let cwd = dir.path().to_string_lossy();
+    let p = Policy::load_with_project(std::slice::from_ref(&user), Some(&project), &cwd, None).unwrap();
+    let b = p.builtins.as_ref().unwrap();
+    assert_eq!(b.read, ["./src"]);
+    assert!(
+        b.write.is_empty() && b.spawn.is_empty() && b.env.is_empty(),
+        "{b:?}"
+    );
+    // It may narrow: its denial and its limit hold.
+    assert_eq!(b.deny.read, ["./src/secret"]);
+    assert_eq!(b.timeout_ms, Some(500));
+    assert!(
+        p.ignored
+            .iter()
+            .any(|l| l.starts_with("[builtins] spawn = [\"*\"] (the user's config sets")),
+        "{:?}",
+        p.ignored
+    );
+    // Without a [builtins] of the user's, the project's grants stand where they do not widen the default.
+    std::fs::write(&user, "").unwrap();
+    let p = Policy::load_with_project(&[user], Some(&project), &cwd, None).unwrap();
+    assert_eq!(p.builtins.as_ref().unwrap().read, ["."]);
+}
+
+#[test]
 fn spawn_grants_are_names_or_tables_with_argument_prefixes() {
     let p = Policy::parse(
         Path::new("t.toml"),
