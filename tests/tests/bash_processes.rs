@@ -120,11 +120,23 @@ async fn an_aborted_command_leaves_no_process_of_its_group() {
         let (_toolset, tools) = bash_tools(wasm, ws.path());
         let cancel = CancellationToken::new();
         let trigger = cancel.clone();
+        // Cancelled once the command runs (its processes started), however long the call took to get there: a
+        // call cancelled before its command started is `Operation aborted`, which is not what this tests.
+        let started = ws.path().join("started");
+        let marker = started.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while !marker.exists() && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
             trigger.cancel();
         });
-        let (message, _) = run_tools(&tools, json!({"command": SPAWN_TREE}), cancel).await;
+        let command = format!(
+            "echo pgid=$$; sleep 60 & (sleep 60 &) ; touch {}; sleep 60",
+            started.display()
+        );
+        let (message, _) = run_tools(&tools, json!({"command": command}), cancel).await;
         let text = message.content[0].as_text().unwrap();
         assert!(text.ends_with("\n\nCommand aborted"), "wasm: {wasm}: {text}");
         let pgid = pgid_of(text);

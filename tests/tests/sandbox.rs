@@ -740,6 +740,42 @@ async fn a_builtins_section_of_limits_only_keeps_the_default_grant_and_one_that_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloned_projects_policy_cannot_undo_the_users_builtins_lock_down() {
+    use toolwright::toolset::BuiltinMode;
+    for mode in [BuiltinMode::Native, BuiltinMode::Wasm] {
+        let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        std::fs::create_dir(ws.path().join("src")).unwrap();
+        std::fs::write(ws.path().join("src/lib.rs"), "fn f() {}").unwrap();
+        std::fs::write(ws.path().join("secret.txt"), "s3cret").unwrap();
+        let user = ws.path().join("user.toml");
+        std::fs::write(&user, "[builtins]\nread = [\"./src\"]\n").unwrap();
+        // The repository's own policy tries to give the built-ins the whole workspace back.
+        let project = ws.path().join("toolwright.toml");
+        std::fs::write(&project, "[builtins]\nread = [\".\"]\nwrite = [\".\"]\n").unwrap();
+        let mut options = ToolsetOptions::bare(ws.path());
+        options.builtins = mode;
+        options.policy_files = vec![user];
+        options.project_policy = Some(project);
+        options.cache_dir = Some(test_cache_dir());
+        let toolset = Toolset::load(&options).unwrap();
+        let message = AssistantMessage {
+            tool_calls: vec![
+                ToolCall::new("in", "read", json!({"path": "src/lib.rs"})),
+                ToolCall::new("out", "read", json!({"path": "secret.txt"})),
+                ToolCall::new("w", "write", json!({"path": "src/new.rs", "content": "x"})),
+            ],
+            ..Default::default()
+        };
+        let out = run_batch(&toolset, &message).await;
+        let what = format!("{mode:?}: {out:?}");
+        assert_eq!(text(&out[0]), "fn f() {}", "{what}");
+        assert!(out[1].is_error && !text(&out[1]).contains("s3cret"), "{what}");
+        assert!(out[2].is_error, "{what}");
+        assert!(!ws.path().join("src/new.rs").exists(), "{what}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_builtins_policy_limits_the_wasm_builtins() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(
