@@ -74,18 +74,14 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let mut session = args.tools.session_in_background(&cwd, mode, audit_log)?;
     // Installed plugins that were not in the cache compile in the background: the batch waits for them only
     // when it may reach them.
-    let waited: Vec<PathBuf> = session
-        .waits_for(&message)
-        .iter()
-        .map(|d| d.path.clone())
-        .collect();
-    if !waited.is_empty() {
-        let compiling = session.waits_for(&message);
+    let compiling = session.waits_for(&message).to_vec();
+    if !compiling.is_empty() {
         tracing::info!(
             "the batch waits for the plugins compiling in the background: {}",
-            names(compiling)
+            names(&compiling)
         );
-        finish_compiles(compiling, "the batch needs");
+        finish_compiles(&compiling, "the batch needs");
+        let waited: Vec<PathBuf> = compiling.iter().map(|d| d.path.clone()).collect();
         session = args.tools.session_again(&cwd, mode, audit_log, &waited)?;
     }
     let human = args.human || !args.json && std::io::stdout().is_terminal();
@@ -184,7 +180,7 @@ fn finish_compiles(plugins: &[toolwright::toolset::Deferred], why: &str) {
         }
     }
     for plugin in compiling {
-        plugin.wait(Duration::MAX);
+        plugin.wait();
     }
     if terminal {
         #[allow(clippy::print_stderr)]

@@ -12,7 +12,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
 use crate::wasm::{Digest, Plugin, PluginError, PluginHost};
 
@@ -45,24 +44,16 @@ impl Deferred {
         self.compile.lock().is_some()
     }
 
-    /// Wait until its compile has ended, for at most `limit` (`Duration::MAX`: however long it takes): whether
-    /// it has.
-    pub fn wait(&self, limit: Duration) -> bool {
-        let deadline = Instant::now().checked_add(limit);
+    /// Wait until its compile has ended.
+    pub fn wait(&self) {
         let mut done = self.compile.lock();
         while done.is_none() {
-            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
-            if left.is_zero() {
-                return false;
-            }
             done = self
                 .compile
                 .ended
-                .wait_timeout(done, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+                .wait(done)
+                .unwrap_or_else(PoisonError::into_inner);
         }
-        true
     }
 }
 
@@ -70,12 +61,9 @@ impl Deferred {
     /// Wait for its compile and take what it loaded, for a load that cannot do without it (a plugin its cache
     /// did not keep, or whose outcome another load took, is loaded again by `host`).
     pub(super) fn finish(self, host: &PluginHost) -> Result<Plugin, PluginError> {
-        self.wait(Duration::MAX);
+        self.wait();
         compiles().retain(|(_, compile)| !Arc::ptr_eq(compile, &self.compile));
-        match self.compile.lock().replace(Outcome::Taken) {
-            Some(Outcome::Loaded(loaded)) => loaded,
-            _ => host.load_file(&self.path),
-        }
+        self.compile.take().unwrap_or_else(|| host.load_file(&self.path))
     }
 }
 
@@ -94,6 +82,21 @@ enum Outcome {
 impl Compile {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Outcome>> {
         self.outcome.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What it loaded, taken once it has ended (none while it runs, or once taken).
+    fn take(&self) -> Option<Result<Plugin, PluginError>> {
+        let mut outcome = self.lock();
+        match outcome.take() {
+            Some(Outcome::Loaded(loaded)) => {
+                *outcome = Some(Outcome::Taken);
+                Some(loaded)
+            }
+            other => {
+                *outcome = other;
+                None
+            }
+        }
     }
 }
 
@@ -148,24 +151,13 @@ pub(super) fn start(
     let mut compiles = compiles();
     if let Some(at) = compiles.iter().position(|(k, _)| *k == key) {
         let compile = compiles[at].1.clone();
-        let mut outcome = compile.lock();
-        match outcome.take() {
-            None => {
-                drop(outcome);
-                return deferred(compile);
-            }
-            Some(Outcome::Loaded(loaded)) => {
-                *outcome = Some(Outcome::Taken);
-                drop(outcome);
-                compiles.remove(at);
-                return Start::Ended(loaded);
-            }
-            // (Never listed: a taken compile leaves the list.)
-            Some(Outcome::Taken) => {
-                *outcome = Some(Outcome::Taken);
-                drop(outcome);
-                compiles.remove(at);
-            }
+        if compile.lock().is_none() {
+            return deferred(compile);
+        }
+        // Ended: its outcome is this load's, and the list forgets it.
+        compiles.remove(at);
+        if let Some(loaded) = compile.take() {
+            return Start::Ended(loaded);
         }
     }
     let compile = Arc::new(Compile {
@@ -223,7 +215,7 @@ mod tests {
         let plugin = match second {
             Start::Deferred(again) => {
                 assert!(Arc::ptr_eq(&first.compile, &again.compile));
-                assert!(again.wait(Duration::MAX));
+                again.wait();
                 match start() {
                     Start::Ended(plugin) => plugin,
                     Start::Deferred(_) => panic!("an ended compile is taken"),
