@@ -38,7 +38,7 @@ pub(crate) struct Entry {
     /// Whether an idle instance may serve it and it may leave its instance for the next, when the grants say
     /// `instance = "reuse"` (tool executions and the handler hooks; never a description or a rendering).
     pub reusable: bool,
-    /// It runs on the thread that polls its batch (see [`WasmGrants::in_place`]).
+    /// It runs on the thread that polls its batch or on a brief thread (see [`WasmGrants::in_place`]).
     pub inline: bool,
 }
 
@@ -111,7 +111,7 @@ impl PluginInner {
         // a thousand at once do not each wake (or start) a thread of tokio's blocking pool.
         let brief = grants.in_place && !here;
         let mut entry = entry;
-        if here || brief {
+        if grants.in_place {
             entry.inline = true;
             entry.session = None;
         }

@@ -289,9 +289,8 @@ impl PluginHost {
         // What a component says about itself is a function of its bytes: a cached component's metadata and
         // tool list are read from beside it, so a start with every plugin cached runs no wasm at all.
         let described = (deferrable && runtime.cache.mark_used(digest))
-            .then(|| runtime.cache.metadata::<Described>(digest))
-            .flatten()
-            .filter(|d| d.host == env!("CARGO_PKG_VERSION"));
+            .then(|| Described::cached(&runtime.cache, digest))
+            .flatten();
         let inner = |linked: std::sync::OnceLock<Result<Linked, PluginError>>, name: String| PluginInner {
             name,
             engine: runtime.engine.engine().clone(),
@@ -356,11 +355,7 @@ impl PluginHost {
     /// component's SHA-256 costs about 20 ms); any write to the file changes its stamp, and it is hashed anew.
     pub fn load_file(&self, path: &Path) -> Result<Plugin, PluginError> {
         let cache = &self.plain.cache;
-        if let Some(digest) = std::fs::metadata(path)
-            .ok()
-            .and_then(|meta| FileStamp::of(&meta))
-            .and_then(|stamp| cache.remembered(&stamp))
-        {
+        if let Some(digest) = self.remembered(path) {
             // Were the file to change between the stamp and a compile the cache cannot spare, `load_on` hashes
             // what it reads and refuses a mismatch.
             return self.load_on(&self.plain, path, Bytes::InFile, &digest);
@@ -380,18 +375,20 @@ impl PluginHost {
     /// remembered, and runs no wasm.
     pub fn needs_compile(&self, path: &Path) -> Option<Digest> {
         let cache = &self.plain.cache;
-        let remembered = std::fs::metadata(path)
-            .ok()
-            .and_then(|meta| FileStamp::of(&meta))
-            .and_then(|stamp| cache.remembered(&stamp));
-        let digest = match remembered {
+        let digest = match self.remembered(path) {
             Some(digest) => digest,
             None => cache::digest(&read_file(path).ok()?.0),
         };
-        let described = cache
-            .metadata::<Described>(&digest)
-            .is_some_and(|d| d.host == env!("CARGO_PKG_VERSION"));
+        let described = Described::cached(cache, &digest).is_some();
         (!(described && cache.holds(&digest))).then_some(digest)
+    }
+
+    /// The SHA-256 the cache remembers for the file at `path` as it is now (its [`FileStamp`]), if any.
+    fn remembered(&self, path: &Path) -> Option<Digest> {
+        std::fs::metadata(path)
+            .ok()
+            .and_then(|meta| FileStamp::of(&meta))
+            .and_then(|stamp| self.plain.cache.remembered(&stamp))
     }
 
     /// Load several plugins at once (compiling in parallel), keeping their order: a file by its path, or an
@@ -609,4 +606,13 @@ struct Described {
     tools: Vec<ToolSpec>,
     /// Whether it exports the handler interface.
     handler: bool,
+}
+
+impl Described {
+    /// What the cache holds beside the component whose SHA-256 is `digest`, if this host version read it.
+    fn cached(cache: &ComponentCache, digest: &Digest) -> Option<Described> {
+        cache
+            .metadata::<Described>(digest)
+            .filter(|d| d.host == env!("CARGO_PKG_VERSION"))
+    }
 }
