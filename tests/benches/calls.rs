@@ -5,6 +5,8 @@
 //! - `call/CASE/{native,wasm}`: one tool call through `AgentTool::execute`, the wasm side with a fresh instance per
 //!   call from the pooling allocator: a trivial tool, `read` of 1 KB and of 10 MB, `grep` over this repository,
 //!   `edit` of a 10 MB file, `bash` writing 100 MB;
+//! - `alone/trivial (word_count)/{native,wasm,wasm-reuse}`: the trivial tool as a batch's only call through a
+//!   pipeline that works in place (as `exec` and `mcp` run it);
 //! - `concurrent/1000-wasm-calls`: 1000 wasm calls at once (throughput), with the peak RSS growth printed.
 //!
 //! Run: `cargo bench -p toolwright --bench calls` (figures and what bounds them: `docs/performance.md`).
@@ -273,6 +275,48 @@ fn tools(c: &mut Criterion) {
         }
         group.finish();
     }
+
+    // The trivial call as its batch's only call, through a pipeline that works in place (as `exec` and `mcp` run
+    // theirs): each side runs on the thread that polls the batch, with no thread hop; the native tool as the
+    // built-ins run (`brief_tool_definition`).
+    let native = wrap_tool_definition(
+        &toolwright::native::brief_tool_definition(
+            Arc::new(toolwright_example_wordcount::WordCount),
+            set.env.clone(),
+            ToolSource::Builtin,
+        ),
+        None,
+    );
+    let (_, wasm, reused) = set.three(
+        Arc::new(toolwright_example_wordcount::WordCount),
+        "toolwright-example-wordcount",
+    );
+    let pipeline = Pipeline::new().with_work_in_place(true);
+    let message = AssistantMessage {
+        tool_calls: vec![ToolCall::new(
+            "c0",
+            "word_count",
+            json!({"text": "one two three"}),
+        )],
+        ..Default::default()
+    };
+    let mut group = c.benchmark_group("alone/trivial (word_count)");
+    for (side, tool) in [
+        ("native", native),
+        ("wasm", wasm),
+        ("wasm-reuse", reused.unwrap()),
+    ] {
+        let tools = vec![tool];
+        group.bench_function(side, |b| {
+            b.to_async(&rt).iter(|| async {
+                let outcome = pipeline
+                    .execute_tool_calls(&tools, &message, &NoEvents, &CancellationToken::new())
+                    .await;
+                assert!(!outcome.messages[0].is_error);
+            })
+        });
+    }
+    group.finish();
 
     // edit of a 10 MB file: each iteration starts from the same file (written outside the timing).
     let (native, wasm) = set.pair(Arc::new(toolwright_tool_edit::Edit), "edit");

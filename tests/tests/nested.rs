@@ -17,18 +17,21 @@ use toolwright::{
 };
 use toolwright_tests::programs;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Variant {
     Native,
     Wasm,
+    /// The wasm component under a pipeline that runs work in place: a call that runs alone runs on the thread
+    /// that polls its batch, and serves its own updates and its nested calls' events while it waits for them.
+    WasmInPlace,
 }
 
-const VARIANTS: [Variant; 2] = [Variant::Native, Variant::Wasm];
+const VARIANTS: [Variant; 3] = [Variant::Native, Variant::Wasm, Variant::WasmInPlace];
 
 fn program_tools(variant: Variant, cwd: &Path) -> Vec<ToolDefinition> {
     match variant {
         Variant::Native => programs::native(toolwright_test_nested::tools(), cwd),
-        Variant::Wasm => programs::wasm(programs::NESTED, cwd),
+        Variant::Wasm | Variant::WasmInPlace => programs::wasm(programs::NESTED, cwd),
     }
 }
 
@@ -65,6 +68,7 @@ impl Session {
     }
 
     fn program(variant: Variant, pipeline: Pipeline, cwd: &Path) -> Self {
+        let pipeline = pipeline.with_work_in_place(variant == Variant::WasmInPlace);
         Session::new(Vec::new(), program_tools(variant, cwd), pipeline, cwd)
     }
 
@@ -130,7 +134,7 @@ fn record(message: &ToolResultMessage) -> Value {
     record
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ids_events_and_the_record_follow_pi() {
     let dir = tempfile::tempdir().unwrap();
     for variant in VARIANTS {
@@ -177,7 +181,7 @@ async fn ids_events_and_the_record_follow_pi() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_without_nested_calls_has_no_record() {
     let dir = tempfile::tempdir().unwrap();
     for variant in VARIANTS {
@@ -191,7 +195,7 @@ async fn a_call_without_nested_calls_has_no_record() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exposure_decides_what_nested_calls_reach() {
     let dir = tempfile::tempdir().unwrap();
     for variant in VARIANTS {
@@ -223,7 +227,7 @@ async fn exposure_decides_what_nested_calls_reach() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deeper_calls_share_the_record_and_usage_sums_every_level() {
     let dir = tempfile::tempdir().unwrap();
     for variant in VARIANTS {
@@ -276,7 +280,7 @@ fn intervals(text: &str) -> Vec<(u128, u128)> {
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sequential_targets_wait_in_one_queue_and_parallel_ones_overlap() {
     let dir = tempfile::tempdir().unwrap();
     for variant in VARIANTS {
@@ -319,7 +323,7 @@ async fn sequential_targets_wait_in_one_queue_and_parallel_ones_overlap() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequential_host_does_not_deadlock_a_parent_holding_the_queue() {
     let dir = tempfile::tempdir().unwrap();
     for variant in VARIANTS {
@@ -345,7 +349,7 @@ async fn a_sequential_host_does_not_deadlock_a_parent_holding_the_queue() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_nested_calls_hits_the_record_limits_and_the_host_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     for variant in VARIANTS {
@@ -378,7 +382,7 @@ async fn a_flood_of_nested_calls_hits_the_record_limits_and_the_host_goes_on() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hooks_see_the_parent_and_can_block_a_nested_call() {
     let dir = tempfile::tempdir().unwrap();
     for variant in VARIANTS {
@@ -423,7 +427,7 @@ async fn hooks_see_the_parent_and_can_block_a_nested_call() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_the_parent_reaches_its_children() {
     let dir = tempfile::tempdir().unwrap();
     for variant in VARIANTS {
@@ -458,7 +462,7 @@ async fn cancelling_the_parent_reaches_its_children() {
         assert_eq!(record.calls[0].status, "ok", "{variant:?}");
         match variant {
             Variant::Native => assert_eq!(record.calls[1].error.as_deref(), Some("Operation aborted")),
-            Variant::Wasm => assert!(
+            Variant::Wasm | Variant::WasmInPlace => assert!(
                 record.calls.len() == 1 || record.calls[1].error.as_deref() == Some("Operation aborted"),
                 "{record:?}"
             ),
@@ -466,7 +470,7 @@ async fn cancelling_the_parent_reaches_its_children() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_runner_a_nested_call_is_pis_error() {
     let dir = tempfile::tempdir().unwrap();
     for variant in VARIANTS {
@@ -504,18 +508,19 @@ fn builtins(mode: BuiltinMode, cwd: &Path) -> Vec<ToolDefinition> {
     builtins
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wasm_tools_call_native_tools_and_native_tools_call_wasm_tools() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
     for (caller, builtin) in [
         (Variant::Wasm, BuiltinMode::Native),
+        (Variant::WasmInPlace, BuiltinMode::Native),
         (Variant::Native, BuiltinMode::Wasm),
     ] {
         let session = Session::new(
             builtins(builtin, dir.path()),
             program_tools(caller, dir.path()),
-            Pipeline::new(),
+            Pipeline::new().with_work_in_place(caller == Variant::WasmInPlace),
             dir.path(),
         );
         let messages = session

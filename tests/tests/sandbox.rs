@@ -302,6 +302,48 @@ async fn cancellation_stops_a_busy_loop_promptly() {
     assert_eq!(text(&out[0]), "Operation aborted");
 }
 
+/// A plugin's call that runs alone runs on the thread that polls its batch (a pipeline that works in place, as
+/// `toolwright exec` and `mcp` run theirs): nothing forwards its updates while it runs there, so it hands each on
+/// itself. All 10 000 arrive, in order, before its end: none is coalesced or waits for room that never comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_alone_in_place_streams_every_update_in_order_before_its_end() {
+    let s = sandbox("[plugins.toolwright-test-probe]\nread = [\".\"]\n");
+    let message = AssistantMessage {
+        tool_calls: vec![ToolCall::new("p0", "probe", json!({"action": "flood"}))],
+        ..Default::default()
+    };
+    let log = EventLog::new();
+    let tools = s.toolset.agent_tools();
+    let out = s
+        .toolset
+        .pipeline()
+        .with_work_in_place(true)
+        .execute_tool_calls(&tools, &message, &log, &CancellationToken::new())
+        .await
+        .messages;
+    assert_eq!(text(&out[0]), "flooded");
+    let events = log.events();
+    let updates: Vec<(usize, String)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(at, e)| match e {
+            toolwright::AgentEvent::ToolExecutionUpdate { partial_result, .. } => {
+                Some((at, partial_result.content[0].as_text().unwrap().to_owned()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(updates.len(), 10_000, "every update arrives");
+    for (i, (_, update)) in updates.iter().enumerate() {
+        assert_eq!(update, &format!("update {i}"), "in the order sent");
+    }
+    let end = events
+        .iter()
+        .position(|e| e.kind() == "tool_execution_end")
+        .unwrap();
+    assert!(updates.iter().all(|(at, _)| *at < end), "before the end");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_recursion_floods_and_printing_leave_the_host_serving() {
     let s = sandbox("[plugins.toolwright-test-probe]\nread = [\".\"]\n");

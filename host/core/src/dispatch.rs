@@ -133,44 +133,36 @@ impl Dispatcher {
         // Nested events travel to this batch's sink through a channel, each acknowledged once written: they keep
         // their order with the batch's own events (a nested end comes before its parent's end). The write of a
         // forwarded event is polled beside the batch, so a sink that waits (a lock, a full pipe) stalls neither.
-        let (tx, mut rx) = mpsc::unbounded_channel::<(Forwarded, oneshot::Sender<()>)>();
+        let (tx, rx) = mpsc::unbounded_channel::<(Forwarded, oneshot::Sender<()>)>();
         let forward: Arc<dyn EventSink> = Arc::new(Forward { tx });
         let _routes = Routes::new(nested, &message.tool_calls, &forward);
+        let outbox = Outbox {
+            sink,
+            state: std::sync::Mutex::new(OutboxState { rx, writing: None }),
+        };
         let batch = self
             .inner
             .pipeline
             .execute_tool_calls_recorded(&tools, message, sink, cancel, &**nested);
+        // Work a call runs in place writes the nested events itself while it waits for them (`alone`).
+        let batch = crate::pipeline::alone::owing(&outbox, batch);
         tokio::pin!(batch);
-        let mut writing: Option<(BoxFuture<'_, ()>, oneshot::Sender<()>)> = None;
+        // (The outbox stays open while `forward` lives: its first branch never ends the loop.)
+        let mut open = true;
         let outcome = loop {
             tokio::select! {
                 biased;
-                () = finish(&mut writing), if writing.is_some() => {
-                    if let Some((_, ack)) = writing.take() {
-                        let _ = ack.send(());
-                    }
-                }
-                Some((forwarded, ack)) = rx.recv(), if writing.is_none() => {
-                    writing = Some((forwarded.write(sink), ack));
-                }
+                () = std::future::poll_fn(|cx| outbox.poll_write(cx)), if open => open = false,
                 outcome = &mut batch => break outcome,
             }
         };
-        if let Some((write, ack)) = writing.take() {
-            write.await;
-            let _ = ack.send(());
-        }
         drop(_routes);
         drop(forward);
         // A nested call still running after its batch (a tool returned without awaiting it; codemode cancels the
         // calls a script left running) keeps its sink until it ends: its last events are written too, for at most
-        // STRAGGLER_WAIT, in order. The results are settled already; only this return waits.
-        let stragglers = async {
-            while let Some((forwarded, ack)) = rx.recv().await {
-                forwarded.write(sink).await;
-                let _ = ack.send(());
-            }
-        };
+        // STRAGGLER_WAIT, in order. The results are settled already; only this return waits. The write in
+        // progress, if any, is finished first.
+        let stragglers = std::future::poll_fn(|cx| outbox.poll_write(cx));
         if tokio::time::timeout(STRAGGLER_WAIT, stragglers).await.is_err() {
             tracing::warn!(
                 "a nested call was still running {} ms after its batch ended; its later events are dropped",
@@ -199,11 +191,50 @@ impl Dispatcher {
 /// events.
 pub const STRAGGLER_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Wait for the write in progress, if any.
-async fn finish(writing: &mut Option<(BoxFuture<'_, ()>, oneshot::Sender<()>)>) {
-    match writing {
-        Some((write, _)) => write.await,
-        None => std::future::pending().await,
+/// The nested events on their way to a batch's sink, in the order they were sent, and the one being written.
+struct Outbox<'a> {
+    sink: &'a dyn EventSink,
+    state: std::sync::Mutex<OutboxState<'a>>,
+}
+
+struct OutboxState<'a> {
+    rx: mpsc::UnboundedReceiver<(Forwarded, oneshot::Sender<()>)>,
+    writing: Option<(BoxFuture<'a, ()>, oneshot::Sender<()>)>,
+}
+
+impl Outbox<'_> {
+    /// Write what was sent, in order, each acknowledged once written (a nested call waits for that): `Pending`
+    /// while senders remain, ready once they are gone and everything is written. Polled by [`Dispatcher::run`]'s
+    /// loop, or by work a call runs in place, which blocks the loop (the lock is held only while polled).
+    fn poll_write(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        use std::task::Poll;
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            if let Some((write, _)) = &mut state.writing {
+                if write.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                if let Some((_, ack)) = state.writing.take() {
+                    let _ = ack.send(());
+                }
+            }
+            match state.rx.poll_recv(cx) {
+                Poll::Ready(Some((forwarded, ack))) => {
+                    state.writing = Some((forwarded.write(self.sink), ack));
+                }
+                Poll::Ready(None) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl crate::pipeline::alone::Owed for Outbox<'_> {
+    fn poll_serve(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.poll_write(cx)
     }
 }
 

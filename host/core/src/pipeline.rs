@@ -6,7 +6,7 @@
 //! order, messages in call order) or sequentially. Every failure becomes an error result with pi's exact text;
 //! nothing a tool or hook does makes the pipeline fail.
 
-mod alone;
+pub(crate) mod alone;
 mod audited;
 mod batch;
 mod execute;
@@ -25,7 +25,10 @@ use crate::types::{
     AgentEvent, AgentToolCallOutcome, AssistantMessage, ToolCall, ToolResult, ToolResultMessage,
 };
 
-pub use alone::{Blocked, may_block_here, run_blocking, runs_alone};
+pub use alone::{
+    Blocked, beside, block_on_serving, flush_owed, may_block_here, run_blocking, runs_alone, serve_others,
+    serving,
+};
 
 /// The texts the pipeline itself produces, byte for byte as pi 1.6.0's (§7.12).
 pub mod texts {

@@ -282,6 +282,14 @@ pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) 
     definition(tool, env, source, Runs::OnTheBlockingPool)
 }
 
+/// [`tool_definition`] for a tool whose work is brief and never sends updates, makes nested calls nor waits for
+/// another call (as the built-ins but `bash`): a call that runs alone runs on the thread that polls its batch
+/// (under a pipeline [`with_work_in_place`](toolwright_core::Pipeline::with_work_in_place)), and beside others on
+/// one of a few [`brief`] threads, instead of a thread of tokio's blocking pool and back.
+pub fn brief_tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) -> ToolDefinition {
+    definition(tool, env, source, Runs::HereWhenAlone)
+}
+
 /// Where a native tool's calls run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Runs {

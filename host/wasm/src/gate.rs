@@ -89,8 +89,9 @@ impl PluginInner {
     }
 
     /// The gate's asynchronous side: the slot is awaited (ending with the call's cancellation, so a nested call
-    /// queued behind its own ancestors is released by them), then the call runs on a blocking thread — or, when
-    /// its grants allow it and it runs alone ([`WasmGrants::in_place`]), right here, with no thread hop.
+    /// queued behind its own ancestors is released by them), then the call runs right here when it runs alone
+    /// ([`toolwright_core::pipeline::may_block_here`]: no thread hop), else on one of the brief threads for a
+    /// built-in ([`WasmGrants::in_place`]) or on a blocking thread.
     pub(crate) async fn enter_async<T: Send + 'static>(
         self: &Arc<Self>,
         grants: Arc<WasmGrants>,
@@ -106,9 +107,12 @@ impl PluginInner {
         let inner = self.clone();
         let export = entry.export;
         let cancel = entry.cancel.clone();
-        let here = grants.in_place && toolwright_core::pipeline::may_block_here();
-        // Beside others, a call that could run in place goes to one of a few threads, as its native twin does:
-        // a thousand at once do not each wake (or start) a thread of tokio's blocking pool.
+        // A call that runs alone runs here: what it sends and the nested calls it waits for, it serves itself
+        // (`toolwright_core::pipeline::serving`), so it may stream and nest.
+        let here = toolwright_core::pipeline::may_block_here();
+        // Beside others, a built-in's call goes to one of a few threads, as its native twin does: a thousand at
+        // once do not each wake (or start) a thread of tokio's blocking pool. (A third party's may wait for its
+        // nested calls: it takes a thread of its own.)
         let brief = grants.in_place && !here;
         let mut entry = entry;
         if grants.in_place {

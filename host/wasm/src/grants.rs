@@ -54,12 +54,11 @@ pub struct WasmGrants {
     /// Whether an instance that finished a tool call or a hook cleanly may serve the plugin's next one (policy
     /// `instance = "reuse"`), and for how long; none: a fresh instance for every call.
     pub reuse: Option<InstanceReuse>,
-    /// Whether its tools' calls run on the thread that polls their batch when they run alone
-    /// ([`toolwright_core::pipeline::may_block_here`]: the current call of a sequential batch, or a batch's only
-    /// call) instead of going to a blocking thread and back, and beside others on one of a few brief threads
-    /// (`toolwright_native::brief`): for tools that never send updates nor make nested calls, as the wasm
-    /// built-ins but `bash` (the native built-ins run so too). There, an update the queue has no room for is
-    /// dropped, never waited for, and nested calls are refused.
+    /// Whether its tools' calls, beside others, run on one of a few brief threads (`toolwright_native::brief`)
+    /// instead of a thread of tokio's blocking pool each: for tools that never send updates nor make nested
+    /// calls, as the wasm built-ins but `bash` (the native built-ins run so too). There, an update the queue has no
+    /// room for is dropped, never waited for, and nested calls are refused. (Every plugin's call that runs alone
+    /// runs on the thread that polls its batch: [`toolwright_core::pipeline::may_block_here`].)
     pub in_place: bool,
 }
 

@@ -42,8 +42,9 @@ pub struct CallEnv {
     /// The session context of a tool call: nested calls go through it (none for handlers and loadout hooks, and
     /// for a call in place).
     pub session: Option<ToolContext>,
-    /// The call runs on the thread that polls its batch, or on one of the brief threads
+    /// A built-in's call on the thread that polls its batch, or on one of the brief threads
     /// ([`WasmGrants::in_place`](crate::WasmGrants)): an update never waits for room, and it makes no nested calls.
+    /// (Any other call in place hands its updates on itself: `toolwright_core::pipeline::serving`.)
     pub inline: bool,
 }
 
@@ -221,6 +222,12 @@ impl host::Host for PluginState {
         // A plugin sending faster than its updates are consumed waits for room, within its deadline.
         let call = &self.call;
         let sent = match tokio::runtime::Handle::try_current() {
+            // On the thread that polls its batch, which waits for it: it hands the update on itself.
+            Ok(runtime) if toolwright_core::pipeline::serving() => {
+                call.updates.update(result);
+                toolwright_core::pipeline::flush_owed(&runtime);
+                true
+            }
             Ok(runtime) if !call.inline => call.updates.update_blocking(&runtime, result, call.stopped()),
             // In place nothing consumes updates until the call returns: one with no room is dropped.
             _ => {
@@ -263,6 +270,11 @@ impl host::Host for PluginState {
         };
         // The message is the plugin's: bounded like everything it sends.
         self.call.updates.log(level, message);
+        if toolwright_core::pipeline::serving()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            toolwright_core::pipeline::flush_owed(&runtime);
+        }
         Ok(())
     }
 
@@ -370,13 +382,15 @@ impl host::Host for PluginState {
         };
         let mut scoped = session.clone();
         scoped.cancel = started.cancel.clone();
-        let mut run = Box::pin(async move {
+        // Beside its caller: a nested call never runs in place, even polled on the caller's thread.
+        let mut run = Box::pin(toolwright_core::pipeline::beside(async move {
             let outcome = scoped.execute_tool(&name, args, UpdateSink::discard()).await;
             // Only what the plugin will see waits for it (the arguments go with the call).
             let _ = sender.send((number, outcome_to_wit(outcome)));
-        });
+        }));
         // Polled once here, so the call takes its id (`<call>/<n>`) and emits its start now, in start order; then it
-        // runs on its own while the plugin goes on.
+        // runs on its own while the plugin goes on (its events served meanwhile if the plugin runs in place).
+        toolwright_core::pipeline::serve_others(&runtime);
         if runtime
             .block_on(async { futures::poll!(run.as_mut()) })
             .is_pending()
@@ -398,7 +412,7 @@ impl host::Host for PluginState {
             let first = {
                 let call = &self.call;
                 let receiver = &mut started.receiver;
-                runtime.block_on(async {
+                toolwright_core::pipeline::block_on_serving(&runtime, async {
                     tokio::select! {
                         // An outcome that is ready wins over a deadline passing at the same moment.
                         biased;
@@ -503,7 +517,7 @@ impl PluginState {
             .deadline
             .map(|(at, _)| tokio::time::Instant::from_std(at));
         let plugin = self.call.plugin.clone();
-        runtime.block_on(async move {
+        toolwright_core::pipeline::block_on_serving(&runtime, async move {
             let runs = futures::future::join_all(calls.into_iter().map(|(name, arguments)| {
                 let (scoped, plugin) = (&scoped, &plugin);
                 async move {

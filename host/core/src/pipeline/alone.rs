@@ -10,15 +10,174 @@
 //! The trade: while such work runs, nothing else in the *task* that polls the batch is polled. A batch is
 //! stopped through its cancellation token, which the tools check, never by dropping its future: a
 //! `tokio::time::timeout` around it fires only when the work returns.
+//!
+//! Work in place may still stream updates and make nested calls (a plugin's tool may do either): the futures
+//! it blocks register what they owe while they poll it ([`owing`]: the call's updates to forward, its batch's
+//! nested events to write). The work hands on what it sends itself ([`flush_owed`]); once it makes a nested call,
+//! a helper thread serves what the nested calls send until the work ends ([`serve_others`]), so they run while
+//! it goes on. So nothing waits for a task that cannot run.
 
 use std::any::Any;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::task::{Context, Poll};
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 
+use crate::tool::BoxFuture;
+
 tokio::task_local! {
     static ALONE: bool;
+}
+
+/// What a future that polls work in place still owes while that work blocks it.
+pub(crate) trait Owed: Sync {
+    /// Hand on what the work itself queued (its partial results and log lines), in order.
+    fn flush(&self) -> Option<BoxFuture<'_, ()>> {
+        None
+    }
+
+    /// Make progress on what others queue (its nested calls' events, from other threads): `Pending` once
+    /// nothing more can be done now, `cx` woken when there is. Called from another thread than the one that
+    /// polls the future (the helper of [`serve_others`]).
+    fn poll_serve(&self, _cx: &mut Context<'_>) -> Poll<()> {
+        Poll::Pending
+    }
+}
+
+/// A registered [`Owed`], its lifetime erased: valid only while the future that registered it is being polled
+/// on this thread (see [`owing`]).
+type OwedPtr = *const (dyn Owed + 'static);
+
+thread_local! {
+    /// What the futures being polled on this thread owe, outermost first.
+    static OWED: RefCell<Vec<OwedPtr>> = const { RefCell::new(Vec::new()) };
+    /// Whether this thread runs work in place for the futures in [`OWED`] (inside [`run_blocking`]).
+    static IN_PLACE: Cell<bool> = const { Cell::new(false) };
+    /// How often work in place had what others queue served ([`serve_others`]).
+    static SERVED: Cell<u64> = const { Cell::new(0) };
+    /// The helper serving what others queue for the work running in place on this thread: told to stop by
+    /// dropping the sender, joined before the work returns.
+    static HELPER: RefCell<Option<(tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>)>> =
+        const { RefCell::new(None) };
+}
+
+/// The owed work a helper serves.
+struct OwedSet(Vec<OwedPtr>);
+
+// SAFETY: every `Owed` is `Sync`, and the helper that holds these is joined before the work in place returns
+// (`Restore`), so before the polls that registered them end.
+#[allow(unsafe_code)]
+unsafe impl Send for OwedSet {}
+
+/// Poll `fut` with `owed` registered for work that runs in place inside it. A future whose owed work was served
+/// from elsewhere during a poll is woken again, so it looks at its queues itself (their wakers now point at the
+/// work's).
+pub(crate) async fn owing<F: Future>(owed: &dyn Owed, fut: F) -> F::Output {
+    struct Registered;
+    impl Drop for Registered {
+        fn drop(&mut self) {
+            OWED.with_borrow_mut(|owed| owed.pop());
+        }
+    }
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        let ptr: *const (dyn Owed + '_) = owed;
+        // SAFETY: only the lifetime is erased. The pointer is in OWED only while this poll runs (`Registered`
+        // removes it, on a panic too), and it is read only on this thread, by work this poll runs (`run_blocking`
+        // in place, which never outlives the poll), while `owed` is borrowed for the whole `owing` call.
+        #[allow(unsafe_code)]
+        let ptr = unsafe { std::mem::transmute::<*const (dyn Owed + '_), OwedPtr>(ptr) };
+        OWED.with_borrow_mut(|owed| owed.push(ptr));
+        let registered = Registered;
+        let served = SERVED.get();
+        let polled = fut.as_mut().poll(cx);
+        drop(registered);
+        if SERVED.get() != served {
+            cx.waker().wake_by_ref();
+        }
+        polled
+    })
+    .await
+}
+
+/// The owed work registered on this thread, innermost first, for work running in place.
+fn owed_here() -> Vec<OwedPtr> {
+    if !IN_PLACE.get() {
+        return Vec::new();
+    }
+    OWED.with_borrow(|owed| owed.iter().rev().copied().collect())
+}
+
+/// Whether this thread runs work in place under futures that it blocks: its updates then go through
+/// [`flush_owed`] and its waits through [`block_on_serving`].
+pub fn serving() -> bool {
+    IN_PLACE.get() && OWED.with_borrow(|owed| !owed.is_empty())
+}
+
+/// From work running in place: hand on what it queued (its updates, its log lines) now, as the futures it
+/// blocks would have. Nothing elsewhere.
+pub fn flush_owed(runtime: &Handle) {
+    for ptr in owed_here() {
+        // SAFETY: see `owing`: the registering poll is below this frame on this thread.
+        #[allow(unsafe_code)]
+        let owed = unsafe { &*ptr };
+        if let Some(flush) = owed.flush() {
+            runtime.block_on(flush);
+        }
+    }
+}
+
+/// From work running in place that makes a nested call: serve what the futures it blocks owe to others (the
+/// nested calls' events, which each wait until written) on a helper thread, from now until the work returns, so
+/// the nested calls run while it goes on. Elsewhere, or once started, nothing.
+pub fn serve_others(runtime: &Handle) {
+    if !IN_PLACE.get() || HELPER.with_borrow(Option::is_some) {
+        return;
+    }
+    let owed = OwedSet(owed_here());
+    if owed.0.is_empty() {
+        return;
+    }
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let runtime = runtime.clone();
+    let helper = std::thread::Builder::new()
+        .name("toolwright-serve".into())
+        .spawn(move || {
+            let owed = owed;
+            runtime.block_on(std::future::poll_fn(|cx| {
+                if std::pin::Pin::new(&mut stopped).poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+                for ptr in &owed.0 {
+                    // SAFETY: see `OwedSet`: the registering polls outlive this thread.
+                    #[allow(unsafe_code)]
+                    let owed = unsafe { &**ptr };
+                    let _ = owed.poll_serve(cx);
+                }
+                Poll::Pending
+            }));
+        });
+    match helper {
+        Ok(helper) => {
+            HELPER.set(Some((stop, helper)));
+            SERVED.set(SERVED.get() + 1);
+        }
+        Err(e) => tracing::warn!("cannot start a thread to serve a call's nested events: {e}"),
+    }
+}
+
+/// `runtime.block_on(fut)`, from work that may be running in place and waits for nested calls in `fut`: they
+/// run beside others (never in place inside it), and their events are served meanwhile ([`serve_others`]).
+pub fn block_on_serving<F: Future>(runtime: &Handle, fut: F) -> F::Output {
+    serve_others(runtime);
+    runtime.block_on(beside(fut))
+}
+
+/// Run `fut` as a call beside others: work inside it never runs in place.
+pub async fn beside<F: Future>(fut: F) -> F::Output {
+    scoped(false, fut).await
 }
 
 /// Whether the call being executed runs alone: nothing else of its batch waits to be polled beside it, and its
@@ -59,7 +218,12 @@ pub async fn run_blocking<T: Send + 'static>(
     let mut work = Some(work);
     if here {
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            tokio::task::block_in_place(|| work.take().map(|work| work()))
+            tokio::task::block_in_place(|| {
+                let work = work.take()?;
+                let outer = IN_PLACE.replace(true);
+                let _restore = Restore(outer);
+                Some(work())
+            })
         }));
         match ran {
             Ok(Some(value)) => {
@@ -81,6 +245,20 @@ pub async fn run_blocking<T: Send + 'static>(
         Ok(value) => Ok(value),
         Err(join) if join.is_panic() => Err(Blocked::Panicked(join.into_panic())),
         Err(_) => Err(Blocked::Aborted),
+    }
+}
+
+/// Stops the helper of the work that ran in place, if any, and puts back [`IN_PLACE`]'s outer value, on a panic
+/// too.
+struct Restore(bool);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Some((stop, helper)) = HELPER.take() {
+            drop(stop);
+            let _ = helper.join();
+        }
+        IN_PLACE.set(self.0);
     }
 }
 
@@ -129,6 +307,63 @@ mod tests {
             }))
             .await;
         assert_ne!(id.unwrap_or_else(|_| panic!("the work ran")), caller);
+    }
+
+    /// Owes one flush, and a message to whoever waits for it (as a nested call waits for its event's write).
+    struct Owing {
+        flushed: std::sync::atomic::AtomicUsize,
+        message: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<&'static str>>>,
+    }
+
+    impl Owed for Owing {
+        fn flush(&self) -> Option<BoxFuture<'_, ()>> {
+            Some(Box::pin(async {
+                self.flushed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }))
+        }
+
+        fn poll_serve(&self, _cx: &mut Context<'_>) -> Poll<()> {
+            if let Some(tx) = self.message.lock().unwrap().take() {
+                let _ = tx.send("served");
+            }
+            Poll::Pending
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_in_place_serves_what_the_futures_it_blocks_owe_and_other_work_does_not() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let owed = Owing {
+            flushed: 0.into(),
+            message: std::sync::Mutex::new(Some(tx)),
+        };
+        let work = move || {
+            let runtime = Handle::current();
+            let in_place = serving();
+            flush_owed(&runtime);
+            // Only serving what the futures it blocks owe (on the helper thread) can answer this wait.
+            let answer = block_on_serving(&runtime, async {
+                (!may_block_here(), rx.await.unwrap_or("dropped"))
+            });
+            (in_place, answer)
+        };
+        let ran = owing(&owed, scoped(true, run_blocking(true, work))).await;
+        let (in_place, (beside, answer)) = ran.unwrap_or_else(|_| panic!("the work ran"));
+        assert!(in_place);
+        assert_eq!(answer, "served");
+        assert!(beside, "what it waits for runs beside others");
+        assert_eq!(owed.flushed.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // On another thread (the blocking pool) nothing is served from the work: the futures are polled as usual.
+        let elsewhere = owing(
+            &owed,
+            run_blocking(false, || {
+                flush_owed(&Handle::current());
+                serving()
+            }),
+        )
+        .await;
+        assert!(matches!(elsewhere, Ok(false)));
+        assert_eq!(owed.flushed.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,10 +5,11 @@ use std::time::Instant;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::alone;
 use super::prepare::{CallContext, Ready, panicked};
 use super::{EventSink, ToolLog};
 use crate::hooks::{AfterToolCallContext, merge_after};
-use crate::tool::{LogLine, Sent, ToolExecution, UpdateSink};
+use crate::tool::{BoxFuture, LogLine, Sent, ToolExecution, UpdateReceiver, UpdateSink};
 use crate::types::{AgentEvent, ToolCall, ToolResult};
 
 /// The outcome of `execute`.
@@ -121,13 +122,22 @@ pub(super) async fn execute(
         cancel: cancel.clone(),
         updates,
     };
-    let execution = std::panic::AssertUnwindSafe(ready.tool.execute(run)).catch_unwind();
-    tokio::pin!(execution);
-    let outcome = loop {
-        tokio::select! {
-            biased;
-            sent = receiver.recv() => forward.forward(call, sent).await,
-            outcome = &mut execution => break outcome,
+    let outcome = {
+        // Work in place hands on what it sends itself: this loop is not polled while it runs.
+        let forwarding = Forwarding {
+            receiver: &receiver,
+            forward: &forward,
+            call,
+        };
+        let execution = alone::owing(&forwarding, ready.tool.execute(run));
+        let execution = std::panic::AssertUnwindSafe(execution).catch_unwind();
+        tokio::pin!(execution);
+        loop {
+            tokio::select! {
+                biased;
+                sent = receiver.recv() => forward.forward(call, sent).await,
+                outcome = &mut execution => break outcome,
+            }
         }
     };
     let duration_ms = elapsed_ms(started);
@@ -139,6 +149,24 @@ pub(super) async fn execute(
         ready.trail.add_activity(receiver.take_activity());
     }
     settle(&call.name, outcome, duration_ms)
+}
+
+/// What a call's execution owes while work it runs in place blocks [`execute`]'s loop: its partial results and log
+/// lines, handed on in the order they were sent (see [`alone`]).
+struct Forwarding<'a> {
+    receiver: &'a UpdateReceiver,
+    forward: &'a Forward<'a>,
+    call: &'a ToolCall,
+}
+
+impl alone::Owed for Forwarding<'_> {
+    fn flush(&self) -> Option<BoxFuture<'_, ()>> {
+        Some(Box::pin(async move {
+            while let Some(sent) = self.receiver.try_recv() {
+                self.forward.forward(self.call, sent).await;
+            }
+        }))
+    }
 }
 
 type ExecuteOutcome = Result<Result<ToolResult, crate::ToolError>, Box<dyn std::any::Any + Send>>;
