@@ -65,6 +65,58 @@ fn find<T: ToolPlugin>(name: &str) -> Result<&'static dyn Tool, String> {
     Ok(T::tools()[index].as_ref())
 }
 
+/// Make `cwd` the working directory of the guest, so that relative paths given to `std::fs` resolve against
+/// the workspace, as they do natively (outside the plugin's grants they reach nothing, as before).
+///
+/// wasi-libc's `chdir` checks that the directory exists with two host calls that each open it and stat it
+/// (`stat-at`, then `metadata-hash-at` for the inode number), about 4 µs a call. The host names a directory it
+/// knows, so a call whose instance is already there (a reused instance) changes nothing, and a fresh instance,
+/// still at `/` where wasi-libc starts, gets the path set directly in wasi-libc's own cwd (a string from
+/// `malloc`, which `chdir` may later `free`); any other case goes through `chdir`.
+fn enter(cwd: &str) {
+    let here = std::env::current_dir().ok();
+    let here = here.as_ref().and_then(|p| p.to_str());
+    if here == Some(cwd) {
+        return;
+    }
+    if here == Some("/") && cwd.starts_with('/') && set_cwd_unchecked(cwd) {
+        return;
+    }
+    let _ = std::env::set_current_dir(cwd);
+}
+
+/// Point wasi-libc's working directory at `cwd` without asking the host about it; false when `cwd` cannot be
+/// a C string or there is no memory for it.
+#[cfg(all(target_os = "wasi", target_env = "p2"))]
+fn set_cwd_unchecked(cwd: &str) -> bool {
+    unsafe extern "C" {
+        /// wasi-libc's working directory (`getcwd.c`), an absolute path; `chdir` replaces it.
+        static mut __wasilibc_cwd: *mut core::ffi::c_char;
+        fn malloc(size: usize) -> *mut core::ffi::c_void;
+    }
+    if cwd.as_bytes().contains(&0) {
+        return false;
+    }
+    // SAFETY: the module runs on one thread; the string is copied, NUL-terminated, into memory from wasi-libc's
+    // own `malloc`, so a later `chdir` may free it (it frees the current string only when it allocated the one
+    // before; the one replaced here is left, a few bytes at most once per instance, when it leaves `/`).
+    unsafe {
+        let bytes = malloc(cwd.len() + 1).cast::<u8>();
+        if bytes.is_null() {
+            return false;
+        }
+        std::ptr::copy_nonoverlapping(cwd.as_ptr(), bytes, cwd.len());
+        *bytes.add(cwd.len()) = 0;
+        __wasilibc_cwd = bytes.cast();
+    }
+    true
+}
+
+#[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+fn set_cwd_unchecked(_cwd: &str) -> bool {
+    false
+}
+
 fn parse(json: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(json).map_err(|e| format!("invalid JSON from the host: {e}"))
 }
@@ -100,9 +152,7 @@ impl<T: ToolPlugin> exported::Guest for T {
     fn execute(tool: String, call_id: String, arguments: String) -> Result<wit::ToolResult, String> {
         let args = parse(&arguments)?;
         let ctx = GuestCtx::new();
-        // Relative paths given to std::fs resolve against the workspace, as they do natively (a plugin without
-        // a grant of it cannot enter it: its paths then stay relative to `/`, where nothing is).
-        let _ = std::env::set_current_dir(&ctx.cwd);
+        enter(&ctx.cwd);
         let result = find::<T>(&tool)?
             .execute(&call_id, args, &ctx)
             .map_err(|e| e.message().to_owned())?;

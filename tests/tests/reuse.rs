@@ -223,3 +223,46 @@ async fn idle_instances_give_their_memory_back_before_a_running_call_is_refused_
         "the idle instance was dropped for B's growth"
     );
 }
+
+/// The workspace is every call's working directory, in a fresh instance and in a reused one whose last call
+/// moved elsewhere; relative paths resolve against it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_starts_in_the_workspace_even_after_a_call_left_it() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    std::fs::write(ws.path().join("sub/a.txt"), "a").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "b").unwrap();
+    let host = PluginHost::new(Some(test_cache_dir())).unwrap();
+    let root = toolwright_sdk::paths::normalize(&ws.path().to_string_lossy());
+    let with_dir = |mut grants: WasmGrants| {
+        grants.preopens.push(toolwright::wasm::Preopen {
+            host: ws.path().to_path_buf(),
+            guest: root.clone(),
+            write: false,
+        });
+        grants
+    };
+    let cwd = json!({"action": "cwd"});
+    let chdir = json!({"action": "chdir", "target": "sub"});
+    let fresh = probe(&host, "fresh.wasm", &with_dir(WasmGrants::none(ws.path())));
+    let reused = probe(
+        &host,
+        "reused.wasm",
+        &with_dir(reusing(ws.path(), 1000, Duration::from_secs(60))),
+    );
+    // One instance serves every call of `reused` (what it remembers it recalls at the end).
+    call(&reused, remember("kept")).await.unwrap();
+    for tool in [&fresh, &reused] {
+        let at_root = format!("at {root}, 2 entries");
+        assert_eq!(call(tool, cwd.clone()).await.unwrap(), at_root);
+        assert_eq!(
+            call(tool, chdir.clone()).await.unwrap(),
+            format!("now at {root}/sub")
+        );
+        assert_eq!(call(tool, cwd.clone()).await.unwrap(), at_root);
+    }
+    assert_eq!(
+        call(&reused, recall()).await.unwrap(),
+        "call 2 of this instance, holding \"kept\""
+    );
+}

@@ -227,19 +227,24 @@ fn apply(work: &mut Working, changes: bindings::handler::ToolResultChanges) -> R
 }
 
 impl PluginInner {
-    /// The handler exports of a fresh instance.
+    /// The handler exports of the store's instance: type-checked at its first call, then kept in the store.
     fn handler_exports(
         &self,
         store: &mut wasmtime::Store<super::PluginState>,
         instance: &wasmtime::component::Instance,
     ) -> wasmtime::Result<bindings::handler::Guest> {
+        if let Some(guest) = &store.data().exports.handler {
+            return Ok(guest.clone());
+        }
         let indices = self
             .linked()
             .map_err(|e| wasmtime::format_err!("{e}"))?
             .handler
             .as_ref()
             .ok_or_else(|| wasmtime::format_err!("{} is not a handler plugin", self.name))?;
-        indices.load(store, instance)
+        let guest = indices.load(&mut *store, instance)?;
+        store.data_mut().exports.handler = Some(guest.clone());
+        Ok(guest)
     }
 
     async fn tool_call(

@@ -111,6 +111,16 @@ pub struct PluginState {
     pub(super) processes: toolwright_native::CallScope,
     /// The nested calls started with `start-call` (made at the first).
     pub(super) started: Option<Started>,
+    /// The instance's exports, type-checked at its first call and kept for the calls a reused instance serves
+    /// after it (a store holds one instance).
+    pub(super) exports: Exports,
+}
+
+/// The type-checked exports of a store's instance, once loaded.
+#[derive(Default)]
+pub(super) struct Exports {
+    pub(super) tool: Option<crate::bindings::tool::Guest>,
+    pub(super) handler: Option<crate::bindings::handler::Guest>,
 }
 
 /// How many started calls one plugin call may have uncollected at once: past it, `start-call` answers with an

@@ -88,6 +88,7 @@ impl PluginInner {
             cancel_seen: false,
             processes: toolwright_native::CallScope::new(),
             started: None,
+            exports: Default::default(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);

@@ -93,19 +93,24 @@ pub fn definition(
 }
 
 impl PluginInner {
-    /// The tool exports of a fresh instance.
+    /// The tool exports of the store's instance: type-checked at its first call, then kept in the store.
     fn tool_exports(
         &self,
         store: &mut wasmtime::Store<super::PluginState>,
         instance: &wasmtime::component::Instance,
     ) -> wasmtime::Result<bindings::tool::Guest> {
+        if let Some(guest) = &store.data().exports.tool {
+            return Ok(guest.clone());
+        }
         let indices = self
             .linked()
             .map_err(|e| wasmtime::format_err!("{e}"))?
             .tool
             .as_ref()
             .ok_or_else(|| wasmtime::format_err!("the plugin {} provides no tools", self.name))?;
-        indices.load(store, instance)
+        let guest = indices.load(&mut *store, instance)?;
+        store.data_mut().exports.tool = Some(guest.clone());
+        Ok(guest)
     }
 
     pub(super) fn fault(&self, what: &str, error: &wasmtime::Error) -> ToolError {

@@ -25,7 +25,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "cwd", "chdir"]},
                     "tool": {"type": "string"},
                     "arguments": {"type": "object"},
                     "count": {"type": "integer"},
@@ -209,6 +209,17 @@ impl Tool for Probe {
                 let mut kept = KEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 kept.0 += 1;
                 format!("call {} of this instance, holding {:?}", kept.0, kept.1)
+            }
+            // The working directory relative paths resolve against; `chdir` leaves it at `target` for the rest of
+            // the call (and, in a reused instance, until the next call sets its own).
+            "cwd" => {
+                let here = std::env::current_dir().map_err(err)?;
+                let listed = std::fs::read_dir(".").map_err(err)?.count();
+                format!("at {}, {listed} entries", here.display())
+            }
+            "chdir" => {
+                std::env::set_current_dir(target).map_err(err)?;
+                format!("now at {}", std::env::current_dir().map_err(err)?.display())
             }
             "print" => {
                 println!("stdout noise from the probe");
