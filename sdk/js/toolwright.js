@@ -106,15 +106,19 @@ const dispose = (resource) => resource?.[Symbol.dispose]?.();
 
 /** Node's synchronous file functions (the common subset) over WASI, with the host's refusal texts. */
 class WasiFs {
-  constructor(host, preopens, cwd) {
+  // `workspace` gives the workspace directory; it and the preopens are asked for at the first file operation, so
+  // a call that touches no file pays for neither.
+  constructor(host, preopens, workspace) {
     this.host = host;
-    this.cwd = cwd;
-    this.roots = preopens.getDirectories().map(([dir, path]) => [dir, normalize(path)]);
+    this.preopens = preopens;
+    this.workspace = workspace;
+    this.roots = null;
   }
 
   // The preopen below which `path` lies, and the path relative to it; a refusal when there is none.
   locate(path, write, syscall) {
-    const abs = resolvePath(path, this.cwd, this.host.home());
+    const abs = resolvePath(path, this.workspace(), this.host.home());
+    this.roots ??= this.preopens.getDirectories().map(([dir, path]) => [dir, normalize(path)]);
     let best = null;
     for (const [dir, root] of this.roots) {
       const inside = root === "/" || abs === root || abs.startsWith(`${root}/`);
@@ -206,7 +210,7 @@ class WasiFs {
   }
 
   mkdirSync(path, { recursive = false } = {}) {
-    const abs = resolvePath(path, this.cwd, this.host.home());
+    const abs = resolvePath(path, this.workspace(), this.host.home());
     if (recursive && abs !== "/" && !this.existsSync(abs)) {
       this.mkdirSync(abs.slice(0, abs.lastIndexOf("/")) || "/", { recursive });
     } else if (recursive) {
@@ -238,11 +242,18 @@ export class Context {
   constructor({ host = null, process = null, fs, cwd }) {
     this.host = host;
     this.process = process;
-    /** The workspace directory (absolute). */
-    this.cwd = cwd;
+    // A string, or a function asked once, at first use: a call that never needs the workspace makes no host call
+    // for it (4 µs of a reused instance's call).
+    this.workspace = cwd;
     /** Node-style synchronous file functions: `readFileSync`, `writeFileSync`, `readdirSync`, `statSync`,
      * `existsSync`, `mkdirSync`. Relative paths resolve against the workspace. */
     this.fs = fs;
+  }
+
+  /** The workspace directory (absolute). */
+  get cwd() {
+    if (typeof this.workspace === "function") this.workspace = this.workspace();
+    return this.workspace;
   }
 
   /** A context for unit tests under Node: files through `node:fs` below `cwd`, logs and updates go nowhere. */
@@ -450,9 +461,10 @@ export class Plugin {
   exports({ host, process = null, preopens = null }) {
     const plugin = this;
     const context = () => {
-      const cwd = host.cwd();
-      const fs = preopens ? new WasiFs(host, preopens, cwd) : null;
-      return new Context({ host, process, fs, cwd });
+      let cwd = null;
+      const workspace = () => (cwd ??= host.cwd());
+      const fs = preopens ? new WasiFs(host, preopens, workspace) : null;
+      return new Context({ host, process, fs, cwd: workspace });
     };
     const finish = (ctx, r) => {
       if (r.isError && r.details?.stack) ctx.log(r.details.stack, "error");

@@ -43,14 +43,21 @@ import traceback
 __all__ = ["Plugin", "Context", "Result", "Block", "Rewrite", "Read", "Write", "Spawn", "Env", "Network"]
 
 
+_TYPES = None
+
+
 def _types():
     """The bindings of `toolwright:plugin/types`: componentize-py names the module after the package when another
-    interface of the world (WASI's `wasi:filesystem/types`) is called `types` too."""
-    try:
-        from wit_world.imports import toolwright_plugin_types as types
-    except ImportError:  # a WIT without WASI in its worlds
-        from wit_world.imports import types
-    return types
+    interface of the world (WASI's `wasi:filesystem/types`) is called `types` too. Looked up once: an import
+    statement at every call is a few microseconds of the interpreter's time."""
+    global _TYPES
+    if _TYPES is None:
+        try:
+            from wit_world.imports import toolwright_plugin_types as types
+        except ImportError:  # a WIT without WASI in its worlds
+            from wit_world.imports import types
+        _TYPES = types
+    return _TYPES
 
 
 class Result:
@@ -438,9 +445,12 @@ class Plugin:
                     raise Err(f"{plugin.name} has no tool {tool}")
                 ctx = Context(host)
                 # Relative paths given to open() resolve against the workspace, as they do natively (without a
-                # grant of it the plugin cannot enter it, and they stay relative to `/`, where nothing is).
+                # grant of it the plugin cannot enter it, and they stay relative to `/`, where nothing is). A
+                # reused instance already there is left alone: wasi-libc's `chdir` asks the host twice, and
+                # `getcwd` reads its own copy.
                 try:
-                    os.chdir(ctx.cwd)
+                    if os.getcwd() != ctx.cwd:
+                        os.chdir(ctx.cwd)
                 except OSError:
                     pass
                 result = plugin.run(tool, json.loads(arguments), ctx)
