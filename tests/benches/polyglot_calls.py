@@ -6,12 +6,14 @@ call, and the marginal cost of a call: (median batch of 1000 - median batch of 2
 leaves out what a batch pays once (the first call links the component and, with reuse, instantiates it: about
 1.5 ms, 8 µs a call of a batch of 200), so it is the steady cost of one more call.
 
-    cargo test --test polyglot          # builds the examples under $CARGO_TARGET_DIR/tmp/polyglot/
+    cargo test -p toolwright-tests --test polyglot   # builds the examples under $CARGO_TARGET_DIR/tmp/polyglot/
     cargo build --release -p toolwright-cli
     python3 tests/benches/polyglot_calls.py 5 target/release/toolwright [OTHER_TOOLWRIGHT ...]
 
 More than one binary runs each case with each binary in turn (before and after a change). The examples are
-taken from `$CARGO_TARGET_DIR/tmp/polyglot` (default `target/tmp/polyglot`). Figures go to docs/performance.md.
+taken from `$CARGO_TARGET_DIR/tmp/polyglot` (default `target/tmp/polyglot`): to compare two builds of the examples
+(an SDK change), copy that directory aside and point `CARGO_TARGET_DIR` at its parent's parent for one run.
+Figures go to docs/performance.md.
 """
 import json, os, shutil, statistics, subprocess, sys, tempfile
 
@@ -32,7 +34,7 @@ try:
     cases = []
     for lang, (plugin, wasm, tool, args) in examples.items():
         if not os.path.exists(wasm):
-            sys.exit(f"{wasm} is missing: `cargo test --test polyglot` builds it")
+            sys.exit(f"{wasm} is missing: `cargo test -p toolwright-tests --test polyglot` builds it")
         plugins = os.path.join(work, lang)
         os.mkdir(plugins)
         shutil.copy(wasm, plugins)
