@@ -531,3 +531,57 @@ fn python_and_javascript_plugins_write_only_what_they_are_granted_and_make_neste
         std::fs::remove_file(notes.join("ok.txt")).unwrap();
     }
 }
+
+/// A Python tool that reports where it starts, reads a file by a relative path, and leaves for another directory.
+const PY_WANDER: &str = r#"
+import os
+
+from toolwright_plugin import Plugin, Read
+
+plugin = Plugin("py-wander", "0.1.0", "Leaves the workspace.", capabilities=[Read(".", "reads the workspace")])
+
+
+@plugin.tool(description="Report the directory, read notes.md by a relative path, go to src.",
+             parameters={"type": "object", "properties": {}})
+def py_wander(args, ctx):
+    start = os.getcwd()
+    with open("notes.md") as f:
+        first = f.readline().strip()
+    os.chdir("src")
+    return f"{start}|{first}|{os.getcwd()}"
+
+
+try:
+    Tool = plugin.export()
+except ImportError:
+    pass
+"#;
+
+#[test]
+fn every_python_call_starts_in_the_workspace_even_after_a_call_left_it() {
+    // The SDK skips `chdir` when a reused instance is already in the workspace: one that left must be brought back.
+    let wasm = python_project("py-wander", "tool-plugin", &[("app.py", PY_WANDER)]);
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(&wasm, plugins.path().join("py_wander.wasm")).unwrap();
+    let ws = workspace();
+    let workspace = ws.path().canonicalize().unwrap();
+    let mut batch = calls(&[
+        ("py_wander", json!({})),
+        ("py_wander", json!({})),
+        ("py_wander", json!({})),
+    ]);
+    batch["mode"] = json!("sequential");
+    let expected = format!(
+        "{}|# Notes|{}",
+        workspace.display(),
+        workspace.join("src").display()
+    );
+    for instance in ["", "instance = \"reuse\"\n"] {
+        let policy = format!("[plugins.py-wander]\nread = [\".\"]\n{instance}");
+        let out = run(plugins.path(), &workspace, Some(&policy), &batch);
+        for (i, (is_error, text, _)) in out.iter().enumerate() {
+            assert!(!is_error, "{instance} call {i}: {text}");
+            assert_eq!(text, &expected, "{instance} call {i}");
+        }
+    }
+}
