@@ -36,6 +36,7 @@ A handler that raises blocks the call (as pi does), with the error as the reason
 """
 
 import errno
+import functools
 import json
 import os
 import traceback
@@ -43,21 +44,16 @@ import traceback
 __all__ = ["Plugin", "Context", "Result", "Block", "Rewrite", "Read", "Write", "Spawn", "Env", "Network"]
 
 
-_TYPES = None
-
-
+@functools.cache
 def _types():
     """The bindings of `toolwright:plugin/types`: componentize-py names the module after the package when another
     interface of the world (WASI's `wasi:filesystem/types`) is called `types` too. Looked up once: an import
     statement at every call is a few microseconds of the interpreter's time."""
-    global _TYPES
-    if _TYPES is None:
-        try:
-            from wit_world.imports import toolwright_plugin_types as types
-        except ImportError:  # a WIT without WASI in its worlds
-            from wit_world.imports import types
-        _TYPES = types
-    return _TYPES
+    try:
+        from wit_world.imports import toolwright_plugin_types as types
+    except ImportError:  # a WIT without WASI in its worlds
+        from wit_world.imports import types
+    return types
 
 
 class Result:
