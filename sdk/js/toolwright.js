@@ -382,9 +382,10 @@ export class Plugin {
 
   /** Declare a tool: `declaration` has `name`, `description`, `parameters` (a JSON Schema) and optionally
    * `label`, `outputSchema`, `promptSnippet`, `promptGuidelines`, `executionMode` ("parallel" | "sequential"),
-   * `exposure`, `annotations` ({readOnly, destructive, idempotent, openWorld}), and pi's `renderCall(args)` and
+   * `exposure`, `annotations` ({readOnly, destructive, idempotent, openWorld}), pi's `renderCall(args)` and
    * `renderResult(result, {expanded, partial})` (lines of text for people, or nothing for the default
-   * rendering); `run(args, ctx)` does it. */
+   * rendering), and `warmUp`, arguments to run it with once as the component is built (see `warmUp()`);
+   * `run(args, ctx)` does it. */
   tool(declaration, run) {
     if (!declaration?.name || !declaration.description || !declaration.parameters) {
       throw new Error("a tool needs a name, a description and parameters");
@@ -417,6 +418,25 @@ export class Plugin {
       return normalizeResult(out);
     } catch (error) {
       return failure(error);
+    }
+  }
+
+  /**
+   * Run each tool once with each of its declaration's `warmUp` arguments, as the component is built.
+   * componentize-js runs the component's modules once at build time and every instance starts from the memory
+   * they left; SpiderMonkey compiles a function, a regular expression, a property access path when it first
+   * meets it. What a warm-up call compiles is there from the start in every fresh instance instead of compiled
+   * again in each (a quarter of `js_word_count`'s fresh call; docs/performance.md). The call has no host: the
+   * workspace is `/`, files, processes and nested calls are unavailable (using them is an error result, which
+   * is ignored), and what it leaves in the module's own variables every instance starts with.
+   */
+  warmUp() {
+    for (const { declaration } of this.tools.values()) {
+      for (const args of declaration.warmUp ?? []) {
+        const out = this.run(declaration.name, args, new Context({ host: null, fs: null, cwd: "/" }));
+        if (out && typeof out.then === "function") out.then(toWit, () => {});
+        else toWit(out);
+      }
     }
   }
 
@@ -471,6 +491,7 @@ export class Plugin {
       if (r.isError && r.details?.stack) ctx.log(r.details.stack, "error");
       return toWit(r);
     };
+    plugin.warmUp();
     return {
       metadata: () => plugin.metadata(),
       listTools: () => [...plugin.tools.values()].map((entry) => plugin.spec(entry)),

@@ -746,6 +746,49 @@ fn a_reused_instance_carries_nothing_past_a_trap_a_deadline_or_its_call_s_proces
     assert_reuse_outcomes(&results, &pids);
 }
 
+/// The probe's policy without reuse: every call has a fresh instance, most of them a spare made while the call
+/// before ran (`toolwright-wasm`'s `warm`).
+const FRESH_POLICY: &str =
+    "[plugins.toolwright-test-probe]\ntimeout-ms = 500\nspawn = [\"/bin/sh\"]\nwrite = [\"./out\"]\n";
+
+fn assert_fresh_outcomes(results: &[(bool, String)], pids: &Path) {
+    let fresh = (false, "call 1 of this instance".to_owned());
+    for (i, result) in results.iter().enumerate() {
+        match i {
+            2 => assert!(result.0 && result.1.contains("panicked"), "{result:?}"),
+            5 => assert_eq!(*result, (true, stopped_at(500))),
+            7 => assert_eq!(*result, (false, String::new())),
+            0 | 4 => assert_eq!(*result, fresh, "call {i}"),
+            _ => assert_eq!(
+                *result,
+                recalled(0, ""),
+                "call {i}: a fresh instance held something"
+            ),
+        }
+    }
+    let left: Vec<u32> = pids_in(pids).into_iter().filter(|p| alive(*p)).collect();
+    assert!(left.is_empty(), "a call left {left:?} running");
+}
+
+#[test]
+fn a_fresh_instance_made_ahead_of_its_call_carries_nothing_from_any_call_under_exec_and_mcp() {
+    let setup = setup(FRESH_POLICY);
+    std::fs::create_dir(setup.ws.path().join("out")).unwrap();
+    let pids = setup.ws.path().join("out/pid");
+    let calls = reuse_calls(&pids);
+    let results = setup.exec_sequential(&calls);
+    assert_fresh_outcomes(&results, &pids);
+
+    // Calls a client sends one by one: each finds the spare made while the one before ran.
+    let mut mcp = setup.mcp();
+    let results: Vec<(bool, String)> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, args)| mcp.run(i as i64 + 1, "probe", args.clone()))
+        .collect();
+    assert_fresh_outcomes(&results, &pids);
+}
+
 #[test]
 fn an_untrusted_project_cannot_turn_reuse_on() {
     // The policy as the project's own toolwright.toml: reuse is the user's trade, not a repository's.

@@ -92,6 +92,11 @@ impl Limiter {
             charged: 0,
         }
     }
+
+    /// Give back what the store was charged, before it drops: its instance runs no more.
+    pub fn release(&mut self) {
+        self.budget.release(std::mem::take(&mut self.charged));
+    }
 }
 
 impl ResourceLimiter for Limiter {
@@ -146,7 +151,7 @@ impl ResourceLimiter for Limiter {
 
 impl Drop for Limiter {
     fn drop(&mut self) {
-        self.budget.release(self.charged);
+        self.release();
     }
 }
 

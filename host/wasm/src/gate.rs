@@ -66,7 +66,7 @@ impl PluginInner {
         body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
     ) -> Result<T, ToolError> {
         let deadline = grants.timeout.map(|t| Instant::now() + t);
-        let _slot = loop {
+        let slot = loop {
             match self.slots.clone().try_acquire_owned() {
                 Ok(slot) => break slot,
                 Err(tokio::sync::TryAcquireError::Closed) => {
@@ -85,7 +85,7 @@ impl PluginInner {
             }
             std::thread::sleep(SLOT_POLL);
         };
-        self.enter_with_slot(grants, None, entry, body)
+        self.enter_with_slot(grants, None, None, slot, entry, body)
     }
 
     /// The gate's asynchronous side: the slot is awaited (ending with the call's cancellation, so a nested call
@@ -119,10 +119,19 @@ impl PluginInner {
             entry.inline = true;
             entry.session = None;
         }
+        // A tool execution or a hook takes an idle instance of the plugin's pool when one waits: a spare (made
+        // ahead, no call ran in it) or, where the grants allow reuse, one an earlier call left. A fresh one has
+        // the next call's spare made beside it, while it runs (`crate::warm`).
+        let taken = if entry.reusable {
+            let taken = self.pool.take(&grants);
+            crate::warm::spare(self, &grants);
+            taken
+        } else {
+            None
+        };
         let work = move || {
-            let _slot = slot;
             let reuse = (entry.reusable && grants.reuse.is_some()).then_some(&grants);
-            inner.enter_with_slot(&grants, reuse, entry, body)
+            inner.enter_with_slot(&grants, reuse, taken, slot, entry, body)
         };
         let failed = |why: String| {
             Err(ToolError::host(
@@ -149,13 +158,16 @@ impl PluginInner {
         }
     }
 
-    /// Run `body` in an instance: a fresh one, or with `reuse` (the call's grants, when they allow reuse and
-    /// the export may) one that waits idle in the plugin's pool; an instance that ends its call cleanly goes back
-    /// there (see [`crate::reuse`]).
+    /// Run `body` in an instance holding `slot`: `taken` from the plugin's pool (a spare, or with `reuse` an
+    /// instance an earlier call left), else a new one. With `reuse` (the call's grants, when they allow reuse and
+    /// the export may), an instance that ends its call cleanly goes back to the pool (see [`crate::reuse`]); any
+    /// other is retired, its store dropped off the call's path ([`crate::warm::retire`]).
     fn enter_with_slot<T>(
         &self,
         grants: &WasmGrants,
         reuse: Option<&Arc<WasmGrants>>,
+        taken: Option<crate::reuse::Taken>,
+        slot: tokio::sync::OwnedSemaphorePermit,
         entry: Entry,
         body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
     ) -> Result<T, ToolError> {
@@ -168,10 +180,14 @@ impl PluginInner {
             inline,
         } = entry;
         let setup = |e: wasmtime::Error| self.fault("cannot set up the sandbox", &e);
-        let (mut store, instance, calls) = match reuse.and_then(|g| self.pool.take(g)) {
+        let (mut store, instance, calls) = match taken {
             Some((mut store, instance, calls)) => {
                 self.rearm(&mut store, grants, cancel.clone(), updates, session)
                     .map_err(setup)?;
+                if calls == 0 {
+                    // A spare: what its instantiation printed belongs to this call, as a new instance's would.
+                    store.data_mut().output_from = (0, 0);
+                }
                 (store, instance, calls)
             }
             None => {
@@ -191,7 +207,9 @@ impl PluginInner {
                         if e.downcast_ref::<wasmtime::Trap>().is_some()
                             || e.downcast_ref::<super::state::Stopped>().is_some() =>
                     {
-                        return Err(with_stderr(self.describe_trap(&e, grants), &store));
+                        let error = with_stderr(self.describe_trap(&e, grants), &store);
+                        crate::warm::retire(store, slot);
+                        return Err(error);
                     }
                     Err(e) => return Err(self.fault("cannot instantiate", &e)),
                 }
@@ -200,16 +218,19 @@ impl PluginInner {
         store.data_mut().call.inline = inline;
         let outcome = body(&mut store, &instance);
         store.data().flush_output();
-        match outcome {
+        let result = match outcome {
             Ok(value) => {
                 // Only an instance that finished in time, uncancelled, with room left for its output, serves
-                // again; one that trapped or was stopped never does (it is dropped below, with its processes).
+                // again; one that trapped or was stopped never does (it is retired below, with its processes).
                 if let Some(grants) = reuse
                     && !store.data().call.should_stop()
                     && store.data().output_has_room()
                 {
                     store.data_mut().end_call();
-                    self.pool.put(grants, store, instance, calls + 1);
+                    match self.pool.put(grants, store, instance, calls + 1) {
+                        Ok(()) => return Ok(value),
+                        Err(back) => store = back,
+                    }
                 }
                 Ok(value)
             }
@@ -220,7 +241,9 @@ impl PluginInner {
                 tracing::debug!(plugin = %self.name, export, "the call failed: {trap:#}");
                 Err(with_stderr(self.describe_trap(&trap, grants), &store))
             }
-        }
+        };
+        crate::warm::retire(store, slot);
+        result
     }
 }
 

@@ -228,7 +228,7 @@ fn apply(work: &mut Working, changes: bindings::handler::ToolResultChanges) -> R
 
 impl PluginInner {
     /// The handler exports of the store's instance: type-checked at its first call, then kept in the store.
-    fn handler_exports(
+    pub(crate) fn handler_exports(
         &self,
         store: &mut wasmtime::Store<super::PluginState>,
         instance: &wasmtime::component::Instance,

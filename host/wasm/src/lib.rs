@@ -15,7 +15,8 @@
 //! - `tool`, `handler`: a plugin's tools as [`ToolDefinition`]s, and a handler plugin's `tool_call` /
 //!   `tool_result` as hooks ([`handler_hooks`]).
 //! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
-//! - [`reuse`]: opt-in instance reuse (`instance = "reuse"`): a plugin's idle instances, bounded.
+//! - [`reuse`]: opt-in instance reuse (`instance = "reuse"`): a plugin's idle instances, bounded; and its spares.
+//! - `warm`: what a fresh instance needs off the call's path: finished stores dropped, spares made ahead.
 //! - [`identity`]: where a plugin came from, its digest and pin, and which policy entry applies to it.
 //! - [`lock`]: `toolwright.lock`, what the user approved of each installed plugin, and what changed since.
 //! - [`codemode`] (feature `codemode`): pi's `codemode` tool, its engine a component.
@@ -49,6 +50,7 @@ pub mod reuse;
 mod state;
 mod store;
 mod tool;
+mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

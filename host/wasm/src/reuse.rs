@@ -9,8 +9,12 @@
 //! by the grants its calls run under. An instance serves at most `instance-max-calls` calls and waits at most
 //! `instance-idle-ms`; at most [`MAX_IDLE`] wait in the whole process, and they give their memory back to the
 //! host's budget before a running call would be refused a growth for want of it.
+//!
+//! The same pool holds a plugin's *spares* (see [`crate::warm`]): instances made ahead of a call under a grant
+//! that does not allow reuse, which no call has run in yet. A call with a fresh instance takes only a spare; one
+//! that allows reuse takes either. A spare waits at most [`SPARE_IDLE`].
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -23,6 +27,9 @@ use crate::state::PluginState;
 /// How many instances may wait idle in the whole process (beyond [`crate::MAX_INSTANCES`] running ones: the
 /// pooling allocator is sized for both).
 pub const MAX_IDLE: u32 = 32;
+
+/// How long a spare waits for a call before it is dropped.
+pub const SPARE_IDLE: Duration = Duration::from_secs(10);
 
 /// How often expired idle instances are dropped (besides when a call looks for one).
 const SWEEP_EVERY: Duration = Duration::from_millis(250);
@@ -39,6 +46,8 @@ pub(crate) struct Pool {
     idle: Mutex<Vec<Idle>>,
     /// Whether the sweeper knows this pool.
     registered: AtomicBool,
+    /// How many calls a spare served.
+    spares_served: AtomicU64,
 }
 
 /// A store whose instance finished a call cleanly, and what bounds its further life.
@@ -49,6 +58,8 @@ struct Idle {
     parts: Option<(Store<PluginState>, Instance)>,
     /// Calls it served.
     calls: u64,
+    /// No call ran in it: a spare (see [`crate::warm`]).
+    spare: bool,
     /// When it is dropped if no call took it.
     expires: Instant,
 }
@@ -63,14 +74,19 @@ impl Drop for Idle {
 pub(crate) type Taken = (Store<PluginState>, Instance, u64);
 
 impl Pool {
-    /// An idle instance that ran under `grants`, if one waits (the last one pooled: its pages are the warmest).
+    /// An idle instance for a call under `grants`, if one waits (the last one pooled: its pages are the
+    /// warmest): any, when the grants allow reuse; else only a spare, in which no call ran.
     pub fn take(&self, grants: &Arc<WasmGrants>) -> Option<Taken> {
+        let spares_only = grants.reuse.is_none();
         let now = Instant::now();
         let mut done = Vec::new();
         let mut found = None;
         {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-            while let Some(at) = idle.iter().rposition(|i| Arc::ptr_eq(&i.grants, grants)) {
+            while let Some(at) = idle
+                .iter()
+                .rposition(|i| Arc::ptr_eq(&i.grants, grants) && (i.spare || !spares_only))
+            {
                 let mut entry = idle.remove(at);
                 if now < entry.expires {
                     found = entry
@@ -86,33 +102,81 @@ impl Pool {
         }
         // Dropping a store returns its memory to the pool: outside the lock.
         drop(done);
+        if let Some((_, _, 0)) = found {
+            let served = self.spares_served.fetch_add(1, Ordering::Relaxed) + 1;
+            tracing::trace!(served, "a call takes a spare");
+        }
         found
     }
 
+    /// How many calls a spare served, and how many spares wait now.
+    #[cfg(test)]
+    pub(crate) fn spares(&self) -> (u64, usize) {
+        let waiting = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        (
+            self.spares_served.load(Ordering::Relaxed),
+            waiting.iter().filter(|i| i.spare).count(),
+        )
+    }
+
     /// Keep `store` for the next call under `grants`, unless it served its calls or the process has
-    /// [`MAX_IDLE`] waiting already (then it is dropped).
+    /// [`MAX_IDLE`] waiting already: then it is handed back.
     pub fn put(
         self: &Arc<Self>,
         grants: &Arc<WasmGrants>,
         store: Store<PluginState>,
         instance: Instance,
         calls: u64,
-    ) {
+    ) -> Result<(), Store<PluginState>> {
         let Some(reuse) = grants.reuse else {
-            return;
+            return Err(store);
         };
         if calls >= reuse.max_calls || reuse.idle.is_zero() {
-            return;
+            return Err(store);
         }
+        self.keep(grants, store, instance, calls, false, reuse.idle)
+    }
+
+    /// Keep `store`, whose instance no call ran in yet, for the next call under `grants` (see
+    /// [`crate::warm`]); handed back when the process has [`MAX_IDLE`] waiting already.
+    pub fn put_spare(
+        self: &Arc<Self>,
+        grants: &Arc<WasmGrants>,
+        store: Store<PluginState>,
+        instance: Instance,
+    ) -> Result<(), Store<PluginState>> {
+        self.keep(grants, store, instance, 0, true, SPARE_IDLE)
+    }
+
+    /// Whether a spare for calls under `grants` waits.
+    pub fn has_spare(&self, grants: &Arc<WasmGrants>) -> bool {
+        let now = Instant::now();
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|i| i.spare && now < i.expires && Arc::ptr_eq(&i.grants, grants))
+    }
+
+    fn keep(
+        self: &Arc<Self>,
+        grants: &Arc<WasmGrants>,
+        store: Store<PluginState>,
+        instance: Instance,
+        calls: u64,
+        spare: bool,
+        idle: Duration,
+    ) -> Result<(), Store<PluginState>> {
         if IDLE.fetch_add(1, Ordering::Relaxed) >= MAX_IDLE as usize {
             IDLE.fetch_sub(1, Ordering::Relaxed);
-            return;
+            return Err(store);
         }
         let entry = Idle {
             grants: grants.clone(),
             parts: Some((store, instance)),
             calls,
-            expires: Instant::now() + reuse.idle,
+            spare,
+            expires: Instant::now() + idle,
         };
         self.idle
             .lock()
@@ -121,6 +185,7 @@ impl Pool {
         if !self.registered.swap(true, Ordering::Relaxed) {
             register(self);
         }
+        Ok(())
     }
 
     /// Drop the instances whose idle time ran out.

@@ -215,6 +215,17 @@ impl PluginState {
     }
 }
 
+impl PluginState {
+    /// What a fresh instance's call owes at its end, before its store is dropped off the call's path
+    /// ([`crate::warm::retire`]): [`end_call`](Self::end_call), and its resources (open files, sockets, child
+    /// handles) closed, its memory given back to the host's budget. Nothing runs in the store after this.
+    pub fn retire(&mut self) {
+        self.end_call();
+        self.table = ResourceTable::new();
+        self.limits.release();
+    }
+}
+
 impl types::Host for PluginState {}
 
 impl host::Host for PluginState {

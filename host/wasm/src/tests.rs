@@ -92,3 +92,52 @@ fn the_digests_the_build_computed_are_the_embedded_components_sha256() {
         "the digest of the embedded codemode"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_with_a_fresh_instance_takes_the_spare_made_while_the_one_before_ran() {
+    let Some(builtins) = components::BUILTINS else {
+        return; // built with TOOLWRIGHT_SKIP_WASM_BUILD: nothing is embedded
+    };
+    let (_, ls) = builtins
+        .iter()
+        .find(|(name, _)| *name == "ls")
+        .expect("the ls component");
+    let ws = tempfile::tempdir().expect("a workspace");
+    std::fs::write(ws.path().join("a.txt"), "a").expect("a file");
+    let host = PluginHost::new(None).expect("a plugin host");
+    let plugin = host.load_bytes(Path::new("ls.wasm"), ls).expect("ls loads");
+    let mut grants = WasmGrants::none(ws.path());
+    let root = toolwright_sdk::paths::normalize(&ws.path().to_string_lossy());
+    grants.preopens.push(Preopen {
+        host: ws.path().to_path_buf(),
+        guest: root,
+        write: false,
+    });
+    let tool = plugin.tool_definitions(&grants).remove(0);
+    let call = || async {
+        let run = toolwright_core::ToolExecution {
+            call_id: "c".into(),
+            params: serde_json::json!({}),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            updates: toolwright_core::tool::UpdateSink::discard(),
+        };
+        let result = tool.execute.execute(run, None).await.expect("ls runs");
+        result.content[0].as_text().map(str::to_owned)
+    };
+    assert_eq!(call().await.as_deref(), Some("a.txt"));
+    // The first call had a spare made beside it; it waits in the pool for the next call.
+    let waited = Instant::now();
+    while plugin.inner.pool.spares() != (0, 1) {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(20),
+            "no spare was made"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(call().await.as_deref(), Some("a.txt"));
+    assert_eq!(
+        plugin.inner.pool.spares().0,
+        1,
+        "the second call ran in the spare"
+    );
+}

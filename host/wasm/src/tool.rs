@@ -94,7 +94,7 @@ pub fn definition(
 
 impl PluginInner {
     /// The tool exports of the store's instance: type-checked at its first call, then kept in the store.
-    fn tool_exports(
+    pub(crate) fn tool_exports(
         &self,
         store: &mut wasmtime::Store<super::PluginState>,
         instance: &wasmtime::component::Instance,

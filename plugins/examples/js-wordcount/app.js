@@ -38,6 +38,9 @@ plugin.tool(
       required: ["words", "lines", "characters"],
     },
     promptSnippet: "Count words, lines and characters",
+    // Run once as the component is built: its regular expression and code are compiled in every instance's
+    // starting memory instead of at each fresh instance's call.
+    warmUp: [{ text: "warm up\nthe counter" }],
   },
   (args, ctx) => {
     const c = count(args.text);

@@ -1,0 +1,140 @@
+//! Work a fresh instance needs that the call need not wait for, done on one background thread: a finished
+//! store is *retired* there (wasmtime resets its memory and tables for the slot's next instance when it drops),
+//! and a *spare* is made there, an instance of the plugin under the grants of a call that just started, ready
+//! for the next call under them.
+//!
+//! A spare is still a fresh instance: no call ran in it (instantiation runs no export), it has its own store
+//! built exactly as the call would build it, and the call makes it its own (`rearm`: cancellation, deadline,
+//! fuel, updates, session) before it runs. It waits in the plugin's pool ([`crate::reuse`]) at most
+//! [`crate::reuse::SPARE_IDLE`], counts among the [`crate::reuse::MAX_IDLE`] idle instances, and gives its
+//! memory back to the host's budget as they do. One that cannot be made (a start function that traps, a pool
+//! out of slots) is simply not there: the call instantiates as it always did, and reports what fails.
+//!
+//! What a call's end must do at once is done before its store is handed here ([`PluginState::retire`]): its
+//! processes are killed, its nested calls cancelled, its resources (files, sockets) closed, its memory given
+//! back to the host's budget; its slot (the bound on live instances) is released only once the store is gone.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+use toolwright_core::tool::UpdateSink;
+use wasmtime::Store;
+
+use crate::state::PluginState;
+use crate::{PluginInner, WasmGrants};
+
+/// How many jobs may wait for the background thread: past it, a store is dropped by the call that finished with
+/// it and no spare is made, so that one thread never becomes what a busy host waits for (a thousand parallel
+/// calls each drop their own store, as before).
+const MAX_PENDING: usize = 4;
+
+/// Jobs sent and not yet done.
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+/// What the background thread does, in order.
+enum Job {
+    /// Drop a finished store, then free its slot.
+    Retire(Store<PluginState>, OwnedSemaphorePermit),
+    /// Make a spare for calls of the plugin under these grants, unless one waits.
+    Spare(Arc<PluginInner>, Arc<WasmGrants>),
+}
+
+/// The background thread's queue (none when it could not start: then the work is done in place, or skipped).
+fn queue() -> Option<&'static Mutex<Sender<Job>>> {
+    static QUEUE: OnceLock<Option<Mutex<Sender<Job>>>> = OnceLock::new();
+    QUEUE
+        .get_or_init(|| {
+            let (send, receive) = channel::<Job>();
+            let started = std::thread::Builder::new()
+                .name("toolwright-warm".into())
+                .spawn(move || {
+                    for job in receive {
+                        PENDING.fetch_sub(1, Ordering::AcqRel);
+                        match job {
+                            Job::Retire(store, slot) => {
+                                drop(store);
+                                drop(slot);
+                            }
+                            Job::Spare(plugin, grants) => plugin.make_spare(&grants),
+                        }
+                    }
+                });
+            match started {
+                Ok(_) => Some(Mutex::new(send)),
+                Err(e) => {
+                    tracing::warn!("cannot start the thread that prepares instances: {e}");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// Hand `job` to the background thread; it comes back when there is none, or [`MAX_PENDING`] wait already.
+fn send(job: Job) -> Result<(), Job> {
+    let Some(queue) = queue() else {
+        return Err(job);
+    };
+    if PENDING.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING {
+        PENDING.fetch_sub(1, Ordering::AcqRel);
+        return Err(job);
+    }
+    let sent = queue
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .send(job)
+        .map_err(|e| e.0);
+    if sent.is_err() {
+        PENDING.fetch_sub(1, Ordering::AcqRel);
+    }
+    sent
+}
+
+/// Let go of a finished call's store: what the call's end owes is done now ([`PluginState::retire`]); the
+/// store's drop (the instance's reset) and then the release of `slot` happen on the background thread.
+pub(crate) fn retire(mut store: Store<PluginState>, slot: OwnedSemaphorePermit) {
+    store.data_mut().retire();
+    if let Err(job) = send(Job::Retire(store, slot)) {
+        drop(job);
+    }
+}
+
+/// Have a spare made for the next call of `plugin` under `grants` (none for grants that allow reuse: their
+/// finished instances wait in the pool already).
+pub(crate) fn spare(plugin: &Arc<PluginInner>, grants: &Arc<WasmGrants>) {
+    if grants.reuse.is_none() {
+        // Without the thread there is no spare: the next call instantiates in place.
+        let _ = send(Job::Spare(plugin.clone(), grants.clone()));
+    }
+}
+
+impl PluginInner {
+    /// Make a spare under `grants` and keep it in the pool, unless one waits there already. A failure leaves
+    /// none: the call that would have taken it instantiates itself, and reports what fails then.
+    fn make_spare(&self, grants: &Arc<WasmGrants>) {
+        if self.pool.has_spare(grants) {
+            return;
+        }
+        let Ok(linked) = self.linked() else {
+            return;
+        };
+        let Ok(mut store) = self.store(grants, CancellationToken::new(), UpdateSink::discard(), None) else {
+            return;
+        };
+        let Ok(instance) = linked.pre.instantiate(&mut store) else {
+            return;
+        };
+        // The exports are type-checked here too, once, as a call would at its start.
+        let checked = match (&linked.tool, &linked.handler) {
+            (Some(_), _) => self.tool_exports(&mut store, &instance).is_ok(),
+            (None, Some(_)) => self.handler_exports(&mut store, &instance).is_ok(),
+            (None, None) => false,
+        };
+        if checked && let Err(store) = self.pool.put_spare(grants, store, instance) {
+            drop(store);
+        }
+    }
+}
