@@ -585,3 +585,61 @@ fn every_python_call_starts_in_the_workspace_even_after_a_call_left_it() {
         }
     }
 }
+
+/// A JavaScript tool with warm-up arguments that reach for the host, which is not there as the component is built.
+const JS_WARM: &str = r#"
+import { Plugin, read } from "./toolwright.js";
+
+export const plugin = new Plugin({
+  name: "js-warm",
+  version: "0.1.0",
+  description: "Counts its runs.",
+  capabilities: [read(".", "reads the workspace")],
+});
+
+let runs = 0;
+
+plugin.tool(
+  {
+    name: "js_warm",
+    description: "Read a file, and say how many times this instance's module ran the tool.",
+    parameters: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+    warmUp: [{ path: "notes.md" }, { path: "src/main.rs" }],
+  },
+  (args, ctx) => {
+    runs += 1;
+    ctx.log(`run ${runs}`);
+    return `${runs}: ${ctx.fs.readFileSync(args.path, "utf8").split("\n")[0]}`;
+  },
+);
+"#;
+
+#[test]
+fn a_javascript_tool_s_warm_up_runs_once_at_build_without_a_host_and_every_fresh_instance_starts_after_it() {
+    let js = js_project(
+        "js-warm",
+        &[("app.js", JS_WARM), ("component.js", JS_NESTED_ENTRY)],
+    );
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(&js, plugins.path().join("js_warm.wasm")).unwrap();
+    let ws = workspace();
+    let policy = "[plugins.js-warm]\nread = [\".\"]\n";
+    let mut batch = calls(&[
+        ("js_warm", json!({"path": "notes.md"})),
+        ("js_warm", json!({"path": "src/main.rs"})),
+        ("js_warm", json!({"path": "notes.md"})),
+    ]);
+    batch["mode"] = json!("sequential");
+    let results = run(plugins.path(), ws.path(), Some(policy), &batch);
+    // The two warm-up runs counted (the file reads failed without a host, and the build went on); each call has
+    // an instance of its own, starting from the memory they left.
+    let texts: Vec<(bool, &str)> = results.iter().map(|(e, t, _)| (*e, t.as_str())).collect();
+    assert_eq!(
+        texts,
+        [
+            (false, "3: # Notes"),
+            (false, "3: fn main() {}"),
+            (false, "3: # Notes")
+        ]
+    );
+}
