@@ -10,9 +10,9 @@
 //! `instance-idle-ms`; at most [`MAX_IDLE`] wait in the whole process, and they give their memory back to the
 //! host's budget before a running call would be refused a growth for want of it.
 //!
-//! The same pool holds a plugin's *spares* (see [`crate::warm`]): instances made ahead of a call under a grant
-//! that does not allow reuse, which no call has run in yet. A call with a fresh instance takes only a spare; one
-//! that allows reuse takes either. A spare waits at most [`SPARE_IDLE`].
+//! The same pool holds a plugin's *spares* (made by the crate's `warm` module): instances made ahead of a call
+//! under a grant that does not allow reuse, which no call has run in yet. A call with a fresh instance takes only
+//! a spare; one that allows reuse takes either. A spare waits at most [`SPARE_IDLE`].
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -58,7 +58,7 @@ struct Idle {
     parts: Option<(Store<PluginState>, Instance)>,
     /// Calls it served.
     calls: u64,
-    /// No call ran in it: a spare (see [`crate::warm`]).
+    /// No call ran in it: a spare (made by the crate's `warm` module).
     spare: bool,
     /// When it is dropped if no call took it.
     expires: Instant,
@@ -138,7 +138,7 @@ impl Pool {
     }
 
     /// Keep `store`, whose instance no call ran in yet, for the next call under `grants` (see
-    /// [`crate::warm`]); handed back when the process has [`MAX_IDLE`] waiting already.
+    /// the crate's `warm` module); handed back when the process has [`MAX_IDLE`] waiting already.
     pub fn put_spare(
         self: &Arc<Self>,
         grants: &Arc<WasmGrants>,
