@@ -2,5 +2,8 @@
 //! (`DEP_TOOLWRIGHT_TOOL_WRITE_SRC`, through `links`), so they can build it wherever this crate sits.
 
 fn main() {
-    println!("cargo::metadata=src={}", env!("CARGO_MANIFEST_DIR"));
+    // Read when the script runs, not when it was compiled: a target directory shared by two checkouts (a
+    // worktree, a CI clone) shares this script's binary, and a path baked into it would name the other one.
+    let src = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
+    println!("cargo::metadata=src={src}");
 }
