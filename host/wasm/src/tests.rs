@@ -93,8 +93,11 @@ fn the_digests_the_build_computed_are_the_embedded_components_sha256() {
     );
 }
 
+/// A call that runs alone (a pipeline that works in place, as `toolwright exec` and `mcp` run theirs) has the next
+/// call's spare made beside it, and the next call runs in it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_with_a_fresh_instance_takes_the_spare_made_while_the_one_before_ran() {
+async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_while_the_one_before_ran() {
+    use toolwright_core::{AssistantMessage, NoEvents, Pipeline, ToolCall};
     let Some(builtins) = components::BUILTINS else {
         return; // built with TOOLWRIGHT_SKIP_WASM_BUILD: nothing is embedded
     };
@@ -113,16 +116,21 @@ async fn a_call_with_a_fresh_instance_takes_the_spare_made_while_the_one_before_
         guest: root,
         write: false,
     });
-    let tool = plugin.tool_definitions(&grants).remove(0);
+    let tools = vec![toolwright_core::definition::wrap_tool_definition(
+        &plugin.tool_definitions(&grants)[0],
+        None,
+    )];
+    let pipeline = Pipeline::new().with_work_in_place(true);
+    let message = AssistantMessage {
+        tool_calls: vec![ToolCall::new("c", "ls", serde_json::json!({}))],
+        ..Default::default()
+    };
     let call = || async {
-        let run = toolwright_core::ToolExecution {
-            call_id: "c".into(),
-            params: serde_json::json!({}),
-            cancel: tokio_util::sync::CancellationToken::new(),
-            updates: toolwright_core::tool::UpdateSink::discard(),
-        };
-        let result = tool.execute.execute(run, None).await.expect("ls runs");
-        result.content[0].as_text().map(str::to_owned)
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let outcome = pipeline
+            .execute_tool_calls(&tools, &message, &NoEvents, &cancel)
+            .await;
+        outcome.messages[0].content[0].as_text().map(str::to_owned)
     };
     assert_eq!(call().await.as_deref(), Some("a.txt"));
     // The first call had a spare made beside it; it waits in the pool for the next call.

@@ -1,7 +1,9 @@
-//! Work a fresh instance needs that the call need not wait for, done on one background thread: a finished
-//! store is *retired* there (wasmtime resets its memory and tables for the slot's next instance when it drops),
-//! and a *spare* is made there, an instance of the plugin under the grants of a call that just started, ready
-//! for the next call under them.
+//! Work a fresh instance needs that the call need not wait for, done on one background thread for a call that
+//! runs alone (`toolwright_core::pipeline::may_block_here`: a pipeline that works in place, as `exec` and `mcp`
+//! run theirs, with nothing beside the call; there a core is free, where beside others every core has calls to
+//! run): its finished store is dropped there (wasmtime resets its memory and tables for the slot's next instance
+//! when it drops), and a *spare* is made there, an instance of the plugin under the call's grants, ready for the
+//! next call under them.
 //!
 //! A spare is still a fresh instance: no call ran in it (instantiation runs no export), it has its own store
 //! built exactly as the call would build it, and the call makes it its own (`rearm`: cancellation, deadline,
@@ -27,8 +29,8 @@ use crate::state::PluginState;
 use crate::{PluginInner, WasmGrants};
 
 /// How many jobs may wait for the background thread: past it, a store is dropped by the call that finished with
-/// it and no spare is made, so that one thread never becomes what a busy host waits for (a thousand parallel
-/// calls each drop their own store, as before).
+/// it and no spare is made, so that one thread never becomes what a busy host waits for. (Only calls that run
+/// alone hand it work; calls beside others, where every core has calls to run, drop their own stores.)
 const MAX_PENDING: usize = 4;
 
 /// Jobs sent and not yet done.
@@ -93,17 +95,18 @@ fn send(job: Job) -> Result<(), Job> {
     sent
 }
 
-/// Let go of a finished call's store: what the call's end owes is done now ([`PluginState::retire`]); the
-/// store's drop (the instance's reset) and then the release of `slot` happen on the background thread.
-pub(crate) fn retire(mut store: Store<PluginState>, slot: OwnedSemaphorePermit) {
+/// Let go of a finished call's store: what the call's end owes is done now ([`PluginState::retire`]); for a
+/// call that ran `alone`, the store's drop (the instance's reset) and then the release of `slot` happen on the
+/// background thread, else here.
+pub(crate) fn retire(mut store: Store<PluginState>, slot: OwnedSemaphorePermit, alone: bool) {
     store.data_mut().retire();
-    if let Err(job) = send(Job::Retire(store, slot)) {
+    if alone && let Err(job) = send(Job::Retire(store, slot)) {
         drop(job);
     }
 }
 
-/// Have a spare made for the next call of `plugin` under `grants` (none for grants that allow reuse: their
-/// finished instances wait in the pool already).
+/// Have a spare made for the next call of `plugin` under `grants`, for a call that runs alone (none for grants
+/// that allow reuse: their finished instances wait in the pool already).
 pub(crate) fn spare(plugin: &Arc<PluginInner>, grants: &Arc<WasmGrants>) {
     if grants.reuse.is_none() {
         // Without the thread there is no spare: the next call instantiates in place.
