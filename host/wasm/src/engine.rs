@@ -12,7 +12,7 @@ pub const MAX_INSTANCES: u32 = 256;
 pub const MAX_MEMORY: usize = 256 << 20;
 /// How much of a finished instance's linear memory stays resident in its pool slot, reset by copying back
 /// the written pages. Every slot that ever served an instance keeps at most this much, and
-/// [`TABLE_KEEP_RESIDENT`] of its tables: at most about 300 MiB over the pool's 288 slots, a few MiB in practice
+/// [`TABLE_KEEP_RESIDENT`] of its tables: at most about 300 MiB over the pool's 289 slots, a few MiB in practice
 /// (slots are reused most recently used first, so a host uses about as many as it ran instances at once, and a
 /// slot keeps only what its instances wrote). 1 MiB, not 256 KiB: a fresh JavaScript instance (componentize-js)
 /// writes more than 256 KiB of its interpreter's heap, and every page past the bound faults again in the next
@@ -38,8 +38,9 @@ impl PluginEngine {
     /// A new engine with the pooling allocator sized for [`MAX_INSTANCES`]; `metered` turns on fuel (each
     /// store then needs fuel to run; compiled code differs, so the fingerprint does too).
     pub fn new(metered: bool) -> wasmtime::Result<Self> {
-        // Room for the running instances and the idle ones that reuse keeps.
-        let instances = MAX_INSTANCES + crate::reuse::MAX_IDLE;
+        // Room for the running instances, the idle ones that reuse keeps (spares among them), and the one spare
+        // being made (crate::warm), which holds no slot of the semaphore while it is instantiated.
+        let instances = MAX_INSTANCES + crate::reuse::MAX_IDLE + 1;
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(instances)
             .total_core_instances(instances * 8)
