@@ -26,7 +26,7 @@ use toolwright_core::tool::UpdateSink;
 use wasmtime::Store;
 
 use crate::state::PluginState;
-use crate::{PluginInner, WasmGrants};
+use crate::{LOAD_TIMEOUT, PluginInner, WasmGrants};
 
 /// How many jobs may wait for the background thread: past it, a store is dropped by the call that finished with
 /// it and no spare is made, so that one thread never becomes what a busy host waits for. (Only calls that run
@@ -127,6 +127,10 @@ impl PluginInner {
         let Ok(mut store) = self.store(grants, CancellationToken::new(), UpdateSink::discard(), None) else {
             return;
         };
+        // A start function that loops holds this thread no longer than a load's description may take, whatever
+        // the grants' own limit (there may be none): the jobs behind it wait for it.
+        let limit = grants.timeout.unwrap_or(LOAD_TIMEOUT).min(LOAD_TIMEOUT);
+        store.data_mut().call.deadline = Some((std::time::Instant::now() + limit, limit));
         let Ok(instance) = linked.pre.instantiate(&mut store) else {
             return;
         };
