@@ -746,8 +746,8 @@ fn a_reused_instance_carries_nothing_past_a_trap_a_deadline_or_its_call_s_proces
     assert_reuse_outcomes(&results, &pids);
 }
 
-/// The probe's policy without reuse: every call has a fresh instance, most of them a spare made while the call
-/// before ran (`toolwright-wasm`'s `warm`).
+/// The probe's policy without reuse: every call has a fresh instance, most of them a spare made after the call
+/// before (`toolwright-wasm`'s `warm`).
 const FRESH_POLICY: &str =
     "[plugins.toolwright-test-probe]\ntimeout-ms = 500\nspawn = [\"/bin/sh\"]\nwrite = [\"./out\"]\n";
 
@@ -779,7 +779,7 @@ fn a_fresh_instance_made_ahead_of_its_call_carries_nothing_from_any_call_under_e
     let results = setup.exec_sequential(&calls);
     assert_fresh_outcomes(&results, &pids);
 
-    // Calls a client sends one by one: each finds the spare made while the one before ran.
+    // Calls a client sends one by one: each finds the spare made after the one before.
     let mut mcp = setup.mcp();
     let results: Vec<(bool, String)> = calls
         .iter()

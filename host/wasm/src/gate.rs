@@ -85,7 +85,12 @@ impl PluginInner {
             }
             std::thread::sleep(SLOT_POLL);
         };
-        self.enter_with_slot(grants, None, None, (slot, false), entry, body)
+        let leave = crate::warm::Leave {
+            slot,
+            alone: false,
+            spare: None,
+        };
+        self.enter_with_slot(grants, None, None, leave, entry, body)
     }
 
     /// The gate's asynchronous side: the slot is awaited (ending with the call's cancellation, so a nested call
@@ -121,20 +126,17 @@ impl PluginInner {
         }
         // A tool execution or a hook takes an idle instance of the plugin's pool when one waits: a spare (made
         // ahead, no call ran in it) or, where the grants allow reuse, one an earlier call left. One that runs
-        // alone has the next call's spare made beside it, while it runs, and its store dropped after it, both on
-        // another thread (`crate::warm`); beside others, where every core has calls to run, it does both itself.
-        let taken = if entry.reusable {
-            let taken = self.pool.take(&grants);
-            if here {
-                crate::warm::spare(self, &grants);
-            }
-            taken
-        } else {
-            None
+        // alone has its store dropped and the next call's spare made after it, on another thread
+        // (`crate::warm`); beside others, where every core has calls to run, it drops its store itself.
+        let taken = entry.reusable.then(|| self.pool.take(&grants)).flatten();
+        let leave = crate::warm::Leave {
+            slot,
+            alone: here,
+            spare: (here && entry.reusable).then(|| (self.clone(), grants.clone())),
         };
         let work = move || {
             let reuse = (entry.reusable && grants.reuse.is_some()).then_some(&grants);
-            inner.enter_with_slot(&grants, reuse, taken, (slot, here), entry, body)
+            inner.enter_with_slot(&grants, reuse, taken, leave, entry, body)
         };
         let failed = |why: String| {
             Err(ToolError::host(
@@ -164,14 +166,13 @@ impl PluginInner {
     /// Run `body` in an instance holding `slot`: `taken` from the plugin's pool (a spare, or with `reuse` an
     /// instance an earlier call left), else a new one. With `reuse` (the call's grants, when they allow reuse and
     /// the export may), an instance that ends its call cleanly goes back to the pool (see [`crate::reuse`]); any
-    /// other is dropped, with the slot's second half, `alone` (the call runs alone), off the call's path
-    /// ([`crate::warm::retire`]).
+    /// other is dropped as `leave` says ([`crate::warm::retire`]).
     fn enter_with_slot<T>(
         &self,
         grants: &WasmGrants,
         reuse: Option<&Arc<WasmGrants>>,
         taken: Option<crate::reuse::Taken>,
-        (slot, alone): (tokio::sync::OwnedSemaphorePermit, bool),
+        leave: crate::warm::Leave,
         entry: Entry,
         body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
     ) -> Result<T, ToolError> {
@@ -212,7 +213,7 @@ impl PluginInner {
                             || e.downcast_ref::<super::state::Stopped>().is_some() =>
                     {
                         let error = with_stderr(self.describe_trap(&e, grants), &store);
-                        crate::warm::retire(store, slot, alone);
+                        crate::warm::retire(store, leave);
                         return Err(error);
                     }
                     Err(e) => return Err(self.fault("cannot instantiate", &e)),
@@ -246,7 +247,7 @@ impl PluginInner {
                 Err(with_stderr(self.describe_trap(&trap, grants), &store))
             }
         };
-        crate::warm::retire(store, slot, alone);
+        crate::warm::retire(store, leave);
         result
     }
 }

@@ -94,9 +94,9 @@ fn the_digests_the_build_computed_are_the_embedded_components_sha256() {
 }
 
 /// A call that runs alone (a pipeline that works in place, as `toolwright exec` and `mcp` run theirs) has the next
-/// call's spare made beside it, and the next call runs in it.
+/// call's spare made after it, and the next call runs in it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_while_the_one_before_ran() {
+async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_after_the_one_before() {
     use toolwright_core::{AssistantMessage, NoEvents, Pipeline, ToolCall};
     let Some(builtins) = components::BUILTINS else {
         return; // built with TOOLWRIGHT_SKIP_WASM_BUILD: nothing is embedded
@@ -133,7 +133,7 @@ async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_while_the_one_b
         outcome.messages[0].content[0].as_text().map(str::to_owned)
     };
     assert_eq!(call().await.as_deref(), Some("a.txt"));
-    // The first call had a spare made beside it; it waits in the pool for the next call.
+    // The first call had a spare made after it; it waits in the pool for the next call.
     let waited = Instant::now();
     while plugin.inner.pool.spares() != (0, 1) {
         assert!(

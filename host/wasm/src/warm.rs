@@ -1,9 +1,9 @@
 //! Work a fresh instance needs that the call need not wait for, done on one background thread for a call that
 //! runs alone (`toolwright_core::pipeline::may_block_here`: a pipeline that works in place, as `exec` and `mcp`
 //! run theirs, with nothing beside the call; there a core is free, where beside others every core has calls to
-//! run): its finished store is dropped there (wasmtime resets its memory and tables for the slot's next instance
-//! when it drops), and a *spare* is made there, an instance of the plugin under the call's grants, ready for the
-//! next call under them.
+//! run): after it answers, its finished store is dropped there (wasmtime resets its memory and tables for the
+//! slot's next instance when it drops), then a *spare* is made there, an instance of the plugin under the call's
+//! grants, ready for the next call under them. One job a call: a call wakes the thread once.
 //!
 //! A spare is still a fresh instance: no call ran in it (instantiation runs no export), it has its own store
 //! built exactly as the call would build it, and the call makes it its own (`rearm`: cancellation, deadline,
@@ -36,13 +36,24 @@ const MAX_PENDING: usize = 4;
 /// Jobs sent and not yet done.
 static PENDING: AtomicUsize = AtomicUsize::new(0);
 
-/// What the background thread does, in order.
-enum Job {
-    /// Drop a finished store, then free its slot.
-    Retire(Store<PluginState>, OwnedSemaphorePermit),
-    /// Make a spare for calls of the plugin under these grants, unless one waits.
-    Spare(Arc<PluginInner>, Arc<WasmGrants>),
+/// How a call leaves its instance.
+pub(crate) struct Leave {
+    /// Its place under the bound on live instances, freed once the store is gone.
+    pub slot: OwnedSemaphorePermit,
+    /// It ran alone: its store is dropped on the background thread.
+    pub alone: bool,
+    /// The plugin and grants to make the next call's spare for, there, after the drop (a tool execution or a
+    /// hook that ran alone).
+    pub spare: Option<(Arc<PluginInner>, Arc<WasmGrants>)>,
 }
+
+/// What the background thread does: drop a finished store, free its slot, then make a spare for calls of the
+/// plugin under the grants, if asked and none waits. One job a call, so a call wakes the thread once.
+struct Job(
+    Store<PluginState>,
+    OwnedSemaphorePermit,
+    Option<(Arc<PluginInner>, Arc<WasmGrants>)>,
+);
 
 /// The background thread's queue (none when it could not start: then the work is done in place, or skipped).
 fn queue() -> Option<&'static Mutex<Sender<Job>>> {
@@ -53,14 +64,12 @@ fn queue() -> Option<&'static Mutex<Sender<Job>>> {
             let started = std::thread::Builder::new()
                 .name("toolwright-warm".into())
                 .spawn(move || {
-                    for job in receive {
+                    for Job(store, slot, spare) in receive {
                         PENDING.fetch_sub(1, Ordering::AcqRel);
-                        match job {
-                            Job::Retire(store, slot) => {
-                                drop(store);
-                                drop(slot);
-                            }
-                            Job::Spare(plugin, grants) => plugin.make_spare(&grants),
+                        drop(store);
+                        drop(slot);
+                        if let Some((plugin, grants)) = spare {
+                            plugin.make_spare(&grants);
                         }
                     }
                 });
@@ -96,21 +105,15 @@ fn send(job: Job) -> Result<(), Job> {
 }
 
 /// Let go of a finished call's store: what the call's end owes is done now ([`PluginState::retire`]); for a
-/// call that ran `alone`, the store's drop (the instance's reset) and then the release of `slot` happen on the
-/// background thread, else here.
-pub(crate) fn retire(mut store: Store<PluginState>, slot: OwnedSemaphorePermit, alone: bool) {
+/// call that ran alone, the store's drop (the instance's reset), the release of its slot and the next call's
+/// spare happen on the background thread after the call, else the store is dropped here.
+pub(crate) fn retire(mut store: Store<PluginState>, leave: Leave) {
     store.data_mut().retire();
-    if alone && let Err(job) = send(Job::Retire(store, slot)) {
+    let Leave { slot, alone, spare } = leave;
+    // Grants that allow reuse need no spare: their finished instances wait in the pool already.
+    let spare = spare.filter(|(_, grants)| grants.reuse.is_none());
+    if alone && let Err(job) = send(Job(store, slot, spare)) {
         drop(job);
-    }
-}
-
-/// Have a spare made for the next call of `plugin` under `grants`, for a call that runs alone (none for grants
-/// that allow reuse: their finished instances wait in the pool already).
-pub(crate) fn spare(plugin: &Arc<PluginInner>, grants: &Arc<WasmGrants>) {
-    if grants.reuse.is_none() {
-        // Without the thread there is no spare: the next call instantiates in place.
-        let _ = send(Job::Spare(plugin.clone(), grants.clone()));
     }
 }
 
