@@ -727,15 +727,14 @@ fn assert_reuse_outcomes(results: &[(bool, String)], pids: &Path) {
     assert!(left.is_empty(), "a reused instance's call left {left:?} running");
 }
 
-#[test]
-fn a_reused_instance_carries_nothing_past_a_trap_a_deadline_or_its_call_s_processes_under_exec_and_mcp() {
-    let setup = setup(REUSE_POLICY);
+/// The probe's [`reuse_calls`] under `policy`, one after another, in one `exec` and then from an MCP client;
+/// `check` judges the outcomes of each.
+fn reuse_calls_under_exec_and_mcp(policy: &str, check: fn(&[(bool, String)], &Path)) {
+    let setup = setup(policy);
     std::fs::create_dir(setup.ws.path().join("out")).unwrap();
     let pids = setup.ws.path().join("out/pid");
     let calls = reuse_calls(&pids);
-    // One call after another: each finds the instance the last one left, if any.
-    let results = setup.exec_sequential(&calls);
-    assert_reuse_outcomes(&results, &pids);
+    check(&setup.exec_sequential(&calls), &pids);
 
     let mut mcp = setup.mcp();
     let results: Vec<(bool, String)> = calls
@@ -743,7 +742,13 @@ fn a_reused_instance_carries_nothing_past_a_trap_a_deadline_or_its_call_s_proces
         .enumerate()
         .map(|(i, args)| mcp.run(i as i64 + 1, "probe", args.clone()))
         .collect();
-    assert_reuse_outcomes(&results, &pids);
+    check(&results, &pids);
+}
+
+#[test]
+fn a_reused_instance_carries_nothing_past_a_trap_a_deadline_or_its_call_s_processes_under_exec_and_mcp() {
+    // One call after another: each finds the instance the last one left, if any.
+    reuse_calls_under_exec_and_mcp(REUSE_POLICY, assert_reuse_outcomes);
 }
 
 /// The probe's policy without reuse: every call has a fresh instance, most of them a spare made after the call
@@ -772,21 +777,8 @@ fn assert_fresh_outcomes(results: &[(bool, String)], pids: &Path) {
 
 #[test]
 fn a_fresh_instance_made_ahead_of_its_call_carries_nothing_from_any_call_under_exec_and_mcp() {
-    let setup = setup(FRESH_POLICY);
-    std::fs::create_dir(setup.ws.path().join("out")).unwrap();
-    let pids = setup.ws.path().join("out/pid");
-    let calls = reuse_calls(&pids);
-    let results = setup.exec_sequential(&calls);
-    assert_fresh_outcomes(&results, &pids);
-
-    // Calls a client sends one by one: each finds the spare made after the one before.
-    let mut mcp = setup.mcp();
-    let results: Vec<(bool, String)> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, args)| mcp.run(i as i64 + 1, "probe", args.clone()))
-        .collect();
-    assert_fresh_outcomes(&results, &pids);
+    // One call after another: each finds the spare made after the one before, if it is ready.
+    reuse_calls_under_exec_and_mcp(FRESH_POLICY, assert_fresh_outcomes);
 }
 
 #[test]

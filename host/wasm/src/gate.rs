@@ -3,7 +3,10 @@
 //! [`PluginInner::enter`]: it takes an instance slot, builds a fresh store under the call's grants (deadline,
 //! memory limit, cancellation, fuel), instantiates, runs the export, sends the plugin's output to the log, and
 //! turns every failure into an error that names the plugin and the limit or fault. A second path into a component
-//! would be where the sandbox leaks, so there is none.
+//! would be where the sandbox leaks, so there is none: the one other place that instantiates a component, a
+//! spare made ahead of the next call (`crate::warm`), builds its store with the same `PluginInner::store` (the
+//! call's grants, memory limit and budget, a deadline), runs no export, and hands the instance to this gate, which
+//! re-arms it for its call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
