@@ -48,7 +48,8 @@ pub(crate) struct Leave {
 }
 
 /// What the background thread does: drop a finished store, free its slot, then make a spare for calls of the
-/// plugin under the grants, if asked and none waits. One job a call, so a call wakes the thread once.
+/// plugin under the grants, if asked and none waits. One job a call, so a call wakes the thread once. (Its fields
+/// drop in this order too: a slot is never free while its instance still holds wasmtime's pool slot.)
 struct Job(
     Store<PluginState>,
     OwnedSemaphorePermit,
@@ -112,9 +113,10 @@ pub(crate) fn retire(mut store: Store<PluginState>, leave: Leave) {
     let Leave { slot, alone, spare } = leave;
     // Grants that allow reuse need no spare: their finished instances wait in the pool already.
     let spare = spare.filter(|(_, grants)| grants.reuse.is_none());
-    if alone && let Err(job) = send(Job(store, slot, spare)) {
-        drop(job);
-    }
+    let job = Job(store, slot, spare);
+    let left = if alone { send(job) } else { Err(job) };
+    // Dropped here: the store, then its slot (a job's fields drop in order: the slot outlives the instance).
+    drop(left);
 }
 
 impl PluginInner {
