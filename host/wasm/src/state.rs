@@ -213,9 +213,7 @@ impl PluginState {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = UpdateSink::discard();
     }
-}
 
-impl PluginState {
     /// What a fresh instance's call owes at its end, before its store is dropped off the call's path
     /// ([`crate::warm::retire`]): [`end_call`](Self::end_call), and its resources (open files, sockets, child
     /// handles) closed, its memory given back to the host's budget. Nothing runs in the store after this.
