@@ -241,6 +241,11 @@ impl StdioServer {
         }
     }
 
+    /// Whether the response with `id` has come already (read while waiting for another one).
+    pub fn has_answered(&self, id: i64) -> bool {
+        self.early.contains_key(&id)
+    }
+
     /// Call and wait: (isError, the text blocks joined by newlines).
     pub fn run(&mut self, id: i64, tool: &str, args: Value) -> (bool, String) {
         self.call(id, tool, args);

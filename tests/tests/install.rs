@@ -750,3 +750,53 @@ fn an_mcp_server_answers_before_an_installed_plugin_compiles_and_lists_its_tools
         mcp.notifications
     );
 }
+
+#[test]
+fn an_mcp_call_of_a_plugin_still_compiling_waits_for_it_while_calls_of_built_ins_answer_at_once() {
+    let user = User::new();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    add(&user, &source, &["--grant", "read=."]);
+    let cold = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"));
+    // The watcher's own pass comes only after a minute: the call must bring the plugin in itself.
+    command
+        .args(["mcp", "--watch-plugins", "60000", "--cache-dir"])
+        .arg(cold.path())
+        .arg("--cwd")
+        .arg(user.ws.path())
+        .env("HOME", user.home.path())
+        .env("XDG_CONFIG_HOME", user.home.path().join(".config"));
+    let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut command);
+    let target = user.ws.path().join("readme");
+    mcp.call(1, "probe", json!({"action": "read", "target": target}));
+    mcp.call(2, "ls", json!({}));
+    mcp.call(3, "nobody", json!({}));
+    // The built-in and the unknown tool answer while the probe compiles (a compile takes a tenth of a second
+    // or more; an `ls` a millisecond).
+    let ls = mcp.response(2);
+    assert_eq!(ls["result"]["isError"], false, "{ls}");
+    let nobody = mcp.response(3);
+    assert_eq!(nobody["error"]["message"], "Tool nobody not found", "{nobody}");
+    assert!(
+        !mcp.has_answered(1),
+        "the probe's call answered before the built-in's"
+    );
+    let probe = mcp.response(1);
+    assert_eq!(probe["result"]["isError"], false, "{probe}");
+    assert_eq!(
+        toolwright_tests::text_of(&probe["result"]["content"]),
+        "read 5 bytes"
+    );
+    // The plugin's tools joined the list when the call brought them in, and the client was told.
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}));
+    let names = mcp.response(4)["result"]["tools"].to_string();
+    assert!(names.contains("\"probe\""), "{names}");
+    assert!(
+        mcp.notifications
+            .iter()
+            .any(|n| n["method"] == "notifications/tools/list_changed"),
+        "{:?}",
+        mcp.notifications
+    );
+}

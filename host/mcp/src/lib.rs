@@ -6,7 +6,7 @@
 //! ## Map
 //!
 //! - [`McpServer`] (this file) over a session's [`Dispatcher`]: `tools/list`, `tools/call`, `logging/setLevel`,
-//!   [`Reload`] for plugin directories that change while it serves, [`McpServeError`].
+//!   [`Watch`] ([`Reload`], [`Pending`]) for plugin directories that change while it serves, [`McpServeError`].
 //! - [`result`]: tools and results in the shape each protocol revision asks for (structured output).
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
 //! - [`http`]: the streamable-HTTP transport ([`HttpOptions`], bearer token, `Host`/`Origin` allow-lists).
@@ -22,6 +22,8 @@
 //!   for a stateless HTTP request, closing its stream) aborts the call (a bash call's process group is killed).
 //! - Calls run concurrently, except that a tool whose execution mode is sequential runs alone, as pi runs a batch
 //!   that contains one.
+//! - A call that must wait for plugins still compiling in the background ([`Pending`]: one of them offers its
+//!   tool, or the tool may call others) waits for them and for the reload that takes them in, then runs.
 //! - When the declared tools change (`tool_search` activating a deferred tool, plugins reloaded), every connected
 //!   client is sent `notifications/tools/list_changed`.
 //!
@@ -90,7 +92,29 @@ struct Inner {
     shutdown: CancellationToken,
     /// The running calls, awaited at shutdown.
     calls: TaskTracker,
+    /// What a call waits for first, from the plugin watcher ([`Watch::pending`]).
+    pending: std::sync::OnceLock<Pending>,
+    /// Wakes the plugin watcher for a pass at once.
+    wake: tokio::sync::Notify,
+    /// The plugin watcher's passes: (started, finished); finished is `u64::MAX` once it has stopped.
+    passes: tokio::sync::watch::Sender<(u64, u64)>,
 }
+
+/// Watching the plugin directories while serving: every `interval` (or at once when a call needs it), ask
+/// `reload` (on a blocking thread) for the plugins' tools.
+pub struct Watch {
+    /// Asked for the plugins' tools.
+    pub reload: Reload,
+    /// How long between two passes.
+    pub interval: Duration,
+    /// Asked before every call, for plugins that are still compiling.
+    pub pending: Option<Pending>,
+}
+
+/// Asked before a call of the tool it is given: `Some(wait)` when the call must wait for plugins that are not
+/// loaded yet (compiling in the background), `wait` blocking until they are; the server then has `reload` take
+/// them in before the call runs.
+pub type Pending = Box<dyn Fn(&str) -> Option<Box<dyn FnOnce() + Send>> + Send + Sync>;
 
 /// Polled for the plugins' tools: `Some` with all of them when the plugin directories changed, else `None`.
 pub type Reload = Box<dyn FnMut() -> Option<Vec<toolwright_core::ToolDefinition>> + Send>;
@@ -136,6 +160,9 @@ impl McpServer {
                 next_listener: std::sync::atomic::AtomicU64::new(1),
                 shutdown: CancellationToken::new(),
                 calls: TaskTracker::new(),
+                pending: std::sync::OnceLock::new(),
+                wake: tokio::sync::Notify::new(),
+                passes: tokio::sync::watch::Sender::new((0, 0)),
             }),
             level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
         }
@@ -216,12 +243,10 @@ impl McpServer {
     }
 
     /// Serve on stdin and stdout until the client disconnects or `shutdown` is cancelled (then the running
-    /// calls are cancelled and awaited); every `interval`, ask `reload` (on a blocking thread) for the plugins'
-    /// tools, and when it returns new ones, put them in the registry and tell the client if the declared tools
-    /// changed (`notifications/tools/list_changed`).
+    /// calls are cancelled and awaited), watching the plugins as `watch` says ([`McpServer::watch_plugins`]).
     pub async fn serve_stdio_until(
         self,
-        reload: Option<(Reload, Duration)>,
+        reload: Option<Watch>,
         shutdown: CancellationToken,
     ) -> Result<(), McpServeError> {
         let running = self
@@ -250,9 +275,21 @@ impl McpServer {
         outcome
     }
 
-    /// Watch the plugin directories while serving, when asked to.
-    pub fn watch_plugins(&self, reload: Option<(Reload, Duration)>) -> Option<tokio::task::JoinHandle<()>> {
-        let (reload, interval) = reload?;
+    /// Watch the plugin directories while serving, when asked to: every `interval`, or at once when a call
+    /// waited for a plugin ([`Watch::pending`]), ask `reload` for the plugins' tools, and when it returns new ones,
+    /// put them in the registry and tell the clients if the declared tools changed
+    /// (`notifications/tools/list_changed`).
+    pub fn watch_plugins(&self, watch: Option<Watch>) -> Option<tokio::task::JoinHandle<()>> {
+        let Watch {
+            reload,
+            interval,
+            pending,
+        } = watch?;
+        if let Some(pending) = pending
+            && self.inner.pending.set(pending).is_err()
+        {
+            tracing::warn!("the plugins are already watched: the second watch's pending plugins are ignored");
+        }
         Some(tokio::spawn(self.clone().watch(reload, interval)))
     }
 
@@ -265,24 +302,76 @@ impl McpServer {
 
     async fn watch(self, mut reload: Reload, interval: Duration) {
         loop {
-            tokio::time::sleep(interval).await;
+            tokio::select! {
+                () = tokio::time::sleep(interval) => {}
+                () = self.inner.wake.notified() => {}
+            }
+            self.inner.passes.send_modify(|(started, _)| *started += 1);
             let Ok((back, tools)) = tokio::task::spawn_blocking(move || {
                 let tools = reload();
                 (reload, tools)
             })
             .await
             else {
+                // No more passes: a call waiting for one goes on without it.
+                self.inner
+                    .passes
+                    .send_modify(|(_, finished)| *finished = u64::MAX);
                 return;
             };
             reload = back;
-            let Some(tools) = tools else {
-                continue;
-            };
+            if let Some(tools) = tools {
+                self.inner
+                    .dispatcher
+                    .registry()
+                    .update(|r| r.set_plugin_tools(tools));
+                self.announce_changes().await;
+            }
             self.inner
-                .dispatcher
-                .registry()
-                .update(|r| r.set_plugin_tools(tools));
-            self.announce_changes().await;
+                .passes
+                .send_modify(|(started, finished)| *finished = *started);
+        }
+    }
+
+    /// Before a call of `name`: wait for the plugins it must wait for ([`Pending`]), then for a pass of the
+    /// watcher begun after they were done; or, with none to wait for, for the pass under way, if any (it may be
+    /// taking in a plugin this call needs: the pending plugins and the registry change together only at its
+    /// end). `false` when the client or the shutdown cancelled the wait.
+    async fn wait_for_plugins(&self, name: &str, client: &CancellationToken) -> bool {
+        let Some(pending) = self.inner.pending.get() else {
+            return true;
+        };
+        let cancelled = async {
+            tokio::select! {
+                () = client.cancelled() => {}
+                () = self.inner.shutdown.cancelled() => {}
+            }
+        };
+        let waited = async {
+            let mut passes = self.inner.passes.subscribe();
+            loop {
+                if let Some(wait) = pending(name) {
+                    tracing::info!(
+                        tool = name,
+                        "the call waits for the plugins compiling in the background"
+                    );
+                    // A compile that panicked ended all the same: the reload reports its plugin.
+                    let _ = tokio::task::spawn_blocking(wait).await;
+                    let begun = passes.borrow_and_update().0;
+                    self.inner.wake.notify_one();
+                    let _ = passes.wait_for(|&(_, finished)| finished > begun).await;
+                    return;
+                }
+                let (started, finished) = *passes.borrow_and_update();
+                if finished >= started {
+                    return;
+                }
+                let _ = passes.wait_for(|&(_, done)| done >= started).await;
+            }
+        };
+        tokio::select! {
+            () = waited => true,
+            () = cancelled => false,
         }
     }
 
@@ -329,6 +418,12 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let name = request.name.to_string();
+        if !self.wait_for_plugins(&name, &context.ct).await {
+            return Err(ErrorData::internal_error(
+                "the call was cancelled while it waited for the plugins compiling in the background",
+                None,
+            ));
+        }
         let tools = self.inner.dispatcher.active_tools();
         let Some(tool) = tools.iter().find(|t| t.name() == name).cloned() else {
             return Err(ErrorData::invalid_params(

@@ -459,23 +459,15 @@ impl Session {
     #[cfg(feature = "wasm")]
     pub fn waits_for(&self, message: &AssistantMessage) -> &[crate::toolset::Deferred] {
         let deferred = &self.parts.deferred;
-        if deferred.is_empty() {
-            return deferred;
-        }
-        let runs_now = |name: &str| {
-            !deferred.iter().any(|d| d.tools.iter().any(|t| t == name))
-                && self.registry().read(|r| match r.definition(name) {
-                    None => true,
-                    Some(d) => {
-                        d.source == crate::definition::ToolSource::Builtin
-                            && crate::builtins::NAMES.contains(&name)
-                    }
-                })
-        };
-        if message.tool_calls.iter().all(|call| runs_now(&call.name)) {
-            &[]
-        } else {
+        let registry = self.registry();
+        if message
+            .tool_calls
+            .iter()
+            .any(|call| crate::toolset::must_wait(deferred, registry, &call.name))
+        {
             deferred
+        } else {
+            &[]
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::grants::{Grant, GrantedFiles};
 use crate::native::{FileMutationQueue, HostEnv, NativeEnv, ProgramGrant};
 use crate::policy::{PluginPolicy, Policy};
 #[cfg(feature = "wasm")]
-pub use background::Deferred;
+pub use background::{Deferred, must_wait};
 #[cfg(feature = "wasm")]
 pub use plugins::{Locks, Toolset};
 

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
@@ -102,6 +103,13 @@ fn http_options(args: &McpArgs, addr: SocketAddr) -> anyhow::Result<toolwright::
     })
 }
 
+/// The plugins compiling in the background, locked (briefly: a call's `pending` reads them on the runtime).
+fn lock(
+    compiling: &Mutex<Vec<toolwright::toolset::Deferred>>,
+) -> std::sync::MutexGuard<'_, Vec<toolwright::toolset::Deferred>> {
+    compiling.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Cancelled on SIGINT or SIGTERM.
 fn shutdown_on_signals(
     runtime: &tokio::runtime::Runtime,
@@ -144,13 +152,29 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let options = session.options().clone();
     let exposures = args.tools.expose.clone();
     let mut seen = fingerprint(&options);
-    let mut compiling = session.toolset().deferred.clone();
+    // The plugins compiling in the background, as of the last load: a call that must wait for them
+    // (`toolwright::toolset::must_wait`) waits, and the watcher's next pass takes them in.
+    let compiling = Arc::new(Mutex::new(session.toolset().deferred.clone()));
+    let pending: toolwright::mcp::Pending = {
+        let (compiling, registry) = (compiling.clone(), session.dispatcher().registry().clone());
+        Box::new(move |name: &str| {
+            let deferred = lock(&compiling).clone();
+            if !toolwright::toolset::must_wait(&deferred, &registry, name) {
+                return None;
+            }
+            Some(Box::new(move || {
+                deferred.iter().for_each(toolwright::toolset::Deferred::wait)
+            }))
+        })
+    };
     // The loaded plugins must outlive their tools: the latest reloaded toolset is kept here (the first stays in
     // the session).
     let mut current: Option<Toolset> = None;
     let reload: toolwright::mcp::Reload = Box::new(move || {
         let now = fingerprint(&options);
-        let compiled = compiling.iter().any(toolwright::toolset::Deferred::is_done);
+        let compiled = lock(&compiling)
+            .iter()
+            .any(toolwright::toolset::Deferred::is_done);
         if now == seen && !compiled {
             return None;
         }
@@ -160,14 +184,14 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
             Err(error) => {
                 tracing::warn!("the plugin directories changed but cannot be loaded: {error}");
                 // Tried again when a file changes, not at every tick.
-                compiling.retain(|d| !d.is_done());
+                lock(&compiling).retain(|d| !d.is_done());
                 return None;
             }
         };
         for error in &toolset.errors {
             tracing::warn!("skipped: {error}");
         }
-        compiling = toolset.deferred.clone();
+        *lock(&compiling) = toolset.deferred.clone();
         // A tool named by --expose may be gone with its plugin: nothing to do for it then.
         for (tool, exposure) in &exposures {
             toolset.set_exposure(tool, *exposure);
@@ -181,7 +205,11 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         drop(current.replace(toolset));
         Some(plugin_tools)
     });
-    let watch = (args.watch_plugins > 0).then(|| (reload, Duration::from_millis(args.watch_plugins)));
+    let watch = (args.watch_plugins > 0).then(|| toolwright::mcp::Watch {
+        reload,
+        interval: Duration::from_millis(args.watch_plugins),
+        pending: Some(pending),
+    });
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let structured = toolwright::mcp::Structured {
         text: !args.no_structured_text,

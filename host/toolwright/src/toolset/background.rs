@@ -67,6 +67,26 @@ impl Deferred {
     }
 }
 
+/// Whether a call of the tool `name` must wait for the plugins still compiling in the background (`deferred`)
+/// before it runs against `registry`: no when it names a built-in (`read` … `ls`: built-ins make no calls of their
+/// own, so nothing it runs can reach a plugin left out) or a tool that neither `registry` nor any of them has
+/// (it is `not found` either way); else yes — one of them offers it, or it may call other tools (a plugin's tool,
+/// `codemode`, `tool_search`), so it must meet the tools a start with every plugin cached would load.
+pub fn must_wait(deferred: &[Deferred], registry: &crate::registry::SharedRegistry, name: &str) -> bool {
+    if deferred.is_empty() {
+        return false;
+    }
+    if deferred.iter().any(|d| d.tools.iter().any(|t| t == name)) {
+        return true;
+    }
+    registry.read(|r| match r.definition(name) {
+        None => false,
+        Some(d) => {
+            d.source != crate::definition::ToolSource::Builtin || !crate::builtins::NAMES.contains(&name)
+        }
+    })
+}
+
 /// One compile: its outcome once it ends, until a load takes it.
 struct Compile {
     outcome: Mutex<Option<Outcome>>,
