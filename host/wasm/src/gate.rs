@@ -92,6 +92,7 @@ impl PluginInner {
             slot,
             alone: false,
             spare: None,
+            after_idle: false,
         };
         self.enter_with_slot(grants, None, None, leave, entry, body)
     }
@@ -136,6 +137,7 @@ impl PluginInner {
             slot,
             alone: here,
             spare: (here && entry.reusable).then(|| (self.clone(), grants.clone())),
+            after_idle: here && crate::warm::host_was_idle(),
         };
         let work = move || {
             let reuse = (entry.reusable && grants.reuse.is_some()).then_some(&grants);
@@ -155,6 +157,7 @@ impl PluginInner {
         } else {
             toolwright_core::pipeline::run_blocking(here, work).await
         };
+        crate::warm::call_ended();
         match ran {
             Ok(outcome) => outcome,
             Err(toolwright_core::pipeline::Blocked::Panicked(_)) => failed("the host panicked".into()),
@@ -208,8 +211,12 @@ impl PluginInner {
                         format!("The plugin {} cannot be loaded: {e}", self.name),
                     )
                 })?;
+                let began = Instant::now();
                 match linked.pre.instantiate(&mut store) {
-                    Ok(instance) => (store, instance, 0),
+                    Ok(instance) => {
+                        self.turnover.instantiated(began.elapsed());
+                        (store, instance, 0)
+                    }
                     // A start function (or a constructor in another language's runtime) may loop or trap too.
                     Err(e)
                         if e.downcast_ref::<wasmtime::Trap>().is_some()

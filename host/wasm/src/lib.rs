@@ -7,7 +7,9 @@
 //!
 //! Layering as in wasmtime-wasi: this file holds the domain logic (loading, validating, turning tools into
 //! [`ToolDefinition`]s); `bindings` holds the generated code, private to this crate; `state` and `process`
-//! are the thin host implementations of the imports; `convert` maps between generated and domain types.
+//! are the thin host implementations of the imports; `convert` maps between generated and domain types;
+//! `bounded_io` and `environment` shadow wasmtime-wasi's `wasi:io` (bounded by the call's deadline) and
+//! `wasi:cli/environment` (the call's granted variables, copied only when asked for).
 //!
 //! - `gate`: the one door into every export of a component (slot, deadline, memory, cancellation, fuel).
 //! - `engine`, `cache` ([`ComponentCache`], bounded: [`cache_entries`], [`prune_cache`], [`clear_cache`]),
@@ -39,6 +41,7 @@ mod cache;
 pub mod codemode;
 mod convert;
 mod engine;
+mod environment;
 mod error;
 mod gate;
 mod grants;
@@ -103,6 +106,7 @@ impl Runtime {
         let mut linker = Linker::new(engine.engine());
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .and_then(|()| bounded_io::add_to_linker(&mut linker))
+            .and_then(|()| environment::add_to_linker(&mut linker))
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         // Toolwright's own interfaces (the world's WASI imports are linked above).
         bindings::types::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
@@ -174,6 +178,9 @@ pub(crate) struct PluginInner {
     preopened: std::sync::Mutex<Vec<(Vec<Preopen>, wasmtime_wasi::filesystem::WasiFilesystemCtx)>>,
     /// Its idle instances, for grants that allow reuse.
     pool: Arc<reuse::Pool>,
+    /// What making an instance and dropping one costs it, as measured: whether handing that to another
+    /// thread pays ([`warm::Turnover`]).
+    turnover: warm::Turnover,
 }
 
 impl PluginHost {
@@ -304,6 +311,7 @@ impl PluginHost {
             digest: *digest,
             preopened: Default::default(),
             pool: Default::default(),
+            turnover: Default::default(),
         };
         let (
             Described {

@@ -30,10 +30,8 @@ impl PluginInner {
         updates: UpdateSink,
         session: Option<toolwright_core::definition::ToolContext>,
     ) -> wasmtime::Result<Store<PluginState>> {
+        // No variables here: the guest asks the call for them (`crate::environment`).
         let mut wasi = WasiCtxBuilder::new();
-        for (k, v) in grants.env.iter() {
-            wasi.env(k, v);
-        }
         // Where a connection's audit goes: the current call's sink (a reused instance serves several calls).
         let audit = Arc::new(Mutex::new(updates.clone()));
         if !grants.network.is_empty() {

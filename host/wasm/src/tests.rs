@@ -109,6 +109,12 @@ async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_after_the_one_b
     std::fs::write(ws.path().join("a.txt"), "a").expect("a file");
     let host = PluginHost::new(None).expect("a plugin host");
     let plugin = host.load_bytes(Path::new("ls.wasm"), ls).expect("ls loads");
+    // Its instances are taken to be dear to make: the spare is made whether or not the calls come at once
+    // (`crate::warm::Turnover`).
+    plugin
+        .inner
+        .turnover
+        .instantiated(std::time::Duration::from_secs(1));
     let mut grants = WasmGrants::none(ws.path());
     let root = toolwright_sdk::paths::normalize(&ws.path().to_string_lossy());
     grants.preopens.push(Preopen {
