@@ -800,3 +800,32 @@ fn an_mcp_call_of_a_plugin_still_compiling_waits_for_it_while_calls_of_built_ins
         mcp.notifications
     );
 }
+
+#[test]
+fn an_mcp_call_cancelled_while_it_waits_for_a_compile_leaves_the_server_serving() {
+    let user = User::new();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    add(&user, &source, &["--grant", "read=."]);
+    let cold = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"));
+    command
+        .args(["mcp", "--watch-plugins", "60000", "--cache-dir"])
+        .arg(cold.path())
+        .arg("--cwd")
+        .arg(user.ws.path())
+        .env("HOME", user.home.path())
+        .env("XDG_CONFIG_HOME", user.home.path().join(".config"));
+    let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut command);
+    let target = user.ws.path().join("readme");
+    let read = json!({"action": "read", "target": target});
+    // Cancelled at once, most likely while it waits for the compile (if the compile won the race, it answers).
+    mcp.call(1, "probe", read.clone());
+    mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "the user moved on"}}));
+    // The next call of the same tool waits for the same compile and runs; the built-ins answer throughout.
+    let (is_error, text) = mcp.run(2, "ls", json!({}));
+    assert!(!is_error && text.contains("readme"), "{text}");
+    let (is_error, text) = mcp.run(3, "probe", read);
+    assert_eq!((is_error, text.as_str()), (false, "read 5 bytes"));
+}

@@ -249,12 +249,17 @@ impl McpServer {
         reload: Option<Watch>,
         shutdown: CancellationToken,
     ) -> Result<(), McpServeError> {
-        let running = self
-            .clone()
-            .serve(rmcp::transport::io::stdio())
-            .await
-            .map_err(|e| McpServeError::Initialize(e.to_string()))?;
+        // Watching before serving: the first call already finds what it must wait for ([`Watch::pending`]).
         let watcher = self.watch_plugins(reload);
+        let running = match self.clone().serve(rmcp::transport::io::stdio()).await {
+            Ok(running) => running,
+            Err(e) => {
+                if let Some(watcher) = watcher {
+                    watcher.abort();
+                }
+                return Err(McpServeError::Initialize(e.to_string()));
+            }
+        };
         let stop = running.cancellation_token();
         let outcome = tokio::select! {
             outcome = running.waiting() => {

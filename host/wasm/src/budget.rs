@@ -110,8 +110,11 @@ impl ResourceLimiter for Limiter {
             return Ok(false);
         }
         let more = desired.saturating_sub(current);
-        // Idle instances kept for reuse give their memory back before a running call is refused any.
-        let reserved = self.budget.reserve(more) || crate::reuse::drop_idle() && self.budget.reserve(more);
+        // Idle instances give their memory back before a running call is refused any: spares (made ahead of a
+        // call, a guess) first, then those kept for reuse.
+        let reserved = self.budget.reserve(more)
+            || crate::reuse::drop_idle(true) && self.budget.reserve(more)
+            || crate::reuse::drop_idle(false) && self.budget.reserve(more);
         if !reserved {
             return Err(wasmtime::Error::new(OverCap::HostMemory(self.budget.cap())));
         }

@@ -12,7 +12,9 @@
 //!
 //! The same pool holds a plugin's *spares* (made by the crate's `warm` module): instances made ahead of a call
 //! under a grant that does not allow reuse, which no call has run in yet. A call with a fresh instance takes only
-//! a spare; one that allows reuse takes either. A spare waits at most [`SPARE_IDLE`].
+//! a spare; one that allows reuse takes either. A spare waits at most [`SPARE_IDLE`], and spares never crowd out
+//! what users chose to reuse: at most [`MAX_SPARES`] of the idle instances are spares, a reused instance that
+//! finds no room takes a spare's, and memory the host's budget needs back comes from the spares first.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -28,6 +30,9 @@ use crate::state::PluginState;
 /// pooling allocator is sized for both).
 pub const MAX_IDLE: u32 = 32;
 
+/// How many of the [`MAX_IDLE`] idle instances may be spares (the rest are kept for reuse).
+pub const MAX_SPARES: u32 = MAX_IDLE / 2;
+
 /// How long a spare waits for a call before it is dropped.
 pub const SPARE_IDLE: Duration = Duration::from_secs(10);
 
@@ -36,6 +41,9 @@ const SWEEP_EVERY: Duration = Duration::from_millis(250);
 
 /// Idle instances in the process.
 static IDLE: AtomicUsize = AtomicUsize::new(0);
+
+/// Of them, spares.
+static SPARES: AtomicUsize = AtomicUsize::new(0);
 
 /// The pools the sweeper looks at.
 static POOLS: Mutex<Vec<Weak<Pool>>> = Mutex::new(Vec::new());
@@ -67,6 +75,9 @@ struct Idle {
 impl Drop for Idle {
     fn drop(&mut self) {
         IDLE.fetch_sub(1, Ordering::Relaxed);
+        if self.spare {
+            SPARES.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -167,8 +178,15 @@ impl Pool {
         spare: bool,
         idle: Duration,
     ) -> Result<(), Store<PluginState>> {
-        if IDLE.fetch_add(1, Ordering::Relaxed) >= MAX_IDLE as usize {
-            IDLE.fetch_sub(1, Ordering::Relaxed);
+        if spare && !take_room(&SPARES, MAX_SPARES) {
+            return Err(store);
+        }
+        // A reused instance that finds no room takes a spare's: a spare is a guess, reuse the user's choice.
+        let room = take_room(&IDLE, MAX_IDLE) || !spare && evict_spare() && take_room(&IDLE, MAX_IDLE);
+        if !room {
+            if spare {
+                SPARES.fetch_sub(1, Ordering::Relaxed);
+            }
             return Err(store);
         }
         let entry = Idle {
@@ -202,21 +220,61 @@ impl Pool {
     }
 }
 
-/// Drop every idle instance of the process (their memory goes back to the host's budget); whether there was any.
-pub(crate) fn drop_idle() -> bool {
-    if IDLE.load(Ordering::Relaxed) == 0 {
-        return false;
+/// Count one more in `counter` if it is below `max`; whether it was.
+fn take_room(counter: &AtomicUsize, max: u32) -> bool {
+    if counter.fetch_add(1, Ordering::Relaxed) < max as usize {
+        return true;
     }
-    let pools: Vec<Arc<Pool>> = POOLS
+    counter.fetch_sub(1, Ordering::Relaxed);
+    false
+}
+
+/// The pools that may hold idle instances.
+fn pools() -> Vec<Arc<Pool>> {
+    POOLS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .iter()
         .filter_map(Weak::upgrade)
-        .collect();
+        .collect()
+}
+
+/// Drop the spare that has waited longest in the first pool that has one; whether there was one.
+fn evict_spare() -> bool {
+    if SPARES.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    for pool in pools() {
+        let evicted = {
+            let mut idle = pool.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            idle.iter().position(|i| i.spare).map(|at| idle.remove(at))
+        };
+        if evicted.is_some() {
+            // Dropped here, outside the pool's lock.
+            return true;
+        }
+    }
+    false
+}
+
+/// Drop the idle instances of the process, only the spares if `spares_only` (their memory goes back to the
+/// host's budget); whether there was any.
+pub(crate) fn drop_idle(spares_only: bool) -> bool {
+    let counter = if spares_only { &SPARES } else { &IDLE };
+    if counter.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
     let mut dropped = false;
-    for pool in pools {
-        let idle = std::mem::take(&mut *pool.idle.lock().unwrap_or_else(PoisonError::into_inner));
-        dropped |= !idle.is_empty();
+    for pool in pools() {
+        let gone: Vec<Idle> = {
+            let mut idle = pool.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            let (gone, kept) = std::mem::take(&mut *idle)
+                .into_iter()
+                .partition(|i| i.spare || !spares_only);
+            *idle = kept;
+            gone
+        };
+        dropped |= !gone.is_empty();
     }
     dropped
 }

@@ -93,18 +93,28 @@ fn the_digests_the_build_computed_are_the_embedded_components_sha256() {
     );
 }
 
-/// A call that runs alone (a pipeline that works in place, as `toolwright exec` and `mcp` run theirs) has the next
-/// call's spare made after it, and the next call runs in it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_after_the_one_before() {
-    use toolwright_core::{AssistantMessage, NoEvents, Pipeline, ToolCall};
-    let Some(builtins) = components::BUILTINS else {
-        return; // built with TOOLWRIGHT_SKIP_WASM_BUILD: nothing is embedded
-    };
+/// The tests that count the process's idle instances and spares (`crate::reuse`'s counters are global).
+static IDLE_COUNTED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The `ls` reference component, when the build embedded it.
+fn ls_component() -> Option<&'static [u8]> {
+    let builtins = components::BUILTINS?;
     let (_, ls) = builtins
         .iter()
         .find(|(name, _)| *name == "ls")
         .expect("the ls component");
+    Some(ls)
+}
+
+/// A call that runs alone (a pipeline that works in place, as `toolwright exec` and `mcp` run theirs) has the next
+/// call's spare made after it, and the next call runs in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_after_the_one_before() {
+    let _counted = IDLE_COUNTED.lock().await;
+    use toolwright_core::{AssistantMessage, NoEvents, Pipeline, ToolCall};
+    let Some(ls) = ls_component() else {
+        return; // built with TOOLWRIGHT_SKIP_WASM_BUILD: nothing is embedded
+    };
     let ws = tempfile::tempdir().expect("a workspace");
     std::fs::write(ws.path().join("a.txt"), "a").expect("a file");
     let host = PluginHost::new(None).expect("a plugin host");
@@ -154,4 +164,66 @@ async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_after_the_one_b
         1,
         "the second call ran in the spare"
     );
+}
+
+#[test]
+fn spares_hold_at_most_half_of_the_idle_instances_and_give_way_to_reuse_and_to_memory_wanted_back() {
+    use crate::reuse::{MAX_IDLE, MAX_SPARES, drop_idle};
+    let _counted = IDLE_COUNTED.blocking_lock();
+    let Some(ls) = ls_component() else {
+        return; // built with TOOLWRIGHT_SKIP_WASM_BUILD: nothing is embedded
+    };
+    let ws = tempfile::tempdir().expect("a workspace");
+    let host = PluginHost::new(None).expect("a plugin host");
+    let plugin = host.load_bytes(Path::new("ls.wasm"), ls).expect("ls loads");
+    let inner = &plugin.inner;
+    // A spare for each of more sets of grants than spares may be kept: only MAX_SPARES are.
+    let fresh: Vec<Arc<WasmGrants>> = (0..MAX_SPARES + 4)
+        .map(|_| Arc::new(WasmGrants::none(ws.path())))
+        .collect();
+    for grants in &fresh {
+        inner.make_spare(grants);
+    }
+    assert_eq!(inner.pool.spares().1, MAX_SPARES as usize);
+    // Reused instances fill the rest of the idle places, then take spares' places.
+    let mut reusing = WasmGrants::none(ws.path());
+    reusing.reuse = Some(toolwright_core::policy::InstanceReuse {
+        max_calls: 1000,
+        idle: std::time::Duration::from_secs(60),
+    });
+    let reusing = Arc::new(reusing);
+    let linked = inner.linked().expect("ls links");
+    let evicting = 2;
+    for i in 0..(MAX_IDLE - MAX_SPARES + evicting) {
+        let mut store = inner
+            .store(
+                &reusing,
+                tokio_util::sync::CancellationToken::new(),
+                toolwright_core::tool::UpdateSink::discard(),
+                None,
+            )
+            .expect("a store");
+        let instance = linked.pre.instantiate(&mut store).expect("an instance");
+        assert!(
+            inner.pool.put(&reusing, store, instance, 1).is_ok(),
+            "reused instance {i} was not kept"
+        );
+    }
+    assert_eq!(
+        inner.pool.spares().1,
+        (MAX_SPARES - evicting) as usize,
+        "each reused instance past the free places took a spare's"
+    );
+    // No room for another spare while the idle places are full.
+    inner.make_spare(&Arc::new(WasmGrants::none(ws.path())));
+    assert_eq!(inner.pool.spares().1, (MAX_SPARES - evicting) as usize);
+    // Memory wanted back comes from the spares first: the reused instances stay.
+    assert!(drop_idle(true));
+    assert_eq!(inner.pool.spares().1, 0);
+    assert!(
+        inner.pool.take(&reusing).is_some(),
+        "a reused instance is still there"
+    );
+    assert!(drop_idle(false));
+    assert!(inner.pool.take(&reusing).is_none());
 }

@@ -253,7 +253,7 @@ impl PluginInner {
 
     /// Make a spare under `grants` and keep it in the pool, unless one waits there already. A failure leaves
     /// none: the call that would have taken it instantiates itself, and reports what fails then.
-    fn make_spare(&self, grants: &Arc<WasmGrants>) {
+    pub(crate) fn make_spare(&self, grants: &Arc<WasmGrants>) {
         if self.pool.has_spare(grants) {
             return;
         }
