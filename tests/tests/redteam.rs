@@ -797,6 +797,48 @@ fn a_fresh_instance_made_ahead_of_its_call_carries_nothing_from_any_call_under_e
 }
 
 #[test]
+fn pages_kept_resident_across_a_slot_s_reset_carry_nothing_to_the_next_fresh_instance_under_exec_and_mcp() {
+    // `scatter` writes 256 runs of pages, far more than wasmtime's reset keeps (32): the host merges them so that
+    // they all stay resident (toolwright-wasm's `resident`), and each next instance, made in the same slot by the
+    // background thread, must still see the image's zeros. Under reuse the same calls see the marks: the check
+    // can tell.
+    let calls = [
+        json!({"action": "scatter"}),
+        json!({"action": "gather"}),
+        json!({"action": "scatter"}),
+        json!({"action": "gather"}),
+        json!({"action": "gather"}),
+    ];
+    let marked = (false, "marked 256 pages".to_owned());
+    let found = |n: usize| (false, format!("found {n} marked pages"));
+    for (policy, seen) in [(FRESH_POLICY, 0), (REUSE_POLICY, 256)] {
+        let mut setup = setup(policy);
+        setup.hand_off = Some("always");
+        std::fs::create_dir(setup.ws.path().join("out")).unwrap();
+        let exec = setup.exec_sequential(&calls);
+        let mut mcp = setup.mcp();
+        let served: Vec<(bool, String)> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, args)| mcp.run(i as i64 + 1, "probe", args.clone()))
+            .collect();
+        for results in [exec, served] {
+            assert_eq!(
+                results,
+                [
+                    marked.clone(),
+                    found(seen),
+                    marked.clone(),
+                    found(seen),
+                    found(seen)
+                ],
+                "{policy}"
+            );
+        }
+    }
+}
+
+#[test]
 fn an_untrusted_project_cannot_turn_reuse_on() {
     // The policy as the project's own toolwright.toml: reuse is the user's trade, not a repository's.
     let setup = setup("");

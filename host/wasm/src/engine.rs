@@ -12,12 +12,13 @@ pub const MAX_INSTANCES: u32 = 256;
 pub const MAX_MEMORY: usize = 256 << 20;
 /// How much of a finished instance's linear memory stays resident in its pool slot, reset by copying back
 /// the written pages. Every slot that ever served an instance keeps at most this much, and
-/// [`TABLE_KEEP_RESIDENT`] of its tables: at most about 300 MiB over the pool's 289 slots, a few MiB in practice
-/// (slots are reused most recently used first, so a host uses about as many as it ran instances at once, and a
-/// slot keeps only what its instances wrote). 1 MiB, not 256 KiB: a fresh JavaScript instance (componentize-js)
-/// writes more than 256 KiB of its interpreter's heap, and every page past the bound faults again in the next
-/// instance (15 % of its call, docs/performance.md, ninth round); Rust plugins write far less either way.
-pub const KEEP_RESIDENT: usize = 1 << 20;
+/// [`TABLE_KEEP_RESIDENT`] of its tables: at most about 1.2 GiB over the pool's 289 slots in the worst case,
+/// a few MiB to a few tens in practice (slots are reused most recently used first, so a host uses about as many
+/// as it ran instances at once, and a slot keeps only what its instances wrote: a Rust plugin some KiB). 4 MiB:
+/// a call of the Python example writes 192 pages spread over 3.9 MiB, which `crate::resident` merges into the 32
+/// runs wasmtime's reset reads, and every page past the bound faults again in the next instance (the JavaScript
+/// example needs 0.9 MiB; docs/performance.md, ninth, tenth and twelfth rounds).
+pub const KEEP_RESIDENT: usize = 4 << 20;
 /// The same for an instance's tables.
 pub const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 /// How many idle pool slots stay affine to a component before wasmtime takes one of them for another.

@@ -18,7 +18,8 @@
 //!   `tool_result` as hooks ([`handler_hooks`]).
 //! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
 //! - [`reuse`]: opt-in instance reuse (`instance = "reuse"`): a plugin's idle instances, bounded; and its spares.
-//! - `warm`: what a fresh instance needs off the call's path: finished stores dropped, spares made ahead.
+//! - `warm`: what a fresh instance needs off the call's path: finished stores dropped, spares made ahead;
+//!   `resident`: the pages a plugin's calls write kept resident across wasmtime's reset of its memory slot.
 //! - [`identity`]: where a plugin came from, its digest and pin, and which policy entry applies to it.
 //! - [`lock`]: `toolwright.lock`, what the user approved of each installed plugin, and what changed since.
 //! - [`codemode`] (feature `codemode`): pi's `codemode` tool, its engine a component.
@@ -49,6 +50,7 @@ mod handler;
 pub mod identity;
 pub mod lock;
 mod process;
+mod resident;
 pub mod reuse;
 mod state;
 mod store;

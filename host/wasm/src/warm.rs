@@ -173,7 +173,10 @@ fn queue() -> Option<&'static Mutex<Sender<Job>>> {
                     for Job(store, slot, spare) in receive {
                         PENDING.fetch_sub(1, Ordering::AcqRel);
                         match &spare {
-                            Some((plugin, _)) => plugin.drop_timed(store),
+                            Some((plugin, _)) => {
+                                plugin.keep_written_resident();
+                                plugin.drop_timed(store);
+                            }
                             None => drop(store),
                         }
                         drop(slot);
@@ -244,6 +247,14 @@ pub(crate) fn retire(mut store: Store<PluginState>, leave: Leave) {
 }
 
 impl PluginInner {
+    /// Before a finished store of this plugin is dropped: merge the runs of pages its calls wrote, so that
+    /// wasmtime's reset keeps them all resident (`crate::resident`).
+    fn keep_written_resident(&self) {
+        if let Some(image) = self.source.0.cache.path_for(&self.digest) {
+            crate::resident::keep_written_resident(&image);
+        }
+    }
+
     /// Drop `store`, measuring the reset.
     fn drop_timed(&self, store: Store<PluginState>) {
         let began = Instant::now();

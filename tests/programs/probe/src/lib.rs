@@ -25,7 +25,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "cwd", "chdir"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir"]},
                     "tool": {"type": "string"},
                     "arguments": {"type": "object"},
                     "count": {"type": "integer"},
@@ -210,6 +210,23 @@ impl Tool for Probe {
                 kept.0 += 1;
                 format!("call {} of this instance, holding {:?}", kept.0, kept.1)
             }
+            // State written across many pages: `scatter` marks one page in four of a 4 MiB buffer (hundreds of runs
+            // of written pages, which the host merges to keep them resident across the slot's reset); `gather`
+            // counts the marked pages this instance sees.
+            "scatter" => {
+                for byte in SCATTER.iter().step_by(SCATTER_STRIDE) {
+                    byte.store(0xA5, std::sync::atomic::Ordering::Relaxed);
+                }
+                format!("marked {} pages", SCATTER.len() / SCATTER_STRIDE)
+            }
+            "gather" => {
+                let marked = SCATTER
+                    .iter()
+                    .step_by(SCATTER_STRIDE)
+                    .filter(|b| b.load(std::sync::atomic::Ordering::Relaxed) != 0)
+                    .count();
+                format!("found {marked} marked pages")
+            }
             // The working directory relative paths resolve against; `chdir` leaves it at `target` for the rest of
             // the call (and, in a reused instance, until the next call sets its own).
             "cwd" => {
@@ -260,6 +277,14 @@ fn start_call(_tool: &str, _arguments: &Value) -> u64 {
 fn next_outcomes() -> Vec<toolwright_sdk::CallOutcome> {
     Vec::new()
 }
+
+/// What `scatter` marks, one byte every [`SCATTER_STRIDE`] (zero in the component's image: a fresh instance sees
+/// none marked).
+static SCATTER: [std::sync::atomic::AtomicU8; 4 << 20] =
+    [const { std::sync::atomic::AtomicU8::new(0) }; 4 << 20];
+
+/// Four host pages.
+const SCATTER_STRIDE: usize = 4 * 4096;
 
 /// What `remember` keeps: the calls this instance served, and the last target.
 static KEPT: std::sync::Mutex<(u64, String)> = std::sync::Mutex::new((0, String::new()));
