@@ -241,6 +241,13 @@ impl StdioServer {
         }
     }
 
+    /// Whether a `notifications/tools/list_changed` has been read so far.
+    pub fn told_tools_changed(&self) -> bool {
+        self.notifications
+            .iter()
+            .any(|n| n["method"] == "notifications/tools/list_changed")
+    }
+
     /// Whether the response with `id` has come already (read while waiting for another one).
     pub fn has_answered(&self, id: i64) -> bool {
         self.early.contains_key(&id)

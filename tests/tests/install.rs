@@ -706,8 +706,10 @@ fn a_plugin_whose_tool_takes_a_name_the_toolset_has_is_not_left_out_while_it_com
     assert!(stderr.contains("impostor.wasm"), "{stderr}");
 }
 
-#[test]
-fn an_mcp_server_answers_before_an_installed_plugin_compiles_and_lists_its_tools_once_it_has() {
+/// A user with the probe installed (granted `read=.`) and `toolwright mcp` started for them on an empty component
+/// cache (kept alive by the returned directory), watching its plugins every `watch_ms`: the probe compiles in the
+/// background.
+fn mcp_with_probe_compiling(watch_ms: u64) -> (User, tempfile::TempDir, toolwright_tests::mcp::StdioServer) {
     let user = User::new();
     let source = user.home.path().join("probe.wasm");
     std::fs::copy(PROBE, &source).unwrap();
@@ -715,13 +717,19 @@ fn an_mcp_server_answers_before_an_installed_plugin_compiles_and_lists_its_tools
     let cold = tempfile::tempdir().unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"));
     command
-        .args(["mcp", "--watch-plugins", "50", "--cache-dir"])
+        .args(["mcp", "--watch-plugins", &watch_ms.to_string(), "--cache-dir"])
         .arg(cold.path())
         .arg("--cwd")
         .arg(user.ws.path())
         .env("HOME", user.home.path())
         .env("XDG_CONFIG_HOME", user.home.path().join(".config"));
-    let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut command);
+    let mcp = toolwright_tests::mcp::StdioServer::start_with(&mut command);
+    (user, cold, mcp)
+}
+
+#[test]
+fn an_mcp_server_answers_before_an_installed_plugin_compiles_and_lists_its_tools_once_it_has() {
+    let (user, _cold, mut mcp) = mcp_with_probe_compiling(50);
     let names = |mcp: &mut toolwright_tests::mcp::StdioServer, id: i64| -> Vec<String> {
         mcp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
         mcp.response(id)["result"]["tools"]
@@ -742,32 +750,13 @@ fn an_mcp_server_answers_before_an_installed_plugin_compiles_and_lists_its_tools
     let target = user.ws.path().join("readme");
     let (is_error, text) = mcp.run(id + 1, "probe", json!({"action": "read", "target": target}));
     assert_eq!((is_error, text.as_str()), (false, "read 5 bytes"));
-    assert!(
-        mcp.notifications
-            .iter()
-            .any(|n| n["method"] == "notifications/tools/list_changed"),
-        "{:?}",
-        mcp.notifications
-    );
+    assert!(mcp.told_tools_changed(), "{:?}", mcp.notifications);
 }
 
 #[test]
 fn an_mcp_call_of_a_plugin_still_compiling_waits_for_it_while_calls_of_built_ins_answer_at_once() {
-    let user = User::new();
-    let source = user.home.path().join("probe.wasm");
-    std::fs::copy(PROBE, &source).unwrap();
-    add(&user, &source, &["--grant", "read=."]);
-    let cold = tempfile::tempdir().unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"));
     // The watcher's own pass comes only after a minute: the call must bring the plugin in itself.
-    command
-        .args(["mcp", "--watch-plugins", "60000", "--cache-dir"])
-        .arg(cold.path())
-        .arg("--cwd")
-        .arg(user.ws.path())
-        .env("HOME", user.home.path())
-        .env("XDG_CONFIG_HOME", user.home.path().join(".config"));
-    let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut command);
+    let (user, _cold, mut mcp) = mcp_with_probe_compiling(60_000);
     let target = user.ws.path().join("readme");
     mcp.call(1, "probe", json!({"action": "read", "target": target}));
     mcp.call(2, "ls", json!({}));
@@ -792,31 +781,12 @@ fn an_mcp_call_of_a_plugin_still_compiling_waits_for_it_while_calls_of_built_ins
     mcp.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}));
     let names = mcp.response(4)["result"]["tools"].to_string();
     assert!(names.contains("\"probe\""), "{names}");
-    assert!(
-        mcp.notifications
-            .iter()
-            .any(|n| n["method"] == "notifications/tools/list_changed"),
-        "{:?}",
-        mcp.notifications
-    );
+    assert!(mcp.told_tools_changed(), "{:?}", mcp.notifications);
 }
 
 #[test]
 fn an_mcp_call_cancelled_while_it_waits_for_a_compile_leaves_the_server_serving() {
-    let user = User::new();
-    let source = user.home.path().join("probe.wasm");
-    std::fs::copy(PROBE, &source).unwrap();
-    add(&user, &source, &["--grant", "read=."]);
-    let cold = tempfile::tempdir().unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"));
-    command
-        .args(["mcp", "--watch-plugins", "60000", "--cache-dir"])
-        .arg(cold.path())
-        .arg("--cwd")
-        .arg(user.ws.path())
-        .env("HOME", user.home.path())
-        .env("XDG_CONFIG_HOME", user.home.path().join(".config"));
-    let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut command);
+    let (user, _cold, mut mcp) = mcp_with_probe_compiling(60_000);
     let target = user.ws.path().join("readme");
     let read = json!({"action": "read", "target": target});
     // Cancelled at once, most likely while it waits for the compile (if the compile won the race, it answers).

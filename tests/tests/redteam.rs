@@ -134,6 +134,16 @@ impl Setup {
             .collect()
     }
 
+    /// `calls` (probe arguments) one after another from an MCP client: (isError, text) of each.
+    fn mcp_sequential(&self, calls: &[Value]) -> Vec<(bool, String)> {
+        let mut mcp = self.mcp();
+        calls
+            .iter()
+            .enumerate()
+            .map(|(i, args)| mcp.run(i as i64 + 1, "probe", args.clone()))
+            .collect()
+    }
+
     fn mcp(&self) -> Mcp {
         Mcp::start_with(
             Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
@@ -749,14 +759,7 @@ fn reuse_calls_under_exec_and_mcp(
     let pids = setup.ws.path().join("out/pid");
     let calls = reuse_calls(&pids);
     check(&setup.exec_sequential(&calls), &pids);
-
-    let mut mcp = setup.mcp();
-    let results: Vec<(bool, String)> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, args)| mcp.run(i as i64 + 1, "probe", args.clone()))
-        .collect();
-    check(&results, &pids);
+    check(&setup.mcp_sequential(&calls), &pids);
 }
 
 #[test]
@@ -815,14 +818,7 @@ fn pages_kept_resident_across_a_slot_s_reset_carry_nothing_to_the_next_fresh_ins
         let mut setup = setup(policy);
         setup.hand_off = Some("always");
         std::fs::create_dir(setup.ws.path().join("out")).unwrap();
-        let exec = setup.exec_sequential(&calls);
-        let mut mcp = setup.mcp();
-        let served: Vec<(bool, String)> = calls
-            .iter()
-            .enumerate()
-            .map(|(i, args)| mcp.run(i as i64 + 1, "probe", args.clone()))
-            .collect();
-        for results in [exec, served] {
+        for results in [setup.exec_sequential(&calls), setup.mcp_sequential(&calls)] {
             assert_eq!(
                 results,
                 [
