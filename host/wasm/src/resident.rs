@@ -36,7 +36,8 @@ pub(crate) fn keep_written_resident(image: &Path) {
     let Some(scan) = linux::Scanner::get() else {
         return;
     };
-    let Ok(inode) = std::fs::metadata(image).map(|m| m.ino()) else {
+    let Ok(file) = std::fs::metadata(image).map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()))
+    else {
         return;
     };
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
@@ -44,7 +45,7 @@ pub(crate) fn keep_written_resident(image: &Path) {
     };
     let page = linux::page_size();
     let budget = crate::engine::KEEP_RESIDENT / page;
-    for slot in linux::image_slots(&maps, inode) {
+    for slot in linux::image_slots(&maps, file) {
         let Some(runs) = scan.written_runs(slot, page) else {
             return;
         };
@@ -55,9 +56,7 @@ pub(crate) fn keep_written_resident(image: &Path) {
             "runs of written pages in a memory slot"
         );
         for gap in gaps {
-            if !linux::populate_write(gap.0 * page, (gap.1 - gap.0) * page) {
-                return;
-            }
+            linux::populate_write(gap.0 * page, (gap.1 - gap.0) * page);
         }
     }
 }
@@ -95,7 +94,6 @@ mod linux {
 
     use std::os::fd::AsRawFd;
     use std::sync::OnceLock;
-    use std::sync::atomic::{AtomicBool, Ordering};
 
     /// `PAGE_IS_WRITTEN`, `PAGE_IS_FILE`, `PAGE_IS_PRESENT`, `PAGE_IS_PFNZERO` (linux/fs.h).
     const WRITTEN: u64 = 1 << 1;
@@ -135,9 +133,6 @@ mod linux {
     /// How many runs one scan reports at most: past them, the rest of the slot is left as it is.
     const SCAN_RUNS: usize = 1024;
 
-    /// Set once `MADV_POPULATE_WRITE` is refused as unknown: the kernel is too old, nothing more is tried.
-    static NO_POPULATE: AtomicBool = AtomicBool::new(false);
-
     pub(super) fn page_size() -> usize {
         // SAFETY: sysconf reads a constant of the system.
         let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -148,13 +143,20 @@ mod linux {
     pub(super) struct Scanner(std::fs::File);
 
     impl Scanner {
+        /// The scanner, where the kernel knows both `PAGEMAP_SCAN` and `MADV_POPULATE_WRITE`.
         pub(super) fn get() -> Option<&'static Scanner> {
             static SCANNER: OnceLock<Option<Scanner>> = OnceLock::new();
-            if NO_POPULATE.load(Ordering::Relaxed) {
-                return None;
-            }
             SCANNER
                 .get_or_init(|| {
+                    // The advice is checked before the length: an empty range tells whether the kernel knows it
+                    // (EINVAL if not), whatever is mapped there.
+                    let page = page_size();
+                    // SAFETY: an empty range: nothing is touched.
+                    let known =
+                        unsafe { libc::madvise(page as *mut libc::c_void, 0, libc::MADV_POPULATE_WRITE) };
+                    if known != 0 {
+                        return None;
+                    }
                     let file = std::fs::File::open("/proc/self/pagemap").ok()?;
                     let scanner = Scanner(file);
                     // A scan of nothing tells whether the kernel knows the request.
@@ -201,27 +203,24 @@ mod linux {
     }
 
     /// Fault `[start, start + len)` in for writing: each page becomes the process's own, with the same contents.
-    /// `false` once the kernel does not know the request (nothing more is tried); a page that cannot be faulted in
-    /// (a mapping changed meanwhile) is skipped.
-    pub(super) fn populate_write(start: usize, len: usize) -> bool {
+    /// A range that cannot be (a mapping changed meanwhile: unmapped, made inaccessible or read-only by wasmtime
+    /// for another instance) is left as it is, wholly or from where it failed.
+    pub(super) fn populate_write(start: usize, len: usize) {
         // SAFETY: MADV_POPULATE_WRITE changes no byte of memory, only which physical page holds it; on a range
-        // that is not (or no longer) mapped writable it fails without touching anything.
-        let done = unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
-        if done != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-            NO_POPULATE.store(true, Ordering::Relaxed);
-            return false;
-        }
-        true
+        // that is not (or no longer) mapped writable it stops (ENOMEM, EFAULT, EINVAL) without touching anything
+        // further, and the pages it populated before are as harmless.
+        let _ = unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
     }
 
-    /// The accessible memory of every slot mapping the file with `inode` read-write and private (a memory image
-    /// mapped into a pooled linear memory), with the anonymous read-write mappings right before and after it (the
-    /// slot's memory below and above the image); as byte ranges.
-    pub(super) fn image_slots(maps: &str, inode: u64) -> Vec<(usize, usize)> {
+    /// The accessible memory of every slot mapping the file `(major, minor, inode)` read-write and private at an
+    /// offset past its start (a memory image, mapped into a pooled linear memory; the whole file mapped at offset 0
+    /// is wasmtime loading it, before it makes it read-only), with the anonymous read-write mappings right before
+    /// and after it (the slot's memory below and above the image); as byte ranges.
+    pub(super) fn image_slots(maps: &str, file: (u32, u32, u64)) -> Vec<(usize, usize)> {
         let lines: Vec<Mapping> = maps.lines().filter_map(Mapping::parse).collect();
         let mut slots = Vec::new();
         for (at, line) in lines.iter().enumerate() {
-            if line.inode != inode || !line.private_rw {
+            if line.file != file || !line.private_rw || line.offset == 0 {
                 continue;
             }
             let (mut start, mut end) = (line.start, line.end);
@@ -247,7 +246,9 @@ mod linux {
         start: usize,
         end: usize,
         private_rw: bool,
-        inode: u64,
+        offset: u64,
+        /// Device (major, minor) and inode: (0, 0, 0) for anonymous memory.
+        file: (u32, u32, u64),
     }
 
     impl Mapping {
@@ -255,18 +256,24 @@ mod linux {
             let mut fields = line.split_ascii_whitespace();
             let (start, end) = fields.next()?.split_once('-')?;
             let perms = fields.next()?;
-            let (_offset, _device) = (fields.next()?, fields.next()?);
+            let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
+            let (major, minor) = fields.next()?.split_once(':')?;
             let inode = fields.next()?.parse().ok()?;
             Some(Mapping {
                 start: usize::from_str_radix(start, 16).ok()?,
                 end: usize::from_str_radix(end, 16).ok()?,
                 private_rw: perms == "rw-p",
-                inode,
+                offset,
+                file: (
+                    u32::from_str_radix(major, 16).ok()?,
+                    u32::from_str_radix(minor, 16).ok()?,
+                    inode,
+                ),
             })
         }
 
         fn anonymous_rw(&self) -> bool {
-            self.private_rw && self.inode == 0
+            self.private_rw && self.file.2 == 0
         }
     }
 
@@ -279,6 +286,9 @@ mod linux {
             let maps = "\
 7da244800000-7da244801000 r--p 00000000 fe:00 77 /c/x.cwasm
 7da244801000-7da245cb5000 r-xp 00001000 fe:00 77 /c/x.cwasm
+7da245cb5000-7da246000000 rw-p 00000000 fe:00 77 /c/x.cwasm
+7da246000000-7da246100000 rw-p 00000000 00:00 0
+7da246100000-7da246200000 rw-p 00002000 08:01 77 /usr/lib/libsame-inode.so
 7da252c00000-7da254c00000 ---p 00000000 00:00 0
 7da254c00000-7da254cfc000 rw-p 00000000 00:00 0
 7da254cfc000-7da255610000 rw-p 0195a000 fe:00 77 /c/x.cwasm
@@ -288,9 +298,16 @@ mod linux {
 7ec596cfc000-7ec597610000 rw-p 0195a000 fe:00 78 /c/other.cwasm
 7fe8d8c7e000-7fe8d8c7f000 ---p 00000000 00:00 0
 ";
-            assert_eq!(image_slots(maps, 77), vec![(0x7da254c00000, 0x7da255700000)]);
-            assert_eq!(image_slots(maps, 78), vec![(0x7ec596c00000, 0x7ec597610000)]);
-            assert!(image_slots(maps, 79).is_empty());
+            // Not the whole file mapped at offset 0 (a load under way), nor another device's file of that inode.
+            assert_eq!(
+                image_slots(maps, (0xfe, 0, 77)),
+                vec![(0x7da254c00000, 0x7da255700000)]
+            );
+            assert_eq!(
+                image_slots(maps, (0xfe, 0, 78)),
+                vec![(0x7ec596c00000, 0x7ec597610000)]
+            );
+            assert!(image_slots(maps, (0xfe, 0, 79)).is_empty());
         }
 
         #[test]
@@ -324,7 +341,7 @@ mod linux {
             let runs = scanner.written_runs((base, base + len), page).expect("scanned");
             assert_eq!(runs, vec![(first + 1, first + 2), (first + 4, first + 5)]);
             // The gap faulted in for writing: one run, and the bytes are what they were.
-            assert!(populate_write(base + 2 * page, 2 * page));
+            populate_write(base + 2 * page, 2 * page);
             let runs = scanner.written_runs((base, base + len), page).expect("scanned");
             assert_eq!(runs, vec![(first + 1, first + 5)]);
             // SAFETY: inside the mapping, which is then unmapped.
