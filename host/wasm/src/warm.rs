@@ -72,7 +72,7 @@ impl Turnover {
     }
 
     fn record(mean: &AtomicU64, took: Duration) {
-        let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let took = nanos(took);
         // Two calls recording at once may lose one measurement: a mean needs no more.
         let old = mean.load(Ordering::Relaxed);
         let new = if old == 0 { took } else { old / 4 * 3 + took / 4 };
@@ -83,7 +83,7 @@ impl Turnover {
     /// them done on the background thread: at least [`HAND_OFF_FROM`] (unmeasured: no).
     pub fn pays_to_hand_off(&self) -> bool {
         let cost = self.instantiate.load(Ordering::Relaxed) + self.reset.load(Ordering::Relaxed);
-        cost >= u64::try_from(HAND_OFF_FROM.as_nanos()).unwrap_or(u64::MAX)
+        cost >= nanos(HAND_OFF_FROM)
     }
 }
 
@@ -99,9 +99,12 @@ fn epoch() -> Instant {
 
 /// Nanoseconds since [`epoch`], at least 1.
 fn now() -> u64 {
-    u64::try_from(epoch().elapsed().as_nanos())
-        .unwrap_or(u64::MAX)
-        .max(1)
+    nanos(epoch().elapsed()).max(1)
+}
+
+/// `took` in nanoseconds (saturating).
+fn nanos(took: Duration) -> u64 {
+    u64::try_from(took.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A call ended (every call through the gate's asynchronous side says so, alone or not).
@@ -113,7 +116,7 @@ pub(crate) fn call_ended() {
 /// call that runs alone, at its start, to guess whether the call after it will come at once too.
 pub(crate) fn host_was_idle() -> bool {
     let last = LAST_END.load(Ordering::Relaxed);
-    last == 0 || now().saturating_sub(last) >= u64::try_from(IDLE_GAP.as_nanos()).unwrap_or(u64::MAX)
+    last == 0 || now().saturating_sub(last) >= nanos(IDLE_GAP)
 }
 
 /// Whether a finished store goes to the background thread: only for a call that ran alone, and then as
@@ -338,7 +341,7 @@ mod tests {
         assert!(!host_was_idle(), "a call just ended");
         std::thread::sleep(IDLE_GAP * 3);
         let last = LAST_END.load(Ordering::Relaxed);
-        if now().saturating_sub(last) >= u64::try_from(IDLE_GAP.as_nanos()).unwrap_or(u64::MAX) {
+        if now().saturating_sub(last) >= nanos(IDLE_GAP) {
             assert!(host_was_idle());
         }
     }
