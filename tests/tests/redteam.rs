@@ -835,6 +835,30 @@ fn pages_kept_resident_across_a_slot_s_reset_carry_nothing_to_the_next_fresh_ins
 }
 
 #[test]
+fn a_plugin_reads_only_the_variables_it_was_granted_under_exec_and_mcp() {
+    // `wasi:cli/environment` is answered from the call's grants (toolwright-wasm's `environment`), not from a copy
+    // in every store: a granted variable reads as the host's, an ungranted one does not exist, fresh or reused.
+    let calls = [
+        json!({"action": "env", "target": "PATH"}),
+        json!({"action": "env", "target": "HOME"}),
+    ];
+    let path = std::env::var("PATH").unwrap();
+    for instance in ["", "instance = \"reuse\"\n"] {
+        let setup = setup(&format!(
+            "[plugins.toolwright-test-probe]\nenv = [\"PATH\"]\n{instance}"
+        ));
+        for results in [setup.exec_sequential(&calls), setup.mcp_sequential(&calls)] {
+            assert_eq!(results[0], (false, path.clone()), "{instance}");
+            assert_eq!(
+                results[1],
+                (true, "HOME: environment variable not found".to_owned()),
+                "{instance}"
+            );
+        }
+    }
+}
+
+#[test]
 fn an_untrusted_project_cannot_turn_reuse_on() {
     // The policy as the project's own toolwright.toml: reuse is the user's trade, not a repository's.
     let setup = setup("");
