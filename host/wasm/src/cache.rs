@@ -255,15 +255,28 @@ impl ComponentCache {
     /// The compiled component whose SHA-256 is `digest`, if the cache holds a usable one (mapped, and marked
     /// as used). An unusable entry is reported in the log and passed over.
     pub fn cached(&self, engine: &Engine, digest: &Digest) -> Option<Component> {
+        self.mapped(engine, digest).map(|(component, _)| component)
+    }
+
+    /// As [`ComponentCache::cached`], with the file that was mapped (its memory image is mapped from it into
+    /// each instance's memory: `crate::resident`), when it is known for sure: the same before and after.
+    pub(crate) fn mapped(
+        &self,
+        engine: &Engine,
+        digest: &Digest,
+    ) -> Option<(Component, Option<crate::resident::FileId>)> {
         let path = self.path_for(digest)?;
         if !path.is_file() {
             return None;
         }
+        let before = crate::resident::FileId::of(&path);
         match deserialize(engine, &path) {
             Ok(component) => {
+                // An entry renamed over while it was mapped: which file is mapped is not known.
+                let file = before.filter(|id| crate::resident::FileId::of(&path).as_ref() == Some(id));
                 // Its modification time is its last use, which eviction goes by.
                 touch(&path);
-                Some(component)
+                Some((component, file))
             }
             Err(e) => {
                 tracing::warn!(path = %path.display(), "ignoring an unusable cached component: {e:#}");

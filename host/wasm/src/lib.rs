@@ -479,6 +479,9 @@ pub(crate) struct Linked {
     pre: InstancePre<PluginState>,
     tool: Option<bindings::tool::GuestIndices>,
     handler: Option<bindings::handler::GuestIndices>,
+    /// The cached file its memory image is mapped from, and what was done to keep the pages its calls write
+    /// resident (none when it was compiled here).
+    image: Option<resident::Image>,
 }
 
 /// Map (or compile) the component whose SHA-256 is `digest` and link it: from the cache, else from `bytes`,
@@ -490,8 +493,8 @@ fn link(
     digest: &Digest,
 ) -> Result<(Linked, Origin), PluginError> {
     let engine = runtime.engine.engine();
-    let (component, origin) = match runtime.cache.cached(engine, digest) {
-        Some(component) => (component, Origin::Cached),
+    let (component, origin, image) = match runtime.cache.mapped(engine, digest) {
+        Some((component, file)) => (component, Origin::Cached, file.map(resident::Image::new)),
         None => {
             let read;
             let bytes = match bytes {
@@ -514,7 +517,8 @@ fn link(
                         path: path.to_owned(),
                         message: format!("{e:#}"),
                     })?;
-            (component, Origin::Compiled)
+            // Compiled here: its memory image is anonymous memory, not a file's (`resident`).
+            (component, Origin::Compiled, None)
         }
     };
     let incompatible = |message: String| PluginError::Incompatible {
@@ -532,7 +536,15 @@ fn link(
             "it exports neither `toolwright:plugin/tool@0.1.0` nor `toolwright:plugin/handler@0.1.0`".into(),
         ));
     }
-    Ok((Linked { pre, tool, handler }, origin))
+    Ok((
+        Linked {
+            pre,
+            tool,
+            handler,
+            image,
+        },
+        origin,
+    ))
 }
 
 /// The bytes of the file at `path`, and its stamp as it was when it was opened.

@@ -8,8 +8,8 @@
 //! Python example 192 in 147, so every fresh call faulted 80 to 215 pages back (docs/performance.md, tenth to
 //! twelfth rounds).
 //!
-//! Before a finished store is dropped (`crate::warm`, on the background thread), [`keep_written_resident`] looks
-//! at the memory slots that hold the plugin's memory image (the `rw-p` mappings of its cached `.cwasm` file in
+//! Before a finished store is dropped (`crate::warm`, on the background thread), [`Image::keep_written_resident`]
+//! looks at the memory slots that hold the plugin's memory image (the `rw-p` mappings of its cached `.cwasm` file in
 //! `/proc/self/maps`, with the anonymous memory around them: the slot's accessible memory) and, where a slot has
 //! more than [`MAX_RUNS`] runs of written pages, merges them: the smallest gaps between runs are faulted in for
 //! writing (`MADV_POPULATE_WRITE`), until at most [`MAX_RUNS`] runs remain or the runs would pass what wasmtime
@@ -17,53 +17,132 @@
 //! copy of it with the same contents: no byte a guest can read changes, in this slot or in any other (a slot
 //! another call is running in is left as it would be, save that some of its pages are copied sooner). wasmtime's
 //! reset then finds every written page among its 32 runs and copies them all back; the next instance in the
-//! slot faults none of them.
+//! slot faults none of them. The pages kept stay written through later resets, so a slot merged once stays
+//! merged unless a later call writes pages outside its runs: each slot is scanned when it first maps the image,
+//! then one of them in turn at each drop ([`RESCANS`]); the file mapped is known by device and inode from its
+//! load ([`FileId`]), so an entry renamed over since is no matter.
 //!
 //! Linux only, and only for plugins loaded from the component cache (a component compiled in this process has
 //! its image in anonymous memory, which cannot be told from another's). Where the kernel lacks `PAGEMAP_SCAN`
 //! (6.7) or `MADV_POPULATE_WRITE` (5.14), nothing is done, as wasmtime does without the first.
 
 use std::path::Path;
+use std::sync::Mutex;
 
 /// Runs of written pages wasmtime's reset keeps (its `MAX_REGIONS`).
 pub(crate) const MAX_RUNS: usize = 32;
 
-/// Merge the runs of written pages in every memory slot that maps the memory image of the component cached at
-/// `image` (its `.cwasm` file); see the module.
-#[cfg(target_os = "linux")]
-pub(crate) fn keep_written_resident(image: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    let Some(scan) = linux::Scanner::get() else {
-        return;
-    };
-    let Ok(file) = std::fs::metadata(image).map(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()))
-    else {
-        return;
-    };
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return;
-    };
-    let page = linux::page_size();
-    let budget = crate::engine::KEEP_RESIDENT / page;
-    for slot in linux::image_slots(&maps, file) {
-        let Some(runs) = scan.written_runs(slot, page) else {
-            return;
-        };
-        let gaps = gaps_to_fill(&runs, MAX_RUNS, budget);
-        tracing::trace!(
-            runs = runs.len(),
-            filled = gaps.len(),
-            "runs of written pages in a memory slot"
-        );
-        for gap in gaps {
-            linux::populate_write(gap.0 * page, (gap.1 - gap.0) * page);
+/// How many of the slots already merged are scanned again at each drop, in turn: a call may write pages outside
+/// the runs its slot kept, and which slot the finished store held is not known (wasmtime does not say).
+const RESCANS: usize = 1;
+
+/// A file, by device (major, minor) and inode, as `/proc/self/maps` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileId(u32, u32, u64);
+
+impl FileId {
+    /// The file at `path` now (none where that cannot be known, or off Linux).
+    pub(crate) fn of(path: &Path) -> Option<FileId> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(path).ok()?;
+            Some(FileId(
+                libc::major(meta.dev()),
+                libc::minor(meta.dev()),
+                meta.ino(),
+            ))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = path;
+            None
         }
     }
 }
 
-/// Elsewhere: nothing to do (wasmtime resets a slot by `madvise` or copying, not by written runs).
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn keep_written_resident(_image: &Path) {}
+/// A plugin's memory image, mapped from its cached `.cwasm` file, and the slots holding it whose runs were
+/// merged already.
+pub(crate) struct Image {
+    file: FileId,
+    merged: Mutex<Merged>,
+}
+
+/// The memory slots (by start address) merged already, and which of them to scan again next.
+#[derive(Default)]
+struct Merged {
+    slots: Vec<usize>,
+    next: usize,
+}
+
+impl Merged {
+    /// Of `slots` (the slots mapping the image now, in address order), those to scan: each not merged yet, and
+    /// [`RESCANS`] of those merged, in turn. Slots no longer mapping the image are forgotten (one mapping it
+    /// again is merged again).
+    fn to_scan(&mut self, slots: &[(usize, usize)]) -> Vec<(usize, usize)> {
+        self.slots
+            .retain(|start| slots.iter().any(|slot| slot.0 == *start));
+        let (merged, new): (Vec<_>, Vec<_>) = slots.iter().partition(|slot| self.slots.contains(&slot.0));
+        let mut scan = new;
+        for _ in 0..RESCANS.min(merged.len()) {
+            self.next %= merged.len();
+            scan.push(merged[self.next]);
+            self.next += 1;
+        }
+        scan
+    }
+}
+
+impl Image {
+    /// The image mapped from `file`.
+    pub(crate) fn new(file: FileId) -> Image {
+        Image {
+            file,
+            merged: Mutex::default(),
+        }
+    }
+
+    /// Merge the runs of written pages in the memory slots that map this image (see the module): each slot
+    /// once it maps it, and then one in turn at each call.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn keep_written_resident(&self) {
+        let Some(scanner) = linux::Scanner::get() else {
+            return;
+        };
+        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+            return;
+        };
+        let page = linux::page_size();
+        let budget = crate::engine::KEEP_RESIDENT / page;
+        let slots = linux::image_slots(&maps, self.file);
+        let mut merged = self
+            .merged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut regions = linux::Regions::new();
+        for slot in merged.to_scan(&slots) {
+            let Some(runs) = scanner.written_runs(slot, page, &mut regions) else {
+                return;
+            };
+            let gaps = gaps_to_fill(&runs, MAX_RUNS, budget);
+            tracing::trace!(
+                runs = runs.len(),
+                filled = gaps.len(),
+                "runs of written pages in a memory slot"
+            );
+            for gap in gaps {
+                linux::populate_write(gap.0 * page, (gap.1 - gap.0) * page);
+            }
+            if !merged.slots.contains(&slot.0) {
+                merged.slots.push(slot.0);
+            }
+        }
+    }
+
+    /// Elsewhere: nothing to do (wasmtime resets a slot by `madvise` or copying, not by written runs).
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) fn keep_written_resident(&self) {}
+}
 
 /// Which gaps between `runs` (sorted, disjoint `[start, end)` page numbers) to fill so that at most `max_runs`
 /// remain, smallest first, as long as the pages of the runs and the filled gaps stay within `budget`: the gaps as
@@ -139,6 +218,15 @@ mod linux {
         usize::try_from(size).unwrap_or(4096)
     }
 
+    /// Room for what one scan reports.
+    pub(super) struct Regions(Vec<Region>);
+
+    impl Regions {
+        pub(super) fn new() -> Regions {
+            Regions(vec![Region::default(); SCAN_RUNS])
+        }
+    }
+
     /// This process's page map, open for `PAGEMAP_SCAN` (none where the kernel lacks it).
     pub(super) struct Scanner(std::fs::File);
 
@@ -190,9 +278,14 @@ mod linux {
         }
 
         /// The runs of written pages in `slot` (a byte range), as `[start, end)` page numbers.
-        pub(super) fn written_runs(&self, slot: (usize, usize), page: usize) -> Option<Vec<(usize, usize)>> {
-            let mut regions = vec![Region::default(); SCAN_RUNS];
-            let found = self.scan(slot.0 as u64, slot.1 as u64, &mut regions)?;
+        pub(super) fn written_runs(
+            &self,
+            slot: (usize, usize),
+            page: usize,
+            regions: &mut Regions,
+        ) -> Option<Vec<(usize, usize)>> {
+            let regions = &mut regions.0;
+            let found = self.scan(slot.0 as u64, slot.1 as u64, regions)?;
             Some(
                 regions[..found.min(SCAN_RUNS)]
                     .iter()
@@ -216,7 +309,8 @@ mod linux {
     /// offset past its start (a memory image, mapped into a pooled linear memory; the whole file mapped at offset 0
     /// is wasmtime loading it, before it makes it read-only), with the anonymous read-write mappings right before
     /// and after it (the slot's memory below and above the image); as byte ranges.
-    pub(super) fn image_slots(maps: &str, file: (u32, u32, u64)) -> Vec<(usize, usize)> {
+    pub(super) fn image_slots(maps: &str, file: super::FileId) -> Vec<(usize, usize)> {
+        let file = (file.0, file.1, file.2);
         let lines: Vec<Mapping> = maps.lines().filter_map(Mapping::parse).collect();
         let mut slots = Vec::new();
         for (at, line) in lines.iter().enumerate() {
@@ -300,14 +394,14 @@ mod linux {
 ";
             // Not the whole file mapped at offset 0 (a load under way), nor another device's file of that inode.
             assert_eq!(
-                image_slots(maps, (0xfe, 0, 77)),
+                image_slots(maps, super::super::FileId(0xfe, 0, 77)),
                 vec![(0x7da254c00000, 0x7da255700000)]
             );
             assert_eq!(
-                image_slots(maps, (0xfe, 0, 78)),
+                image_slots(maps, super::super::FileId(0xfe, 0, 78)),
                 vec![(0x7ec596c00000, 0x7ec597610000)]
             );
-            assert!(image_slots(maps, (0xfe, 0, 79)).is_empty());
+            assert!(image_slots(maps, super::super::FileId(0xfe, 0, 79)).is_empty());
         }
 
         #[test]
@@ -338,11 +432,15 @@ mod linux {
                 assert_eq!(std::ptr::read_volatile((base + 2 * page) as *const u8), 0);
             }
             let first = base / page;
-            let runs = scanner.written_runs((base, base + len), page).expect("scanned");
+            let runs = scanner
+                .written_runs((base, base + len), page, &mut Regions::new())
+                .expect("scanned");
             assert_eq!(runs, vec![(first + 1, first + 2), (first + 4, first + 5)]);
             // The gap faulted in for writing: one run, and the bytes are what they were.
             populate_write(base + 2 * page, 2 * page);
-            let runs = scanner.written_runs((base, base + len), page).expect("scanned");
+            let runs = scanner
+                .written_runs((base, base + len), page, &mut Regions::new())
+                .expect("scanned");
             assert_eq!(runs, vec![(first + 1, first + 5)]);
             // SAFETY: inside the mapping, which is then unmapped.
             unsafe {
@@ -358,6 +456,25 @@ mod linux {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_slot_is_scanned_once_it_maps_the_image_and_then_one_merged_slot_in_turn() {
+        let mut merged = Merged::default();
+        let (a, b, c) = ((0x1000, 0x2000), (0x3000, 0x4000), (0x5000, 0x6000));
+        // Nothing merged yet: every slot.
+        assert_eq!(merged.to_scan(&[a, b]), vec![a, b]);
+        merged.slots.extend([a.0, b.0]);
+        // Then one of them at each drop, in turn, and a new slot at once.
+        assert_eq!(merged.to_scan(&[a, b]), vec![a]);
+        assert_eq!(merged.to_scan(&[a, b, c]), vec![c, b]);
+        merged.slots.push(c.0);
+        assert_eq!(merged.to_scan(&[a, b, c]), vec![c]);
+        assert_eq!(merged.to_scan(&[a, b, c]), vec![a]);
+        // A slot that no longer maps the image is forgotten: merged again when it maps it again.
+        assert_eq!(merged.to_scan(&[a, c]), vec![c]);
+        assert_eq!(merged.slots, vec![a.0, c.0]);
+        assert_eq!(merged.to_scan(&[a, b, c]), vec![b, a]);
+    }
 
     #[test]
     fn the_smallest_gaps_are_filled_until_the_runs_fit_within_the_budget() {

@@ -35,7 +35,7 @@ use toolwright_core::tool::UpdateSink;
 use wasmtime::Store;
 
 use crate::state::PluginState;
-use crate::{LOAD_TIMEOUT, PluginInner, WasmGrants};
+use crate::{LOAD_TIMEOUT, Linked, PluginInner, WasmGrants};
 
 /// How many jobs may wait for the background thread: past it, a store is dropped by the call that finished with
 /// it and no spare is made, so that one thread never becomes what a busy host waits for. (Only calls that run
@@ -253,8 +253,11 @@ impl PluginInner {
     /// Before a finished store of this plugin is dropped: merge the runs of pages its calls wrote, so that
     /// wasmtime's reset keeps them all resident (`crate::resident`).
     fn keep_written_resident(&self) {
-        if let Some(image) = self.source.0.cache.path_for(&self.digest) {
-            crate::resident::keep_written_resident(&image);
+        if let Some(Ok(Linked {
+            image: Some(image), ..
+        })) = self.linked.get()
+        {
+            image.keep_written_resident();
         }
     }
 
