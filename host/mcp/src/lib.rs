@@ -112,9 +112,10 @@ pub struct Watch {
 }
 
 /// Asked before a call of the tool it is given: `Some(wait)` when the call must wait for plugins that are not
-/// loaded yet (compiling in the background), `wait` blocking until they are; the server then has `reload` take
-/// them in before the call runs.
-pub type Pending = Box<dyn Fn(&str) -> Option<Box<dyn FnOnce() + Send>> + Send + Sync>;
+/// loaded yet (compiling in the background), `wait` ending once they are (it holds no thread: a call cancelled
+/// meanwhile drops it); the server then has `reload` take them in before the call runs.
+pub type Pending =
+    Box<dyn Fn(&str) -> Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> + Send + Sync>;
 
 /// Polled for the plugins' tools: `Some` with all of them when the plugin directories changed, else `None`.
 pub type Reload = Box<dyn FnMut() -> Option<Vec<toolwright_core::ToolDefinition>> + Send>;
@@ -361,7 +362,7 @@ impl McpServer {
                         "the call waits for the plugins compiling in the background"
                     );
                     // A compile that panicked ended all the same: the reload reports its plugin.
-                    let _ = tokio::task::spawn_blocking(wait).await;
+                    wait.await;
                     let begun = passes.borrow_and_update().0;
                     self.inner.wake.notify_one();
                     let _ = passes.wait_for(|&(_, finished)| finished > begun).await;

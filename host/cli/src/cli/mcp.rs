@@ -162,8 +162,10 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
             if !toolwright::toolset::must_wait(&deferred, &registry, name) {
                 return None;
             }
-            Some(Box::new(move || {
-                deferred.iter().for_each(toolwright::toolset::Deferred::wait)
+            Some(Box::pin(async move {
+                for plugin in &deferred {
+                    plugin.ended().await;
+                }
             }))
         })
     };

@@ -44,6 +44,14 @@ impl Deferred {
         self.compile.lock().is_some()
     }
 
+    /// Wait until its compile has ended, without holding a thread: a task that stops waiting (a cancelled
+    /// call) takes nothing with it.
+    pub async fn ended(&self) {
+        let mut done = self.compile.done.subscribe();
+        // The sender lives as long as the compile: an error cannot happen while `self` holds it.
+        let _ = done.wait_for(|ended| *ended).await;
+    }
+
     /// Wait until its compile has ended.
     pub fn wait(&self) {
         let mut done = self.compile.lock();
@@ -90,7 +98,9 @@ pub fn must_wait(deferred: &[Deferred], registry: &crate::registry::SharedRegist
 /// One compile: its outcome once it ends, until a load takes it.
 struct Compile {
     outcome: Mutex<Option<Outcome>>,
+    /// Told when it ends, for threads ([`Deferred::wait`]) and for tasks ([`Deferred::ended`]).
     ended: Condvar,
+    done: tokio::sync::watch::Sender<bool>,
 }
 
 enum Outcome {
@@ -183,6 +193,7 @@ pub(super) fn start(
     let compile = Arc::new(Compile {
         outcome: Mutex::new(None),
         ended: Condvar::new(),
+        done: tokio::sync::watch::Sender::new(false),
     });
     let (compiler, file, ending) = (host.clone(), path.to_owned(), compile.clone());
     let spawned = std::thread::Builder::new()
@@ -198,6 +209,7 @@ pub(super) fn start(
                 });
             *ending.lock() = Some(Outcome::Loaded(loaded));
             ending.ended.notify_all();
+            ending.done.send_replace(true);
         });
     if let Err(error) = spawned {
         // No thread: it loads now, as it would have without a lockfile (other loads need not wait for it).
@@ -230,6 +242,17 @@ mod tests {
         let Start::Deferred(first) = start() else {
             panic!("a plugin that needs compiling is deferred")
         };
+        // A task waits for it too, holding no thread.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let waiting = first.clone();
+        let ended = runtime.block_on(async move {
+            tokio::time::timeout(std::time::Duration::from_secs(120), waiting.ended()).await
+        });
+        assert!(ended.is_ok(), "the compile ended within two minutes");
+        assert!(first.is_done());
         // Asked again while it runs (or once it has ended), the same compile answers.
         let second = start();
         let plugin = match second {
