@@ -239,7 +239,8 @@ fn pools() -> Vec<Arc<Pool>> {
         .collect()
 }
 
-/// Drop the spare that has waited longest in the first pool that has one; whether there was one.
+/// Evict the spare that has waited longest in the first pool that has one (dropped on the background thread,
+/// `crate::warm::drop_later`); whether there was one.
 fn evict_spare() -> bool {
     if SPARES.load(Ordering::Relaxed) == 0 {
         return false;
@@ -249,8 +250,10 @@ fn evict_spare() -> bool {
             let mut idle = pool.idle.lock().unwrap_or_else(PoisonError::into_inner);
             idle.iter().position(|i| i.spare).map(|at| idle.remove(at))
         };
-        if evicted.is_some() {
-            // Dropped here, outside the pool's lock.
+        if let Some(mut evicted) = evicted {
+            // Its room is free at once (the counts drop with the entry); its store, whose drop resets its slot,
+            // is dropped on the background thread, not on the path of the call that needs the room.
+            crate::warm::drop_later(evicted.parts.take());
             return true;
         }
     }

@@ -155,14 +155,19 @@ pub(crate) struct Leave {
     pub after_idle: bool,
 }
 
-/// What the background thread does: drop a finished store, free its slot, then make a spare for calls of the
-/// plugin under the grants, if asked and none waits. One job a call, so a call wakes the thread once. (Its fields
-/// drop in this order too: a slot is never free while its instance still holds wasmtime's pool slot.)
-struct Job(
-    Store<PluginState>,
-    OwnedSemaphorePermit,
-    Option<(Arc<PluginInner>, Arc<WasmGrants>)>,
-);
+/// What the background thread does.
+enum Job {
+    /// Drop a finished store, free its slot, then make a spare for calls of the plugin under the grants, if asked
+    /// and none waits. One job a call, so a call wakes the thread once. (Its fields drop in this order too: a slot
+    /// is never free while its instance still holds wasmtime's pool slot.)
+    Retire(
+        Store<PluginState>,
+        OwnedSemaphorePermit,
+        Option<(Arc<PluginInner>, Arc<WasmGrants>)>,
+    ),
+    /// Drop something whose drop is dear but owed to nobody (a spare evicted to make room: [`drop_later`]).
+    Drop(Box<dyn Send>),
+}
 
 /// The background thread's queue (none when it could not start: then the work is done in place, or skipped).
 fn queue() -> Option<&'static Mutex<Sender<Job>>> {
@@ -173,15 +178,19 @@ fn queue() -> Option<&'static Mutex<Sender<Job>>> {
             let started = std::thread::Builder::new()
                 .name("toolwright-warm".into())
                 .spawn(move || {
-                    for Job(store, slot, spare) in receive {
+                    for job in receive {
                         PENDING.fetch_sub(1, Ordering::AcqRel);
-                        match &spare {
-                            Some((plugin, _)) => {
-                                plugin.keep_written_resident();
-                                plugin.drop_timed(store);
+                        let (store, slot, spare) = match job {
+                            Job::Retire(store, slot, spare) => (store, slot, spare),
+                            Job::Drop(value) => {
+                                drop(value);
+                                continue;
                             }
-                            None => drop(store),
+                        };
+                        if let Some((plugin, _)) = &spare {
+                            plugin.keep_written_resident();
                         }
+                        drop_store(store, spare.as_ref());
                         drop(slot);
                         if let Some((plugin, grants)) = spare {
                             plugin.make_spare(&grants);
@@ -239,14 +248,26 @@ pub(crate) fn retire(mut store: Store<PluginState>, leave: Leave) {
     if hands_off(alone, after_idle, pays, forced()) {
         // Dropped here if it comes back: the store, then its slot (a job's fields drop in order: the slot
         // outlives the instance).
-        drop(send(Job(store, slot, spare)));
+        drop(send(Job::Retire(store, slot, spare)));
         return;
     }
+    drop_store(store, spare.as_ref());
+    drop(slot);
+}
+
+/// Drop a finished `store`; when a spare of the plugin follows it, timing the drop (wasmtime's reset), which is
+/// half of what decides whether handing the work over pays ([`Turnover`]).
+fn drop_store(store: Store<PluginState>, spare: Option<&(Arc<PluginInner>, Arc<WasmGrants>)>) {
     match spare {
         Some((plugin, _)) => plugin.drop_timed(store),
         None => drop(store),
     }
-    drop(slot);
+}
+
+/// Drop `value` on the background thread if it is there and not busy, else here: for what is dear to drop and
+/// owed to no call (a spare evicted by a call that needs its room: its drop is wasmtime's reset of its slot).
+pub(crate) fn drop_later(value: impl Send + 'static) {
+    drop(send(Job::Drop(Box::new(value))));
 }
 
 impl PluginInner {
