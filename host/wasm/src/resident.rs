@@ -79,7 +79,7 @@ impl Merged {
     /// Of `slots` (the slots mapping the image now, in address order), those to scan: each not merged yet, and
     /// [`RESCANS`] of those merged, in turn. Slots no longer mapping the image are forgotten (one mapping it
     /// again is merged again).
-    fn to_scan(&mut self, slots: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    fn due(&mut self, slots: &[(usize, usize)]) -> Vec<(usize, usize)> {
         self.slots
             .retain(|start| slots.iter().any(|slot| slot.0 == *start));
         let (merged, new): (Vec<_>, Vec<_>) = slots.iter().partition(|slot| self.slots.contains(&slot.0));
@@ -120,7 +120,7 @@ impl Image {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut regions = linux::Regions::new();
-        for slot in merged.to_scan(&slots) {
+        for slot in merged.due(&slots) {
             let Some(runs) = scanner.written_runs(slot, page, &mut regions) else {
                 return;
             };
@@ -462,18 +462,18 @@ mod tests {
         let mut merged = Merged::default();
         let (a, b, c) = ((0x1000, 0x2000), (0x3000, 0x4000), (0x5000, 0x6000));
         // Nothing merged yet: every slot.
-        assert_eq!(merged.to_scan(&[a, b]), vec![a, b]);
+        assert_eq!(merged.due(&[a, b]), vec![a, b]);
         merged.slots.extend([a.0, b.0]);
         // Then one of them at each drop, in turn, and a new slot at once.
-        assert_eq!(merged.to_scan(&[a, b]), vec![a]);
-        assert_eq!(merged.to_scan(&[a, b, c]), vec![c, b]);
+        assert_eq!(merged.due(&[a, b]), vec![a]);
+        assert_eq!(merged.due(&[a, b, c]), vec![c, b]);
         merged.slots.push(c.0);
-        assert_eq!(merged.to_scan(&[a, b, c]), vec![c]);
-        assert_eq!(merged.to_scan(&[a, b, c]), vec![a]);
+        assert_eq!(merged.due(&[a, b, c]), vec![c]);
+        assert_eq!(merged.due(&[a, b, c]), vec![a]);
         // A slot that no longer maps the image is forgotten: merged again when it maps it again.
-        assert_eq!(merged.to_scan(&[a, c]), vec![c]);
+        assert_eq!(merged.due(&[a, c]), vec![c]);
         assert_eq!(merged.slots, vec![a.0, c.0]);
-        assert_eq!(merged.to_scan(&[a, b, c]), vec![b, a]);
+        assert_eq!(merged.due(&[a, b, c]), vec![b, a]);
     }
 
     #[test]
