@@ -12,7 +12,7 @@ pub const MAX_INSTANCES: u32 = 256;
 pub const MAX_MEMORY: usize = 256 << 20;
 /// How much of a finished instance's linear memory stays resident in its pool slot, reset by copying back
 /// the written pages. Every slot that ever served an instance keeps at most this much, and
-/// [`TABLE_KEEP_RESIDENT`] of its tables: at most about 1.2 GiB over the pool's 289 slots in the worst case,
+/// [`TABLE_KEEP_RESIDENT`] of its tables: at most about 1.2 GiB over the pool's 293 slots in the worst case,
 /// a few MiB to a few tens in practice (slots are reused most recently used first, so a host uses about as many
 /// as it ran instances at once, and a slot keeps only what its instances wrote: a Rust plugin some KiB). 4 MiB:
 /// a call of the Python example writes 192 pages spread over 3.9 MiB, which `crate::resident` merges into the 32
@@ -39,9 +39,10 @@ impl PluginEngine {
     /// A new engine with the pooling allocator sized for [`MAX_INSTANCES`]; `metered` turns on fuel (each
     /// store then needs fuel to run; compiled code differs, so the fingerprint does too).
     pub fn new(metered: bool) -> wasmtime::Result<Self> {
-        // Room for the running instances, the idle ones that reuse keeps (spares among them), and the one spare
-        // being made (crate::warm), which holds no slot of the semaphore while it is instantiated.
-        let instances = MAX_INSTANCES + crate::reuse::MAX_IDLE + 1;
+        // Room for the running instances, the idle ones that reuse keeps (spares among them), the one spare
+        // being made (crate::warm), which holds no slot of the semaphore while it is instantiated, and the evicted
+        // spares that may wait for the background thread to drop them (`warm::drop_later`, within its queue).
+        let instances = MAX_INSTANCES + crate::reuse::MAX_IDLE + 1 + crate::warm::MAX_PENDING as u32;
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(instances)
             .total_core_instances(instances * 8)

@@ -480,7 +480,8 @@ pub(crate) struct Linked {
     tool: Option<bindings::tool::GuestIndices>,
     handler: Option<bindings::handler::GuestIndices>,
     /// The cached file its memory image is mapped from, and what was done to keep the pages its calls write
-    /// resident (none when it was compiled here).
+    /// resident (none when it was compiled here, or when which file was mapped is not known for sure: the entry
+    /// renamed over during the map, or not found by `stat`).
     image: Option<resident::Image>,
 }
 

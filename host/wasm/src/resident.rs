@@ -26,6 +26,9 @@
 //! its image in anonymous memory, which cannot be told from another's). Where the kernel lacks `PAGEMAP_SCAN`
 //! (6.7) or `MADV_POPULATE_WRITE` (5.14), nothing is done, as wasmtime does without the first.
 
+// Off Linux only the types are used (nothing is scanned).
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -68,11 +71,11 @@ pub(crate) struct Image {
     merged: Mutex<Merged>,
 }
 
-/// The memory slots (by start address) merged already, and which of them to scan again next.
+/// The memory slots (by start address) merged already, and the one scanned again last.
 #[derive(Default)]
 struct Merged {
     slots: Vec<usize>,
-    next: usize,
+    last: usize,
 }
 
 impl Merged {
@@ -82,12 +85,19 @@ impl Merged {
     fn due(&mut self, slots: &[(usize, usize)]) -> Vec<(usize, usize)> {
         self.slots
             .retain(|start| slots.iter().any(|slot| slot.0 == *start));
-        let (merged, new): (Vec<_>, Vec<_>) = slots.iter().partition(|slot| self.slots.contains(&slot.0));
-        let mut scan = new;
-        for _ in 0..RESCANS.min(merged.len()) {
-            self.next %= merged.len();
-            scan.push(merged[self.next]);
-            self.next += 1;
+        let (mut scan, mut merged) = (Vec::new(), Vec::new());
+        for &slot in slots {
+            if self.slots.contains(&slot.0) {
+                merged.push(slot);
+            } else {
+                scan.push(slot);
+            }
+        }
+        // In address order from the one after the last, so that slots coming and going skip none.
+        let from = merged.iter().position(|slot| slot.0 > self.last).unwrap_or(0);
+        for &slot in merged.iter().cycle().skip(from).take(RESCANS.min(merged.len())) {
+            scan.push(slot);
+            self.last = slot.0;
         }
         scan
     }
@@ -119,9 +129,10 @@ impl Image {
             .merged
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut regions = linux::Regions::new();
+        let mut regions = None;
         for slot in merged.due(&slots) {
-            let Some(runs) = scanner.written_runs(slot, page, &mut regions) else {
+            let regions = regions.get_or_insert_with(linux::Regions::new);
+            let Some(runs) = scanner.written_runs(slot, page, regions) else {
                 return;
             };
             let gaps = gaps_to_fill(&runs, MAX_RUNS, budget);

@@ -251,9 +251,14 @@ fn evict_spare() -> bool {
             idle.iter().position(|i| i.spare).map(|at| idle.remove(at))
         };
         if let Some(mut evicted) = evicted {
-            // Its room is free at once (the counts drop with the entry); its store, whose drop resets its slot,
-            // is dropped on the background thread, not on the path of the call that needs the room.
-            crate::warm::drop_later(evicted.parts.take());
+            // Its room is free at once (the counts drop with the entry), and its memory goes back to the host's
+            // budget now (`retire`); its store, whose drop resets its slot, is dropped on the background thread
+            // if it is free (the pool has room for the instances waiting there), not on the path of the call
+            // that needs the room.
+            if let Some((mut store, instance)) = evicted.parts.take() {
+                store.data_mut().retire();
+                crate::warm::drop_later((store, instance));
+            }
             return true;
         }
     }

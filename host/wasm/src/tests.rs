@@ -194,7 +194,12 @@ fn spares_hold_at_most_half_of_the_idle_instances_and_give_way_to_reuse_and_to_m
     let reusing = Arc::new(reusing);
     let linked = inner.linked().expect("ls links");
     let evicting = 2;
+    let budget = host.memory_budget();
+    let mut used_before_evicting = 0;
     for i in 0..(MAX_IDLE - MAX_SPARES + evicting) {
+        if i == MAX_IDLE - MAX_SPARES {
+            used_before_evicting = budget.used();
+        }
         let mut store = inner
             .store(
                 &reusing,
@@ -213,6 +218,13 @@ fn spares_hold_at_most_half_of_the_idle_instances_and_give_way_to_reuse_and_to_m
         inner.pool.spares().1,
         (MAX_SPARES - evicting) as usize,
         "each reused instance past the free places took a spare's"
+    );
+    // The evicted spares' memory went back to the budget at once (their stores may still wait to be dropped on
+    // the background thread): each reused instance added what each evicted spare gave back.
+    assert_eq!(
+        budget.used(),
+        used_before_evicting,
+        "an evicted spare's memory is given back when it is evicted"
     );
     // No room for another spare while the idle places are full.
     inner.make_spare(&Arc::new(WasmGrants::none(ws.path())));

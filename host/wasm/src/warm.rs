@@ -3,7 +3,8 @@
 //! run theirs, with nothing beside the call; there a core is free, where beside others every core has calls to
 //! run): after it answers, its finished store is dropped there (wasmtime resets its memory and tables for the
 //! slot's next instance when it drops), then a *spare* is made there, an instance of the plugin under the call's
-//! grants, ready for the next call under them. One job a call: a call wakes the thread once.
+//! grants, ready for the next call under them. One job a call: a call wakes the thread once. (It also drops the
+//! spares evicted to make room for reused instances: [`drop_later`].)
 //!
 //! Handing the work over is not free: the thread must be woken, and while it works on the other core beside the
 //! next call, the two share an address space whose mappings it changes. For a plugin whose instances are cheap
@@ -39,8 +40,9 @@ use crate::{LOAD_TIMEOUT, Linked, PluginInner, WasmGrants};
 
 /// How many jobs may wait for the background thread: past it, a store is dropped by the call that finished with
 /// it and no spare is made, so that one thread never becomes what a busy host waits for. (Only calls that run
-/// alone hand it work; calls beside others, where every core has calls to run, drop their own stores.)
-const MAX_PENDING: usize = 4;
+/// alone hand it their stores; calls beside others, where every core has calls to run, drop their own. The one
+/// other job is a spare evicted to make room for a reused instance, [`drop_later`], rare and owed to no call.)
+pub(crate) const MAX_PENDING: usize = 4;
 
 /// Jobs sent and not yet done.
 static PENDING: AtomicUsize = AtomicUsize::new(0);
