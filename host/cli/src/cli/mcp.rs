@@ -158,10 +158,13 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let pending: toolwright::mcp::Pending = {
         let (compiling, registry) = (compiling.clone(), session.dispatcher().registry().clone());
         Box::new(move |name: &str| {
-            let deferred = lock(&compiling).clone();
-            if !toolwright::toolset::must_wait(&deferred, &registry, name) {
-                return None;
-            }
+            let deferred = {
+                let compiling = lock(&compiling);
+                if !toolwright::toolset::must_wait(&compiling, &registry, name) {
+                    return None;
+                }
+                compiling.clone()
+            };
             Some(Box::pin(async move {
                 for plugin in &deferred {
                     plugin.ended().await;
