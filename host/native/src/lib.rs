@@ -11,7 +11,8 @@
 //! - [`builtins`]: the seven built-in tools, linked natively from their plugin crates.
 //! - `programs`: which programs a tool may start, resolved from the host's `PATH` ([`Programs`],
 //!   [`ProgramGrant`]); `confine`: Landlock rules for them ([`Confinement`]); `scope`: a per-call cgroup
-//!   ([`CallScope`]); `process`: the processes themselves ([`NativeProcess`]); `mutation`: pi's file mutation
+//!   ([`CallScope`]); `process`: the processes themselves ([`NativeProcess`], and [`without_forks`], which work
+//!   that must not meet a fork runs in); `mutation`: pi's file mutation
 //!   queue ([`FileMutationQueue`]).
 //! - [`brief`]: a few threads for the short work of calls that run beside others (native, and the wasm
 //!   built-ins').
@@ -40,7 +41,7 @@ use toolwright_sdk::{
 
 pub use confine::{Confinement, SYSTEM_DEVICES, SYSTEM_EXEC, SYSTEM_READ, Tcp, landlock_abi};
 pub use mutation::FileMutationQueue;
-pub use process::NativeProcess;
+pub use process::{NativeProcess, without_forks};
 pub use programs::{GrantedProgram, Launch, ProgramGrant, Programs, Unresolved, steers_code};
 pub use scope::CallScope;
 

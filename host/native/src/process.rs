@@ -16,6 +16,23 @@ use toolwright_sdk::{Command, ExitStatus, Process, ProcessEvent};
 use super::programs::Launch;
 use super::scope::CallScope;
 
+/// Held for reading around every fork of the host's (a spawn), and for writing by [`without_forks`].
+static FORKS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Run `f` while no process of the host's is being forked: for work whose `pthread_atfork` child handler would
+/// hang a child forked in the middle of it.
+///
+/// wasmtime 48 registers such a handler as it opens `/proc/self/pagemap` for its pooling allocator (at the
+/// first engine made with `PAGEMAP_SCAN` resets), from inside the lazy initialisation of that file, and the
+/// handler reads the same lazy value: a fork between the two (a `bash` call starting while a plugin engine is
+/// made) leaves the child waiting forever for an initialisation that no thread of it runs, and the spawning
+/// thread waiting forever for the child's `exec` (it happened in CI: `native_builtins_match_pi_golden_fixtures`
+/// beside `native_and_wasm_builtins_give_identical_events`). `toolwright-wasm` makes its engines inside this.
+pub fn without_forks<T>(f: impl FnOnce() -> T) -> T {
+    let _no_forks = FORKS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    f()
+}
+
 /// How long the pipes may stay quiet after the process exited before it counts as done (pi's 100 ms grace,
 /// re-armed on every chunk), so a quiet background process holding the pipes does not block the result.
 const IDLE_GRACE: Duration = Duration::from_millis(100);
@@ -68,7 +85,11 @@ impl NativeProcess {
         unsafe {
             cmd.pre_exec(move || setup.apply());
         }
-        let child = cmd.spawn()?;
+        let child = {
+            // Never while an engine is made (`without_forks`); spawns run side by side.
+            let _forking = FORKS.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            cmd.spawn()?
+        };
         drop(ruleset);
         scope.started(child.id() as i32);
         // `cmd` holds the parent's copies of the write end; dropping it closes them, so the pipe reports
@@ -276,6 +297,31 @@ mod tests {
     }
 
     const ESCAPEES: &str = "sleep 60 & echo $!; setsid sleep 60 & echo $!; exit 0";
+
+    #[test]
+    fn no_process_is_forked_while_work_that_must_not_meet_a_fork_runs() {
+        let (entered, enter) = mpsc::channel();
+        let holder = thread::spawn(move || {
+            without_forks(|| {
+                entered.send(()).unwrap();
+                thread::sleep(Duration::from_millis(300));
+                Instant::now()
+            })
+        });
+        enter.recv().unwrap();
+        // The spawn waits for the work to end: the shell's pid is printed after it. (A scope with a cgroup where
+        // the host can make one: a scope without kills the host's orphaned sessions as it ends, which would be
+        // the other test's.)
+        let scope = CallScope::new();
+        let pids = run("echo $$", &scope);
+        let spawned_after = Instant::now();
+        let ended = holder.join().unwrap();
+        assert_eq!(pids.len(), 1);
+        assert!(
+            spawned_after >= ended,
+            "a process was forked while `without_forks` ran"
+        );
+    }
 
     #[test]
     fn a_scope_kills_descendants_that_left_the_group_with_or_without_a_cgroup() {

@@ -75,7 +75,9 @@ impl PluginEngine {
             // own traps and backtraces do without it); registering it was a tenth of a cached plugin's first call.
             .native_unwind_info(false)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config)?;
+        // Made while no spawn of the host's forks: wasmtime's first pooling engine registers a fork handler
+        // that would hang a child forked meanwhile (`toolwright_native::without_forks`).
+        let engine = toolwright_native::without_forks(|| Engine::new(&config))?;
         let ticker = engine.weak();
         std::thread::Builder::new()
             .name("toolwright-epoch".into())
