@@ -187,7 +187,7 @@ impl ComponentCache {
     }
 
     /// The cache file for a component whose SHA-256 is `digest`.
-    pub(crate) fn path_for(&self, digest: &Digest) -> Option<PathBuf> {
+    fn path_for(&self, digest: &Digest) -> Option<PathBuf> {
         Some(
             self.dir
                 .as_ref()?

@@ -185,6 +185,8 @@ mod linux {
     use std::os::fd::AsRawFd;
     use std::sync::OnceLock;
 
+    use super::FileId;
+
     /// `PAGE_IS_WRITTEN`, `PAGE_IS_FILE`, `PAGE_IS_PRESENT`, `PAGE_IS_PFNZERO` (linux/fs.h).
     const WRITTEN: u64 = 1 << 1;
     const FILE: u64 = 1 << 2;
@@ -316,12 +318,11 @@ mod linux {
         let _ = unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
     }
 
-    /// The accessible memory of every slot mapping the file `(major, minor, inode)` read-write and private at an
+    /// The accessible memory of every slot mapping `file` read-write and private at an
     /// offset past its start (a memory image, mapped into a pooled linear memory; the whole file mapped at offset 0
     /// is wasmtime loading it, before it makes it read-only), with the anonymous read-write mappings right before
     /// and after it (the slot's memory below and above the image); as byte ranges.
-    pub(super) fn image_slots(maps: &str, file: super::FileId) -> Vec<(usize, usize)> {
-        let file = (file.0, file.1, file.2);
+    pub(super) fn image_slots(maps: &str, file: FileId) -> Vec<(usize, usize)> {
         let lines: Vec<Mapping> = maps.lines().filter_map(Mapping::parse).collect();
         let mut slots = Vec::new();
         for (at, line) in lines.iter().enumerate() {
@@ -352,8 +353,8 @@ mod linux {
         end: usize,
         private_rw: bool,
         offset: u64,
-        /// Device (major, minor) and inode: (0, 0, 0) for anonymous memory.
-        file: (u32, u32, u64),
+        /// Device (major, minor) and inode: all 0 for anonymous memory.
+        file: FileId,
     }
 
     impl Mapping {
@@ -369,7 +370,7 @@ mod linux {
                 end: usize::from_str_radix(end, 16).ok()?,
                 private_rw: perms == "rw-p",
                 offset,
-                file: (
+                file: FileId(
                     u32::from_str_radix(major, 16).ok()?,
                     u32::from_str_radix(minor, 16).ok()?,
                     inode,
@@ -405,14 +406,14 @@ mod linux {
 ";
             // Not the whole file mapped at offset 0 (a load under way), nor another device's file of that inode.
             assert_eq!(
-                image_slots(maps, super::super::FileId(0xfe, 0, 77)),
+                image_slots(maps, FileId(0xfe, 0, 77)),
                 vec![(0x7da254c00000, 0x7da255700000)]
             );
             assert_eq!(
-                image_slots(maps, super::super::FileId(0xfe, 0, 78)),
+                image_slots(maps, FileId(0xfe, 0, 78)),
                 vec![(0x7ec596c00000, 0x7ec597610000)]
             );
-            assert!(image_slots(maps, super::super::FileId(0xfe, 0, 79)).is_empty());
+            assert!(image_slots(maps, FileId(0xfe, 0, 79)).is_empty());
         }
 
         #[test]
