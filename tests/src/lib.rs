@@ -21,7 +21,8 @@ pub mod readme {
     use tempfile::TempDir;
 
     /// A workspace with a file in it, and a plugin directory holding the `guard` handler plugin
-    /// (`plugins/examples/guard`) and the `nest` test program (`tests/programs/nested`), whose tools call others.
+    /// (`plugins/examples/guard`), the `nest` test program (`tests/programs/nested`), whose tools call others,
+    /// and `policy.toml`, granting `nest` the tools it calls within the workspace.
     pub fn fixture() -> (TempDir, TempDir) {
         let workspace = tempfile::tempdir().expect("a temporary workspace");
         std::fs::write(workspace.path().join("notes.md"), "# Notes\n").expect("write into the workspace");
@@ -32,6 +33,11 @@ pub mod readme {
             .expect("the guard example is built");
         std::fs::write(plugins.path().join("guard.wasm"), guard).expect("install guard.wasm");
         std::fs::copy(super::programs::NESTED, plugins.path().join("nest.wasm")).expect("install nest.wasm");
+        std::fs::write(
+            plugins.path().join("policy.toml"),
+            "[plugins.toolwright-test-nested]\ntools = [\"bash\", \"ls\"]\nread = [\".\"]\n",
+        )
+        .expect("write the policy");
         (workspace, plugins)
     }
 }
@@ -56,12 +62,19 @@ pub mod programs {
             .collect()
     }
 
-    /// A test program's tools loaded from its component at `path`, with no grants. The plugin stays loaded
-    /// for the rest of the test process.
+    /// A test program's tools loaded from its component at `path`, granted the workspace (read-write) and
+    /// nested calls of any tool, nothing else. The plugin stays loaded for the rest of the test process.
     pub fn wasm(path: &str, cwd: &Path) -> Vec<ToolDefinition> {
         let host = PluginHost::new(None).expect("a plugin runtime");
         let plugin = host.load_file(Path::new(path)).expect("the test program loads");
-        let tools = plugin.tool_definitions(&WasmGrants::none(cwd));
+        let mut grants = WasmGrants::none(cwd);
+        grants.preopens = vec![toolwright::wasm::Preopen {
+            host: cwd.to_path_buf(),
+            guest: toolwright_sdk::paths::normalize(&cwd.to_string_lossy()),
+            write: true,
+        }];
+        grants.calls = toolwright::wasm::Calls::Own(vec!["*".into()]);
+        let tools = plugin.tool_definitions(&grants);
         std::mem::forget(plugin);
         tools
     }

@@ -10,6 +10,7 @@ mod new;
 mod oci;
 mod plugins;
 mod registry;
+mod trust;
 mod wit;
 
 use std::path::PathBuf;
@@ -49,6 +50,10 @@ enum Command {
     Check(check::CheckArgs),
     /// Print the WIT plugins are built against, or write the whole tree (with the WASI packages) with `--out`.
     Wit(wit::WitArgs),
+    /// Trust a project (default: the current directory) as it is now: its own plugins, handlers, policy and
+    /// lockfile (`.toolwright/`, `toolwright.toml`, `toolwright.lock`) load from then on, until what it ships
+    /// changes. `--remove` takes the trust back; `--list` lists the trusted projects.
+    Trust(trust::TrustArgs),
     /// Serve the active tools over the Model Context Protocol on stdin/stdout, or on streamable HTTP with `--http`
     /// (logs go to stderr).
     Mcp(mcp::McpArgs),
@@ -181,7 +186,7 @@ pub fn policy_warnings(toolset: &toolwright::toolset::Toolset) -> Vec<String> {
         .keys()
         .chain(toolset.policy.project_plugins.keys());
     let mut seen = std::collections::BTreeSet::new();
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = toolset.skipped_project.iter().cloned().collect();
     for name in sections {
         if loaded.contains(&name.as_str()) || !seen.insert(name.as_str()) {
             continue;
@@ -382,6 +387,7 @@ pub fn main() -> ExitCode {
         Command::New(args) => new::run(args),
         Command::Cache(args) => cache::run(args),
         Command::Wit(args) => wit::run(args),
+        Command::Trust(args) => trust::run(args),
     };
     match result {
         Ok(code) => code,

@@ -454,6 +454,9 @@ pub struct AuditRecord {
     pub parent: Option<String>,
     /// The tool's name, as called.
     pub tool: String,
+    /// Whose authority the call ran under, when a plugin made it (`the plugin NAME`); absent: the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authority: Option<String>,
     /// What runs the tool (absent when no tool has the name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Origin>,
@@ -490,6 +493,8 @@ pub struct Settled<'a> {
     pub call: &'a crate::types::ToolCall,
     /// The calling tool's call id.
     pub parent: Option<&'a str>,
+    /// Whose authority the call ran under, when a plugin made it.
+    pub authority: Option<&'a str>,
     /// What runs the tool, when one has the name.
     pub origin: Option<&'a Origin>,
     /// How it ended.
@@ -528,6 +533,7 @@ impl AuditRecord {
             id: settled.call.id.clone(),
             parent: settled.parent.map(str::to_owned),
             tool: settled.call.name.clone(),
+            authority: settled.authority.map(str::to_owned),
             source: settled.origin.map(Origin::public),
             decision,
             spawns,
@@ -683,6 +689,7 @@ mod tests {
                 duration_ms: 3,
                 call: &call,
                 parent: None,
+                authority: None,
                 origin: Some(&origin),
                 outcome: Outcome::Error,
                 error: Some("no: s3cr3t-token"),
@@ -723,6 +730,7 @@ mod tests {
             duration_ms: 0,
             call: &call,
             parent: None,
+            authority: None,
             origin: None,
             outcome: Outcome::Ok,
             error: None,
@@ -767,6 +775,7 @@ mod tests {
                 duration_ms: 0,
                 call: &call,
                 parent: Some("p1"),
+                authority: None,
                 origin: None,
                 outcome,
                 error: None,

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use toolwright_sdk::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 
 use crate::audit::{Origin, OriginKind, Runtime};
+use crate::authority::Authority;
 use crate::tool::{
     AgentTool, BoxFuture, PrepareArguments, ToolError, ToolExecution, ToolExecutor, UpdateSink,
 };
@@ -28,19 +29,23 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// How this call reaches other tools (the session's nested-call runner), when one is bound.
     pub caller: Option<Arc<dyn ToolCaller>>,
+    /// The authority the call runs under when a plugin made it (none: the host's; see [`crate::authority`]).
+    /// Its nested calls carry it on.
+    pub authority: Option<Arc<Authority>>,
 }
 
 /// How a running tool reaches other tools (pi's `ctx.executeTool` and `ctx.tools`). A session's
 /// [`NestedCalls`](crate::nested::NestedCalls) is one; an embedder can give a context another (a test double,
 /// a proxy to a remote session).
 pub trait ToolCaller: Send + Sync {
-    /// Run `name` with `args` on behalf of the call `caller_id`, partial results to `updates`. Never fails:
-    /// every failure is an error outcome.
+    /// Run `name` with `args` on behalf of the call `caller_id`, under `authority` (the caller's; none: the
+    /// host's), partial results to `updates`. Never fails: every failure is an error outcome.
     fn call<'a>(
         &'a self,
         caller_id: &'a str,
         name: &'a str,
         args: Value,
+        authority: Option<Arc<Authority>>,
         cancel: &'a CancellationToken,
         updates: UpdateSink,
     ) -> BoxFuture<'a, AgentToolCallOutcome>;
@@ -69,7 +74,14 @@ impl ToolContext {
             cwd: cwd.into(),
             cancel,
             caller: None,
+            authority: None,
         }
+    }
+
+    /// This context under `authority` (see [`crate::authority`]).
+    pub fn with_authority(mut self, authority: Option<Arc<Authority>>) -> Self {
+        self.authority = authority;
+        self
     }
 
     /// This context with a way to other tools.
@@ -85,7 +97,14 @@ impl ToolContext {
         match &self.caller {
             Some(caller) => {
                 caller
-                    .call(&self.tool_call_id, name, args, &self.cancel, updates)
+                    .call(
+                        &self.tool_call_id,
+                        name,
+                        args,
+                        self.authority.clone(),
+                        &self.cancel,
+                        updates,
+                    )
                     .await
             }
             None => AgentToolCallOutcome {

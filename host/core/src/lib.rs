@@ -14,6 +14,8 @@
 //!   and activity, and the sinks they are written to ([`AuditLog`](audit::AuditLog)).
 //! - [`tool`]: the runtime layer, [`AgentTool`]: what the pipeline runs, and [`ToolError`] with its typed
 //!   [`HostFault`]s.
+//! - [`authority`]: whose authority a call runs under when a plugin made it ([`Authority`]): the tools it may
+//!   call and, opaquely, what it may touch.
 //! - [`definition`]: the application layer, [`ToolDefinition`], [`ToolContext`] and the [`ToolCaller`] a
 //!   context reaches other tools through; the adapters [`wrap_tool_definition`] and
 //!   [`definition_from_agent_tool`].
@@ -62,6 +64,7 @@
 //! ```
 
 pub mod audit;
+pub mod authority;
 pub mod definition;
 pub mod dispatch;
 pub mod hooks;
@@ -74,6 +77,7 @@ pub mod schema;
 pub mod tool;
 pub mod types;
 
+pub use authority::Authority;
 pub use definition::{
     ContextFactory, DefinitionExecutor, ToolCaller, ToolContext, ToolDefinition, ToolSource,
     definition_from_agent_tool, wrap_tool_definition,

@@ -19,6 +19,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::{ExecutionMode, LoadoutTool};
 
+use crate::authority::Authority;
 use crate::definition::{ContextFactory, ToolCaller, ToolContext};
 use crate::pipeline::{EventSink, Pipeline};
 pub use crate::record::{CallRecords, NestedCallRecorder, NestedRecord, limits};
@@ -31,6 +32,8 @@ struct Scope {
     holds_queue: bool,
     /// The model-issued call this scope descends from.
     root: String,
+    /// The authority the call runs under (none: the host's).
+    authority: Option<Arc<Authority>>,
 }
 
 /// Where nested calls find their tools: the callable set, evaluated at call time.
@@ -99,6 +102,7 @@ impl NestedCalls {
         caller_id: &str,
         name: &str,
         args: Value,
+        authority: Option<Arc<Authority>>,
         cancel: &CancellationToken,
         updates: UpdateSink,
     ) -> AgentToolCallOutcome {
@@ -109,6 +113,7 @@ impl NestedCalls {
                 next_id: 1,
                 holds_queue: false,
                 root: caller_id.to_owned(),
+                authority: None,
             });
             let call = ToolCall::new(format!("{caller_id}/{}", scope.next_id), name, args);
             scope.next_id += 1;
@@ -153,6 +158,7 @@ impl NestedCalls {
                 next_id: 1,
                 holds_queue: holds_queue || exclusive,
                 root,
+                authority: authority.clone(),
             },
         );
         // The scope goes away even if this future is dropped mid-call.
@@ -162,7 +168,7 @@ impl NestedCalls {
         };
         let outcome = self
             .pipeline
-            .run_nested_call(&tools, &call, caller_id, cancel, updates, &*events)
+            .run_nested_call(&tools, &call, caller_id, authority, cancel, updates, &*events)
             .await;
         drop(_child);
         drop(turn);
@@ -222,13 +228,20 @@ impl NestedCalls {
         self.scopes().clear();
     }
 
-    /// Contexts for the tools of this session: each execution gets its call id, `cwd`, its cancellation and this
-    /// runner.
+    /// The authority the running call `call_id` was made under (none: the host's, or no such call).
+    fn authority_of(&self, call_id: &str) -> Option<Arc<Authority>> {
+        self.scopes().get(call_id).and_then(|s| s.authority.clone())
+    }
+
+    /// Contexts for the tools of this session: each execution gets its call id, `cwd`, its cancellation, this
+    /// runner, and the authority a nested call was made under.
     pub fn context_factory(self: &Arc<Self>, cwd: impl Into<PathBuf>) -> ContextFactory {
         let runner = self.clone();
         let cwd = cwd.into();
         Arc::new(move |id: &str, cancel: &CancellationToken| {
-            ToolContext::new(id, cwd.clone(), cancel.clone()).with_caller(runner.clone())
+            ToolContext::new(id, cwd.clone(), cancel.clone())
+                .with_caller(runner.clone())
+                .with_authority(runner.authority_of(id))
         })
     }
 }
@@ -245,10 +258,11 @@ impl ToolCaller for NestedCalls {
         caller_id: &'a str,
         name: &'a str,
         args: Value,
+        authority: Option<Arc<Authority>>,
         cancel: &'a CancellationToken,
         updates: UpdateSink,
     ) -> BoxFuture<'a, AgentToolCallOutcome> {
-        Box::pin(self.execute(caller_id, name, args, cancel, updates))
+        Box::pin(self.execute(caller_id, name, args, authority, cancel, updates))
     }
 
     fn tools(&self) -> Vec<LoadoutTool> {

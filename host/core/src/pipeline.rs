@@ -278,8 +278,15 @@ impl Pipeline {
         cancel: &CancellationToken,
         updates: UpdateSink,
     ) -> AgentToolCallOutcome {
-        self.run_one(tools, call, None, cancel, execute::Forward::Updates(updates))
-            .await
+        self.run_one(
+            tools,
+            call,
+            None,
+            None,
+            cancel,
+            execute::Forward::Updates(updates),
+        )
+        .await
     }
 
     /// Run the nested call `call` made by `parent`: hooks see the parent; partial results go to `updates` and,
@@ -289,6 +296,7 @@ impl Pipeline {
         tools: &[AgentTool],
         call: &ToolCall,
         parent: &str,
+        authority: Option<Arc<crate::authority::Authority>>,
         cancel: &CancellationToken,
         updates: UpdateSink,
         sink: &dyn EventSink,
@@ -301,7 +309,7 @@ impl Pipeline {
         // A nested call runs beside its parent and its siblings, whatever its parent does.
         alone::scoped(
             false,
-            self.run_one(tools, call, Some(parent.to_owned()), cancel, forward),
+            self.run_one(tools, call, Some(parent.to_owned()), authority, cancel, forward),
         )
         .await
     }
@@ -311,6 +319,7 @@ impl Pipeline {
         tools: &[AgentTool],
         call: &ToolCall,
         parent: Option<String>,
+        authority: Option<Arc<crate::authority::Authority>>,
         cancel: &CancellationToken,
         forward: execute::Forward<'_>,
     ) -> AgentToolCallOutcome {
@@ -324,6 +333,7 @@ impl Pipeline {
             assistant,
             cancel,
             parent,
+            authority,
         };
         let audit = audited::CallAudit::begin(&ctx, call);
         let (result, is_error, duration_ms) = match prepare::prepare(&ctx, call, audit.trail()).await {

@@ -70,6 +70,10 @@ pub struct Policy {
     /// Grants of the built-in tools, replacing their defaults.
     #[serde(default)]
     pub builtins: Option<PluginPolicy>,
+    /// Built-in tools a plugin may replace with a tool of the same name (honoured in the user's files only):
+    /// without it, a plugin's tool named like a built-in is an error and the built-in stays.
+    #[serde(default)]
+    pub replace: Vec<String>,
     /// Bounds on the host's memory that hold for every plugin together.
     #[serde(default)]
     pub limits: HostLimits,
@@ -154,6 +158,14 @@ pub struct PluginPolicy {
     /// Addresses it may connect to: `HOST:PORT`, HOST an IP address, a name or `*`, PORT a number or `*`.
     #[serde(default)]
     pub network: Vec<String>,
+    /// Tools its nested calls may reach (none by default): a built-in it reaches runs within its grants, another
+    /// plugin only if that plugin's grants lie within its own (see `toolwright_core::authority`).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Tools whose calls it may rewrite, as a `tool_call` handler (none by default: a handler may block any
+    /// call, but rewrite only the arguments of the tools named here).
+    #[serde(default)]
+    pub rewrite: Vec<String>,
     /// What it may not have, whatever else says so.
     #[serde(default)]
     pub deny: Deny,
@@ -409,6 +421,18 @@ impl Policy {
         cwd: &str,
         home: Option<&str>,
     ) -> Result<Policy, PolicyError> {
+        Self::load_with_trusted_project(files, project, cwd, home, false)
+    }
+
+    /// [`Policy::load_with_project`], with the project's file in full also when `trusted` (the user trusted
+    /// the project as it is now: `toolwright trust`).
+    pub fn load_with_trusted_project(
+        files: &[PathBuf],
+        project: Option<&Path>,
+        cwd: &str,
+        home: Option<&str>,
+        trusted: bool,
+    ) -> Result<Policy, PolicyError> {
         let mut policy = Policy::load(files)?;
         let Some(project) = project.filter(|p| !files.iter().any(|f| f == p)) else {
             return Ok(policy);
@@ -418,6 +442,12 @@ impl Policy {
             policy.ignored.push(format!(
                 "audit = {:?} (only the user's config says where the audit log goes)",
                 audit.display().to_string()
+            ));
+        }
+        if !theirs.replace.is_empty() {
+            policy.ignored.push(format!(
+                "replace = {:?} (only the user's config lets a plugin replace a built-in)",
+                std::mem::take(&mut theirs.replace)
             ));
         }
         if theirs.auto_approve.take().is_some() {
@@ -434,10 +464,11 @@ impl Policy {
             theirs.trusted_projects.clear();
         }
         let workspace = canonical(cwd);
-        let trusted = policy
-            .trusted_projects
-            .iter()
-            .any(|t| canonical(&resolve(t, cwd, home)) == workspace);
+        let trusted = trusted
+            || policy
+                .trusted_projects
+                .iter()
+                .any(|t| canonical(&resolve(t, cwd, home)) == workspace);
         if !trusted {
             for (name, p) in &mut theirs.plugins {
                 policy
@@ -470,6 +501,7 @@ impl Policy {
 
     fn merge(&mut self, other: Policy) {
         self.trusted_projects.extend(other.trusted_projects);
+        self.replace.extend(other.replace);
         self.auto_approve = self.auto_approve.or(other.auto_approve);
         self.audit = self.audit.take().or(other.audit);
         self.codemode.mode = self.codemode.mode.or(other.codemode.mode);
@@ -528,6 +560,9 @@ impl PluginPolicy {
         }
         if all {
             dropped.extend(self.spawn.drain(..).map(|r| format!("{section} spawn = {r}")));
+            for (key, list) in [("tools", &mut self.tools), ("rewrite", &mut self.rewrite)] {
+                dropped.extend(list.drain(..).map(|v| format!("{section} {key} = \"{v}\"")));
+            }
             if std::mem::take(&mut self.unconfined_spawn) {
                 dropped.push(format!("{section} unconfined-spawn = true"));
             }
@@ -573,6 +608,8 @@ impl PluginPolicy {
         self.read.extend(other.read);
         self.write.extend(other.write);
         self.spawn.extend(other.spawn);
+        self.tools.extend(other.tools);
+        self.rewrite.extend(other.rewrite);
         self.unconfined_spawn |= other.unconfined_spawn;
         self.env.extend(other.env);
         self.network.extend(other.network);

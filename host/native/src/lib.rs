@@ -14,6 +14,8 @@
 //!   ([`CallScope`]); `process`: the processes themselves ([`NativeProcess`], and [`without_forks`], which work
 //!   that must not meet a fork runs in); `mutation`: pi's file mutation
 //!   queue ([`FileMutationQueue`]).
+//! - [`reach`]: what a plugin may touch as its nested calls carry it ([`Reach`]), and the intersections that
+//!   keep a built-in it calls within it ([`NativeEnv::narrowed`]).
 //! - [`brief`]: a few threads for the short work of calls that run beside others (native, and the wasm
 //!   built-ins').
 
@@ -24,6 +26,7 @@ pub mod grants;
 mod mutation;
 mod process;
 mod programs;
+pub mod reach;
 mod scope;
 
 use std::collections::hash_map::RandomState;
@@ -43,6 +46,7 @@ pub use confine::{Confinement, SYSTEM_DEVICES, SYSTEM_EXEC, SYSTEM_READ, Tcp, la
 pub use mutation::FileMutationQueue;
 pub use process::{NativeProcess, without_forks};
 pub use programs::{GrantedProgram, Launch, ProgramGrant, Programs, Unresolved, steers_code};
+pub use reach::Reach;
 pub use scope::CallScope;
 
 use crate::grants::GrantedFiles;
@@ -142,6 +146,8 @@ struct NativeCtx {
     cancel: CancellationToken,
     updates: UpdateSink,
     tool: String,
+    /// Who starts its programs, as refusals name it: the tool, and the plugin whose authority it runs under.
+    who: String,
     /// The session context: nested calls go through it.
     session: Option<ToolContext>,
     /// The runtime the call's blocking thread belongs to, for nested calls.
@@ -215,7 +221,7 @@ impl Ctx for NativeCtx {
     }
 
     fn spawn(&self, command: &Command) -> io::Result<Box<dyn Process>> {
-        let launch = match self.env.programs.launch(command, &self.env.env, &self.tool) {
+        let launch = match self.env.programs.launch(command, &self.env.env, &self.who) {
             Ok(launch) => launch,
             Err(refusal) => {
                 self.updates
@@ -321,6 +327,20 @@ pub(crate) fn definition(
     let execute = move |run: ToolExecution, ctx: Option<ToolContext>| {
         let (tool, env, name) = (runner.clone(), env.clone(), name.clone());
         async move {
+            // Called by a plugin: within the plugin's grants as well as its own.
+            let authority = ctx.as_ref().and_then(|c| c.authority.clone());
+            let (env, name) = match authority.as_deref().and_then(Reach::of) {
+                Some(reach) => match env.narrowed(reach) {
+                    Ok(narrowed) => (narrowed, name),
+                    Err(e) => {
+                        return Err(ToolError::new(format!(
+                            "cannot open the grants {name} runs under for {}: {e}",
+                            authority.as_deref().map_or("", |a| a.principal())
+                        )));
+                    }
+                },
+                None => (env, name),
+            };
             // pi's built-ins resolve against the context's cwd when one is given.
             let cwd = ctx
                 .as_ref()
@@ -342,9 +362,14 @@ pub(crate) fn definition(
             // back). A tool allowed to never sends updates nor makes nested calls; in place, it is refused both.
             let in_place = here && may_block_here();
             let cancel = run.cancel;
+            let who = match &authority {
+                Some(a) => format!("{name}, called by {}", a.principal()),
+                None => name.clone(),
+            };
             let ctx = NativeCtx {
                 inline: in_place,
                 tool: name,
+                who,
                 env,
                 cwd,
                 cancel: cancel.clone(),

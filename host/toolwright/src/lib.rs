@@ -9,6 +9,8 @@
 //! - [`session`]: [`Session`] and its [`SessionBuilder`]: the registry, the pipeline, nested calls, the plugin
 //!   host and the hooks in one object. Start here.
 //! - [`toolset`]: the tools of a session as loaded: built-ins (native or wasm) and plugins (feature `wasm`).
+//! - [`trust`]: project trust (feature `wasm`): a project's own plugins and grants do nothing until the user
+//!   trusts it (`toolwright trust`), by path and the digest of what it ships.
 //! - From `toolwright-core`: [`types`], [`schema`], [`audit`], [`tool`], [`definition`], [`hooks`], [`record`],
 //!   [`pipeline`], [`nested`], [`registry`], [`dispatch`], [`policy`].
 //! - From `toolwright-native` (feature `native`): [`native`], [`grants`], [`builtins`].
@@ -46,6 +48,8 @@ pub use toolwright_wasm::identity;
 pub mod session;
 #[cfg(feature = "native")]
 pub mod toolset;
+#[cfg(feature = "wasm")]
+pub mod trust;
 
 #[cfg(feature = "native")]
 pub use session::{Session, SessionBuilder, SessionError};

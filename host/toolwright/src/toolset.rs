@@ -58,6 +58,10 @@ pub struct ToolsetOptions {
     pub project_policy: Option<PathBuf>,
     /// An audit log to write besides the one the policy names (`--audit-log`; the same file is written once).
     pub audit_log: Option<PathBuf>,
+    /// Whether the project's plugins and grants (`project_plugin_dir`, `project_policy`) need the user's trust
+    /// ([`crate::trust`], feature `wasm`): without it, the project's plugins are not loaded and its policy file
+    /// is confined. On in [`ToolsetOptions::new`], what the command line loads.
+    pub require_project_trust: bool,
     /// Compile installed plugins that are not in the cache on threads of their own, leaving them out of the
     /// toolset until they are done ([`Toolset::deferred`]; only with a cache, and only plugins whose
     /// `toolwright.lock` entry approved exactly their file and says they are no handler). Off: every plugin is
@@ -75,6 +79,7 @@ impl ToolsetOptions {
             project_plugin_dir: Some(project_plugin_dir(&cwd)),
             policy_files: crate::policy::default_files(),
             project_policy: Some(crate::policy::project_file(&cwd)),
+            require_project_trust: true,
             #[cfg(feature = "wasm")]
             cache_dir: Some(crate::wasm::default_cache_dir()),
             ..Self::bare(cwd)
@@ -94,6 +99,7 @@ impl ToolsetOptions {
             policy_files: Vec::new(),
             project_policy: None,
             audit_log: None,
+            require_project_trust: false,
             compile_in_background: false,
         }
     }
@@ -142,16 +148,27 @@ pub enum ToolsetError {
 /// What the project's file may not set is logged and left out.
 pub fn load_policy(options: &ToolsetOptions, host: &HostEnv) -> Result<Policy, ToolsetError> {
     let cwd = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
-    let policy = Policy::load_with_project(
+    let policy = Policy::load_with_trusted_project(
         &options.policy_files,
         options.project_policy.as_deref(),
         &cwd,
         host.home.as_deref(),
+        project_trusted(options),
     )?;
     for line in &policy.ignored {
         tracing::warn!("ignored from the project's untrusted toolwright.toml: {line}");
     }
     Ok(policy)
+}
+
+/// Whether the user trusted the project as it is now (`toolwright trust`; feature `wasm`).
+fn project_trusted(options: &ToolsetOptions) -> bool {
+    #[cfg(feature = "wasm")]
+    if options.require_project_trust {
+        return crate::trust::check(&options.cwd) == crate::trust::ProjectTrust::Trusted;
+    }
+    let _ = options;
+    false
 }
 
 /// Step 2: the built-in tools running natively in `options.cwd`, under the policy's `[builtins]` grants when it

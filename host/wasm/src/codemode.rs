@@ -143,6 +143,9 @@ impl Component {
         // A script's record of its calls travels in every partial result (pi publishes it at each change): a
         // script making hundreds of calls carries more than a plugin's usual cap.
         grants.result_cap = grants.result_cap.max(CODEMODE_RESULT_CAP);
+        // No authority of its own: a script's calls run under whoever called codemode (pi's reach to the
+        // callable tools when the model did).
+        grants.calls = crate::Calls::Inherit;
         grants
     }
 
@@ -407,6 +410,7 @@ impl ToolCaller for Recording {
         caller_id: &'a str,
         name: &'a str,
         args: Value,
+        authority: Option<Arc<toolwright_core::Authority>>,
         cancel: &'a tokio_util::sync::CancellationToken,
         updates: UpdateSink,
     ) -> BoxFuture<'a, AgentToolCallOutcome> {
@@ -425,7 +429,10 @@ impl ToolCaller for Recording {
                 })
             };
             let started = Instant::now();
-            let outcome = self.inner.call(caller_id, name, args, cancel, updates).await;
+            let outcome = self
+                .inner
+                .call(caller_id, name, args, authority, cancel, updates)
+                .await;
             let error = outcome.is_error.then(|| {
                 let text = outcome.result.text_lines();
                 if text.is_empty() {

@@ -90,6 +90,17 @@ pub enum PluginError {
         /// Who has it.
         other: PathBuf,
     },
+    /// A tool of the plugin has a built-in's name, and the user's config does not let plugins replace it.
+    #[error(
+        "{path}: the tool `{tool}` has the name of the built-in `{tool}`; the built-in stays and this tool is \
+         skipped (replace = [\"{tool}\"] in the user's toolwright.toml lets a plugin replace it)"
+    )]
+    ReplacesBuiltin {
+        /// The file.
+        path: PathBuf,
+        /// The tool.
+        tool: String,
+    },
     /// The file was replaced after it was loaded, so it cannot be loaded again as the same plugin.
     #[error("{path}: the file changed after it was loaded; it is loaded again at the next start")]
     Changed {
@@ -131,6 +142,7 @@ impl PluginError {
             | PluginError::NameTaken { path, .. }
             | PluginError::Held { path, .. }
             | PluginError::ToolClash { path, .. }
+            | PluginError::ReplacesBuiltin { path, .. }
             | PluginError::Changed { path }
             | PluginError::GrantCovers { path, .. } => Some(path),
             PluginError::Engine(_) => None,

@@ -60,6 +60,22 @@ pub struct WasmGrants {
     /// room for is dropped, never waited for, and nested calls are refused. (Every plugin's call that runs alone
     /// runs on the thread that polls its batch: [`toolwright_core::pipeline::may_block_here`].)
     pub in_place: bool,
+    /// Which tools its nested calls may reach, and under whose authority they run.
+    pub calls: Calls,
+    /// As a `tool_call` handler: the tools whose arguments it may rewrite (`*`: any). It may block any call.
+    pub rewrite: Vec<String>,
+}
+
+/// Which tools a plugin's nested calls may reach, and under whose authority they run
+/// ([`toolwright_core::authority`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Calls {
+    /// Its own authority: these tools (none by default), within its grants (and within its caller's, when
+    /// another plugin called it).
+    Own(Vec<String>),
+    /// No authority of its own (codemode, the built-ins): its calls run under its caller's, and it runs within
+    /// its caller's grants.
+    Inherit,
 }
 
 /// One address a plugin may connect to, by TCP or UDP.
@@ -190,6 +206,8 @@ impl WasmGrants {
         grants.limit(effective.timeout_ms, effective.memory_mib);
         grants.fuel = effective.fuel;
         grants.reuse = effective.reuse;
+        grants.calls = Calls::Own(effective.tools.clone());
+        grants.rewrite = effective.rewrite.clone();
         grants
     }
 }
@@ -231,6 +249,8 @@ impl WasmGrants {
             result_cap: DEFAULT_RESULT_CAP,
             reuse: None,
             in_place: false,
+            calls: Calls::Own(Vec::new()),
+            rewrite: Vec::new(),
         }
     }
 
@@ -274,6 +294,8 @@ impl WasmGrants {
             result_cap: DEFAULT_RESULT_CAP,
             reuse: None,
             in_place: false,
+            calls: Calls::Inherit,
+            rewrite: Vec::new(),
         }
     }
 }

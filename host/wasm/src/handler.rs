@@ -89,8 +89,29 @@ async fn run_tool_call(
                 }));
             }
             bindings::handler::ToolCallDecision::Rewrite(text) => {
-                args = match serde_json::from_str(&text) {
-                    Ok(args) => args,
+                let tool = &ctx.tool_call.name;
+                // A handler narrows, never widens: it rewrites only what its grant names, and never into
+                // something that is not an object of arguments.
+                if !grants.rewrite.iter().any(|t| t == tool || t == "*") {
+                    let reason = format!(
+                        "Permission denied: the handler plugin {name} may not rewrite the arguments of {tool}. \
+                         A rewrite grant of {tool} in the policy file (toolwright.toml) would allow it \
+                         ([plugins.{name}] rewrite = [\"{tool}\"]).",
+                        name = plugin.name
+                    );
+                    return Ok(Some(refuse_rewrite(&ctx, by, reason)));
+                }
+                args = match serde_json::from_str::<Value>(&text) {
+                    Ok(args) if args.is_object() => args,
+                    Ok(other) => {
+                        let reason = format!(
+                            "The handler plugin {} rewrote the arguments of {tool} to {}, not an object: the call \
+                             is blocked",
+                            plugin.name,
+                            json_kind(&other)
+                        );
+                        return Ok(Some(refuse_rewrite(&ctx, by, reason)));
+                    }
                     Err(e) => {
                         let error = ToolError::new(format!(
                             "The handler plugin {} rewrote the arguments to invalid JSON: {e}",
@@ -106,6 +127,25 @@ async fn run_tool_call(
         }
     }
     Ok((args != ctx.args).then(|| BeforeToolCallResult::rewrite(args)))
+}
+
+/// A rewrite the handler may not make: the call is blocked with `reason`, on the trail.
+fn refuse_rewrite(ctx: &BeforeToolCallContext, by: String, reason: String) -> BeforeToolCallResult {
+    ctx.trail
+        .step(Step::new(by, Stage::Before, Verdict::Blocked).with_reason(&reason));
+    BeforeToolCallResult::block(reason)
+}
+
+/// What kind of JSON value `value` is, in words.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// The result as handlers see and change it (pi's working copy of the event).

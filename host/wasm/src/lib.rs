@@ -29,6 +29,7 @@
 //!
 //! - `codemode` (default): build and embed the codemode component.
 
+mod authority;
 mod bindings;
 /// The reference plugins as wasm components, built by `build.rs` from their crates' sources (`None` when built
 /// with `TOOLWRIGHT_SKIP_WASM_BUILD`).
@@ -73,7 +74,7 @@ pub use cache::{
 pub use engine::{MAX_INSTANCES, MAX_MEMORY};
 pub use error::PluginError;
 pub use gate::LOAD_TIMEOUT;
-pub use grants::{DEFAULT_TIMEOUT, NetRule, Preopen, WasmGrants};
+pub use grants::{Calls, DEFAULT_TIMEOUT, NetRule, Preopen, WasmGrants};
 pub use handler::hooks as handler_hooks;
 pub use state::CallEnv;
 

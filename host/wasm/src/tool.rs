@@ -26,9 +26,15 @@ pub fn definition(
 ) -> ToolDefinition {
     let (plugin, tool_name, grants_for_calls) = (inner.clone(), spec.name.clone(), grants.clone());
     let mutates = spec.mutates_files;
+    // Made once: a call the model makes runs under it as it is.
+    let own = super::authority::own_authority(&inner.name, grants);
     let execute = move |run: ToolExecution, ctx: Option<ToolContext>| {
         let (plugin, tool_name, grants) = (plugin.clone(), tool_name.clone(), grants_for_calls.clone());
+        let own = own.clone();
         async move {
+            // Called by a plugin: within its grants (see `authority`).
+            let (grants, ctx) = super::authority::under(&plugin.name, &tool_name, &grants, own.as_ref(), ctx)
+                .map_err(ToolError::new)?;
             let arguments = run.params.to_string();
             // Registered before the first await, so same-file calls queue in call order.
             let target = if mutates {

@@ -47,8 +47,8 @@ pub struct McpArgs {
     tools: super::ToolArgs,
 }
 
-/// The plugin files, the policy files and the lockfiles beside them (an approval, a changed grant), with their
-/// sizes and modification times: a change of any is a reason to reload.
+/// The plugin files, the policy files and the lockfiles beside them (an approval, a changed grant), and the
+/// user's trusted projects, with their sizes and modification times: a change of any is a reason to reload.
 fn fingerprint(options: &ToolsetOptions) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
     let policies = options.policy_files.iter().chain(&options.project_policy);
     let files = options
@@ -56,7 +56,9 @@ fn fingerprint(options: &ToolsetOptions) -> Vec<(PathBuf, u64, Option<SystemTime
         .into_iter()
         .map(|(path, _)| path)
         .chain(policies.clone().cloned())
-        .chain(policies.map(|p| toolwright::wasm::lock::beside(p)));
+        .chain(policies.map(|p| toolwright::wasm::lock::beside(p)))
+        // Trusting the project (or taking the trust back) while serving.
+        .chain(toolwright::trust::trust_file());
     files
         .map(|path| {
             let meta = std::fs::metadata(&path).ok();

@@ -97,6 +97,7 @@ pub(super) async fn run(
         assistant: assistant.clone(),
         cancel,
         parent: None,
+        authority: None,
     };
     let finalized = match mode {
         ExecutionMode::Sequential => sequential(&ctx, calls, sink, records).await,
@@ -137,6 +138,7 @@ async fn length_guard(
         assistant: Arc::default(),
         cancel: &CancellationToken::new(),
         parent: None,
+        authority: None,
     };
     for call in calls {
         emit_start(sink, call).await;

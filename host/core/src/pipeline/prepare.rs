@@ -21,6 +21,8 @@ pub(super) struct CallContext<'a> {
     pub assistant: Arc<AssistantMessage>,
     pub cancel: &'a CancellationToken,
     pub parent: Option<String>,
+    /// The authority a nested call was made under (none: the host's).
+    pub authority: Option<Arc<crate::authority::Authority>>,
 }
 
 /// A call that passed preflight.
@@ -50,6 +52,12 @@ pub(super) async fn prepare(ctx: &CallContext<'_>, call: &ToolCall, trail: &Trai
         trail.step(Step::new("lookup", Stage::Preflight, Verdict::Refused).with_reason(&error));
         return Prepared::Immediate(ToolResult::error(error));
     };
+    // A plugin reaches only the tools its grant names, whatever reaches them for it.
+    if let Some(authority) = ctx.authority.as_ref().filter(|a| !a.may_call(&call.name)) {
+        let error = authority.refusal(&call.name);
+        trail.step(Step::new("authority", Stage::Preflight, Verdict::Refused).with_reason(&error));
+        return Prepared::Immediate(ToolResult::error(error));
+    }
     match checked(ctx, tool, call, trail).await {
         Ok(prepared) => prepared,
         Err(error) => Prepared::Immediate(ToolResult::error(error.message())),

@@ -66,6 +66,10 @@ pub struct Effective {
     pub settable_env: Vec<String>,
     /// Network addresses it may connect to.
     pub network: Vec<NetPattern>,
+    /// Tools its nested calls may reach.
+    pub tools: Vec<String>,
+    /// Tools whose calls it may rewrite, as a handler.
+    pub rewrite: Vec<String>,
     /// Network addresses it may never connect to, whatever name it uses for them.
     pub network_deny: Vec<NetPattern>,
     /// Per request: granted or refused, and why.
@@ -119,6 +123,8 @@ pub fn decide(
             .filter_map(|p| NetPattern::parse(p))
             .collect(),
         unconfined_spawn: policy.unconfined_spawn,
+        tools: policy.tools.clone(),
+        rewrite: policy.rewrite.clone(),
         settable_env: policy
             .env
             .iter()

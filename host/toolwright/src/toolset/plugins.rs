@@ -19,6 +19,20 @@ use crate::wasm::identity::{self, PinStatus, PluginIdentity, PluginLocation};
 use crate::wasm::lock::{LockError, Lockfile, Verdict};
 use crate::wasm::{Plugin, PluginError, PluginHost, Preopen, WasmGrants};
 
+/// Whether the project whose plugins `options` would load is trusted; none when no trust is needed (the
+/// options name no project directory, or do not ask for trust).
+fn project_trust(options: &ToolsetOptions) -> Option<crate::trust::ProjectTrust> {
+    if !options.require_project_trust || options.project_plugin_dir.is_none() {
+        return None;
+    }
+    // A project directory the user also named as a plugin directory was trusted on purpose.
+    let project = options.project_plugin_dir.as_deref()?;
+    if options.plugin_dirs.iter().any(|d| d == project) {
+        return None;
+    }
+    Some(crate::trust::check(&options.cwd))
+}
+
 impl ToolsetOptions {
     /// The `.wasm` files of the plugin directories in load order (the project's directory first, then the
     /// trusted ones in order; files by name), each with where it was found.
@@ -79,6 +93,8 @@ pub struct Toolset {
     /// Installed plugins left out while they compile in the background
     /// ([`ToolsetOptions::compile_in_background`]); loading the toolset again once they are done takes them in.
     pub deferred: Vec<Deferred>,
+    /// What was skipped of an untrusted project, in one line for people, with the command that trusts it.
+    pub skipped_project: Option<String>,
 }
 
 impl std::fmt::Debug for Toolset {
@@ -105,6 +121,20 @@ impl Toolset {
     /// Load the built-ins and every plugin of the plugin directories. Plugins compile in parallel, or come from
     /// the cache.
     pub fn load(options: &ToolsetOptions) -> Result<Self, ToolsetError> {
+        // A project's own plugins do nothing until the user trusts it as it is now.
+        let mut skipped_project = None;
+        let untrusted;
+        let options = match project_trust(options) {
+            Some(trust) if trust != crate::trust::ProjectTrust::Trusted => {
+                skipped_project = crate::trust::skipped_line(&options.cwd, &trust);
+                untrusted = ToolsetOptions {
+                    project_plugin_dir: None,
+                    ..options.clone()
+                };
+                &untrusted
+            }
+            _ => options,
+        };
         let host = HostEnv::current();
         let policy = load_policy(options, &host)?;
         if let Some(unknown) = options
@@ -145,6 +175,7 @@ impl Toolset {
             handler_grants: Vec::new(),
             codemode,
             deferred: loaded.deferred,
+            skipped_project,
         };
         for (plugin, location) in loaded.plugins.into_iter().zip(loaded.locations) {
             toolset.add_plugin(
@@ -308,6 +339,14 @@ impl Toolset {
                 continue;
             }
             if self.builtins.iter().any(|d| d.name == definition.name) {
+                // A plugin takes a built-in's name only where the user's config says so (`replace`).
+                if !self.policy.replace.iter().any(|r| *r == definition.name) {
+                    self.errors.push(PluginError::ReplacesBuiltin {
+                        path: plugin.path.clone(),
+                        tool: definition.name.clone(),
+                    });
+                    continue;
+                }
                 self.overrides
                     .push((definition.name.clone(), plugin.path.clone()));
             }

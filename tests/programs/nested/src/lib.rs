@@ -199,5 +199,15 @@ toolwright_sdk::export_tool!(
     NestedTool { name: "later_helper" },
     NestedTool { name: "solo" },
     NestedTool { name: "ghost" },
-    NestedTool { name: "list_tools" }
+    NestedTool { name: "list_tools" };
+    capabilities = [
+        toolwright_sdk::CapabilityRequest::new(
+            toolwright_sdk::Capability::Read(".".into()),
+            "the built-ins its nested calls reach read the workspace",
+        ),
+        toolwright_sdk::CapabilityRequest::new(
+            toolwright_sdk::Capability::Spawn("sh".into()),
+            "the bash its nested calls reach starts the shell",
+        ),
+    ]
 );
