@@ -1,8 +1,9 @@
 //! `toolwright mcp --http` at the HTTP level, as a hostile or careless client meets it: a foreign `Origin` or
 //! `Host` is refused with 403, a missing or wrong bearer token with 401, another path with 404, a body over 4 MiB
 //! with 413; listening beyond
-//! loopback without a token is refused at start; `tools/list_changed` reaches every connected session; and
-//! SIGTERM during a running call cancels it, kills its processes and exits cleanly.
+//! loopback without a token is refused at start; `tools/list_changed` reaches every connected session;
+//! SIGTERM during a running call cancels it, kills its processes and exits cleanly; and two clients sending the
+//! same request ids each hear only their own call.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
 
@@ -134,6 +135,15 @@ fn session(url: &str, extra: &[(&str, &str)]) -> String {
     id
 }
 
+/// A token file only its owner can read (the server refuses any other).
+fn token_file(dir: &Path, text: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("token");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
 fn workspace() -> tempfile::TempDir {
     let workspace = tempfile::tempdir().unwrap();
     std::fs::write(workspace.path().join("a.txt"), "hello\n").unwrap();
@@ -196,8 +206,7 @@ fn a_body_over_the_cap_gets_413_without_being_buffered_and_the_server_goes_on() 
 fn with_a_token_every_request_needs_it_and_a_wrong_one_gets_401() {
     let ws = workspace();
     let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "s3cret-token-0123456789\n").unwrap();
+    let token_file = token_file(dir.path(), "s3cret-token-0123456789\n");
     let server = start(ws.path(), &["--token-file", token_file.to_str().unwrap()]);
     let url = &server.url;
     for headers in [
@@ -254,8 +263,7 @@ fn listening_beyond_loopback_needs_a_token_and_a_weak_token_is_refused() {
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "short\n").unwrap();
+    let token_file = token_file(dir.path(), "short\n");
     let out = std::process::Command::new(BINARY)
         .args([
             "mcp",
@@ -448,4 +456,179 @@ fn a_stateless_call_is_cancelled_when_its_stream_closes_and_its_processes_die() 
     wait_for("the processes to die", Duration::from_secs(10), || {
         !pids.iter().any(|p| alive(i64::from(*p)))
     });
+}
+
+/// A server with the `nest` test program (`tests/programs/nested`) as a plugin: `nest` makes nested calls of
+/// `leaf`, which logs.
+fn start_with_nest(workspace: &Path, plugins: &Path, extra: &[&str]) -> HttpServer {
+    std::fs::copy(toolwright_tests::programs::NESTED, plugins.join("nest.wasm")).unwrap();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let mut args = vec![
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--watch-plugins",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    start(workspace, &args)
+}
+
+/// `nest` making two nested calls: a `leaf` that waits (so that the other client's call starts meanwhile), then
+/// a `leaf` that logs `log-<tag>` and answers `leaf from-<tag>`.
+fn nest_call(tag: &str, meta: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "nest",
+        "arguments": {"calls": [
+            {"name": "leaf", "arguments": {"sleepMs": 800}},
+            {"name": "leaf", "arguments": {"text": format!("from-{tag}"), "log": format!("log-{tag}")}}
+        ]},
+        "_meta": meta
+    }})
+    .to_string()
+}
+
+/// A session's event stream (`GET /mcp`, where a 2025-11-25 session hears its log lines), read until `stop` is
+/// set: what came.
+fn listen(url: &str, session: &str, stop: &std::sync::atomic::AtomicBool) -> String {
+    let authority = host_port(url);
+    let mut stream = TcpStream::connect(authority).unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\n\
+         mcp-session-id: {session}\r\nmcp-protocol-version: 2025-11-25\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let mut buffer = [0u8; 8192];
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buffer[..n]),
+            Err(_) => {}
+        }
+    }
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// The data of the `notifications/message` in an SSE body.
+fn log_lines(body: &str) -> Vec<String> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "notifications/message")
+        .map(|m| m["params"]["data"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// What a client got for its `nest` call: the nested record's arguments and the call's text.
+fn answered(reply: &Reply) -> (Vec<Value>, String) {
+    let messages = reply.messages();
+    let result = messages
+        .iter()
+        .find(|m| m["id"] == 7)
+        .unwrap_or_else(|| panic!("no answer to the call: {}{}", reply.head, reply.body));
+    let record = &result["result"]["_meta"][toolwright::mcp::NESTED_CALLS_META]["calls"];
+    let arguments = record
+        .as_array()
+        .unwrap_or_else(|| panic!("no nested record: {result}"))
+        .iter()
+        .map(|c| c["arguments"].clone())
+        .collect();
+    let text = toolwright_tests::text_of(&result["result"]["content"]);
+    (arguments, text)
+}
+
+/// Two clients both send `tools/call` with id 7 at once (two 2025-11-25 sessions, then two stateless 2026-07-28
+/// requests): each call runs under an id of the server's, so each client gets its own nested-call record and
+/// only its own nested call's log line (regression: both ran as `mcp-7`; one got the other's record and log
+/// line, the other neither).
+#[test]
+fn two_clients_with_the_same_request_ids_hear_only_their_own_calls() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let ws = workspace();
+    let plugins = tempfile::tempdir().unwrap();
+    let server = start_with_nest(ws.path(), plugins.path(), &[]);
+    let url = server.url.clone();
+    let stateless_meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
+    });
+    for revision in ["2025-11-25", "2026-07-28"] {
+        let stop = Arc::new(AtomicBool::new(false));
+        // A session hears log lines on its event stream; a stateless request on its response's.
+        let clients: Vec<_> = ["A", "B"]
+            .into_iter()
+            .map(|tag| {
+                let session = (revision == "2025-11-25").then(|| session(&url, &[]));
+                let listener = session.clone().map(|id| {
+                    let (url, stop) = (url.clone(), stop.clone());
+                    std::thread::spawn(move || listen(&url, &id, &stop))
+                });
+                (tag, session, listener)
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let calls: Vec<_> = clients
+            .into_iter()
+            .map(|(tag, session, listener)| {
+                let meta = if session.is_some() {
+                    json!({})
+                } else {
+                    stateless_meta.clone()
+                };
+                let url = url.clone();
+                let call = std::thread::spawn(move || {
+                    let mut headers = vec![("mcp-protocol-version", revision)];
+                    if let Some(id) = &session {
+                        headers.push(("mcp-session-id", id.as_str()));
+                    } else {
+                        headers.extend([("Mcp-Method", "tools/call"), ("Mcp-Name", "nest")]);
+                    }
+                    post(&url, &headers, &nest_call(tag, meta))
+                });
+                (tag, call, listener)
+            })
+            .collect();
+        let replies: Vec<_> = calls
+            .into_iter()
+            .map(|(tag, call, listener)| (tag, call.join().unwrap(), listener))
+            .collect();
+        // Log lines sent before the answer are on the event stream by now; give them a moment to be read.
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, Ordering::SeqCst);
+        for (tag, reply, listener) in replies {
+            assert_eq!(
+                reply.status, 200,
+                "{revision} {tag}: {}{}",
+                reply.head, reply.body
+            );
+            let heard = match listener {
+                Some(listener) => listener.join().unwrap(),
+                None => reply.body.clone(),
+            };
+            assert_eq!(
+                log_lines(&heard),
+                [format!("log-{tag}")],
+                "{revision} {tag}: {heard}"
+            );
+            let (arguments, text) = answered(&reply);
+            assert_eq!(
+                arguments,
+                [
+                    json!({"sleepMs": 800}),
+                    json!({"text": format!("from-{tag}"), "log": format!("log-{tag}")})
+                ],
+                "{revision} {tag}"
+            );
+            assert_eq!(
+                text,
+                format!("leaf ok ran: leaf \nleaf ok ran: leaf from-{tag}"),
+                "{revision} {tag}"
+            );
+        }
+    }
 }
