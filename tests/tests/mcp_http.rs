@@ -1,9 +1,10 @@
 //! `toolwright mcp --http` at the HTTP level, as a hostile or careless client meets it: a foreign `Origin` or
 //! `Host` is refused with 403, a missing or wrong bearer token with 401, another path with 404, a body over 4 MiB
-//! with 413; listening beyond
-//! loopback without a token is refused at start; `tools/list_changed` reaches every connected session;
-//! SIGTERM during a running call cancels it, kills its processes and exits cleanly; and two clients sending the
-//! same request ids each hear only their own call.
+//! with 413; listening beyond loopback without a token, or with a token file others can read, is refused at
+//! start; `tools/list_changed` reaches every connected session; SIGTERM during a running call cancels it, kills
+//! its processes and exits cleanly; two clients sending the same request ids each hear only their own call; and
+//! floods (idle connections without the token, silent ones, handshakes) leave the client with the token served
+//! and the server's memory bounded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
 
@@ -630,5 +631,226 @@ fn two_clients_with_the_same_request_ids_hear_only_their_own_calls() {
                 "{revision} {tag}"
             );
         }
+    }
+}
+
+/// A value of the server's `/proc/PID/status` in kB (`VmHWM`, `VmRSS`).
+fn status_kb(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {status}"))
+}
+
+/// How many files the server has open.
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+}
+
+/// Regression: with a 1024 open-file limit, 1 100 half-open connections from a client without the token kept the
+/// client with it out (`accept` failed at the limit, and the server never closed a silent connection). Here, at
+/// 256 open files, 1 000 connections without the token idle (half send nothing, half the start of a request
+/// head), and the client with the token is answered at once: the oldest of them make room.
+#[test]
+fn a_client_with_the_token_is_served_while_a_thousand_connections_without_it_idle() {
+    let ws = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), "s3cret-token-0123456789\n");
+    let server = HttpServer::start_with_file_limit(
+        Path::new(BINARY),
+        256,
+        &[
+            "--cwd",
+            ws.path().to_str().unwrap(),
+            "--no-default-plugins",
+            "--token-file",
+            token.to_str().unwrap(),
+        ],
+    );
+    let authority = host_port(&server.url).to_owned();
+    let idle: Vec<TcpStream> = (0..1000)
+        .map(|i| {
+            let mut stream = TcpStream::connect(&authority).unwrap();
+            if i % 2 == 1 {
+                stream
+                    .write_all(format!("POST /mcp HTTP/1.1\r\nHost: {authority}\r\n").as_bytes())
+                    .unwrap();
+            }
+            stream
+        })
+        .collect();
+    let auth = [("Authorization", "Bearer s3cret-token-0123456789")];
+    let started = Instant::now();
+    let id = session(&server.url, &auth);
+    let reply = post(
+        &server.url,
+        &[
+            auth[0],
+            ("mcp-session-id", &id),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+    );
+    let elapsed = started.elapsed();
+    let tools = &reply.messages()[0]["result"]["tools"];
+    assert_eq!(tools[0]["name"], "read", "{}{}", reply.head, reply.body);
+    assert!(elapsed < Duration::from_secs(5), "answered after {elapsed:?}");
+    // The server stayed within its limit, and the oldest silent connections were closed.
+    assert!(open_files(server.pid()) <= 256);
+    let mut oldest = &idle[0];
+    oldest.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    assert_eq!(
+        oldest.read(&mut [0u8; 64]).unwrap_or(0),
+        0,
+        "the oldest idle connection is still open"
+    );
+}
+
+/// A client that sends nothing, or only the start of a request head, is closed after the header timeout; so is a
+/// kept-alive connection that does not start its next request.
+#[test]
+fn silent_connections_are_closed_after_the_header_timeout() {
+    let ws = workspace();
+    let server = start(ws.path(), &["--header-timeout", "1"]);
+    let authority = host_port(&server.url).to_owned();
+    let silent = TcpStream::connect(&authority).unwrap();
+    let mut slow = TcpStream::connect(&authority).unwrap();
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let mut kept = TcpStream::connect(&authority).unwrap();
+    let body = initialize_body();
+    kept.write_all(
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let started = Instant::now();
+    for (what, mut stream) in [("silent", silent), ("slow", slow), ("kept-alive", kept)] {
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut received = Vec::new();
+        let closed = loop {
+            let mut buffer = [0u8; 4096];
+            match stream.read(&mut buffer) {
+                Ok(0) => break true,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+                Err(_) => break false,
+            }
+        };
+        assert!(
+            closed,
+            "the {what} connection is still open after {:?}",
+            started.elapsed()
+        );
+        if what == "kept-alive" {
+            assert!(String::from_utf8_lossy(&received).contains("\"serverInfo\""));
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    // The server goes on.
+    assert_eq!(post(&server.url, &[], &initialize_body()).status, 200);
+}
+
+/// Regression: 6 000 `initialize` handshakes took the server from 26 MB to 817 MB (every session kept 5 minutes).
+/// Beyond `--max-sessions` the least recently used session is closed: the first one is gone (404), the last one
+/// answers, and the server's peak memory stays put.
+#[test]
+fn handshakes_beyond_the_session_bound_close_the_least_recently_used_sessions() {
+    let ws = workspace();
+    let server = start(ws.path(), &["--max-sessions", "20"]);
+    let url = server.url.clone();
+    let first = session(&url, &[]);
+    let before = status_kb(server.pid(), "VmRSS");
+    // Four clients at once, as a flood would come.
+    let handshakes: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                for _ in 0..400 {
+                    assert_eq!(post(&url, &[], &initialize_body()).status, 200);
+                }
+            })
+        })
+        .collect();
+    for handshake in handshakes {
+        handshake.join().unwrap();
+    }
+    let last = session(&url, &[]);
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let headers = |id: &str| {
+        vec![
+            ("mcp-session-id", id.to_owned()),
+            ("mcp-protocol-version", "2025-11-25".into()),
+        ]
+    };
+    let ask = |id: &str| {
+        let headers = headers(id);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        post(&url, &headers, &list)
+    };
+    assert_eq!(
+        ask(&first).status,
+        404,
+        "the first session outlived 1 600 newer ones"
+    );
+    let reply = ask(&last);
+    assert_eq!(
+        reply.messages()[0]["result"]["tools"][0]["name"],
+        "read",
+        "{}",
+        reply.body
+    );
+    let peak = status_kb(server.pid(), "VmHWM");
+    assert!(
+        peak < before + 40 * 1024,
+        "the server's peak memory grew from {before} kB to {peak} kB"
+    );
+}
+
+#[test]
+fn a_token_file_other_users_can_read_is_refused_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), "s3cret-token-0123456789\n");
+    for mode in [0o644, 0o640, 0o604] {
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = std::process::Command::new(BINARY)
+            .args([
+                "mcp",
+                "--http",
+                "127.0.0.1:0",
+                "--no-default-plugins",
+                "--token-file",
+            ])
+            .arg(&token)
+            .arg("--cwd")
+            .arg(ws.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.trim_end(),
+            format!(
+                "toolwright: the token file {} is open to other users (mode {mode:04o}): `chmod 600` it",
+                token.display()
+            ),
+            "{stderr}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "it listened: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
 }

@@ -9,7 +9,8 @@
 //!   [`Watch`] ([`Reload`], [`Pending`]) for plugin directories that change while it serves, [`McpServeError`].
 //! - [`result`]: tools and results in the shape each protocol revision asks for (structured output).
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
-//! - [`http`]: the streamable-HTTP transport ([`HttpOptions`], bearer token, `Host`/`Origin` allow-lists).
+//! - [`http`]: the streamable-HTTP transport ([`HttpOptions`], bearer token, `Host`/`Origin` allow-lists, timeouts,
+//!   bounds on connections and sessions).
 //!
 //! What the server does:
 //!
