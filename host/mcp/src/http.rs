@@ -8,8 +8,8 @@
 //!   first difference is.
 //! - Hostile clients are bounded ([`HttpOptions`]): a request head must arrive within the header timeout (also
 //!   the wait for the next request on a kept-alive connection); a connection that moves no byte for the idle
-//!   timeout is closed; [`connections`] bounds the connections (the oldest one that never sent the token makes
-//!   room) and [`sessions`] the live MCP sessions (the least recently used idle one makes room); bodies over
+//!   timeout is closed; `connections` bounds the connections (the oldest one that never sent the token makes
+//!   room) and `sessions` the live MCP sessions (the least recently used idle one makes room); bodies over
 //!   4 MiB get 413 (rmcp).
 //! - 2025-11-25 clients get sessions (`Mcp-Session-Id`); 2026-07-28 clients are served statelessly, and closing a
 //!   request's stream cancels its call.
@@ -17,7 +17,7 @@
 //!   every running call (their processes are killed) and waits for them, then closes the connections.
 
 mod connections;
-pub mod sessions;
+mod sessions;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -97,8 +97,9 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// File descriptors kept for everything but connections (plugins, programs and their pipes, logs).
 const RESERVED_FDS: u64 = 128;
 
-/// The connections the server holds at most: `configured`, or fewer when the open-file limit leaves less
-/// than that beside [`RESERVED_FDS`] (at the limit, `accept` fails and every new client waits in the backlog).
+/// The connections the server holds at most: `configured`, or fewer when the open-file limit leaves less than
+/// that beside 128 kept for other files (at the limit, `accept` fails and every new client waits in the
+/// backlog).
 pub fn connection_bound(configured: usize) -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
@@ -214,7 +215,10 @@ impl McpServer {
                 }
             };
             let Some(admitted) = admission.admit() else {
-                tracing::warn!(%peer, "connection refused: {max_connections} connections are open, all with the token");
+                tracing::warn!(
+                    %peer,
+                    "connection refused: {max_connections} connections are open, all with the token"
+                );
                 drop(stream);
                 continue;
             };

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use clap::Args;
+use toolwright::mcp::http::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS};
 use toolwright::toolset::{Toolset, ToolsetOptions};
 
 /// Arguments of `toolwright mcp`.
@@ -30,15 +31,15 @@ pub struct McpArgs {
     token_file: Option<PathBuf>,
     /// At most this many HTTP connections at once (fewer if the open-file limit leaves less room); beyond it, the
     /// oldest connection that never sent the token is closed, or the new one when all have.
-    #[arg(long, value_name = "N", requires = "http", default_value_t = toolwright::mcp::http::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, value_name = "N", requires = "http", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
     /// At most this many live MCP sessions (2025-11-25 clients over HTTP); beyond it, the least recently used
     /// session with no request running is closed.
-    #[arg(long, value_name = "N", requires = "http", default_value_t = toolwright::mcp::http::DEFAULT_MAX_SESSIONS)]
+    #[arg(long, value_name = "N", requires = "http", default_value_t = DEFAULT_MAX_SESSIONS)]
     max_sessions: usize,
     /// Seconds an HTTP client has to send a request's headers (and to start its next request on a kept-alive
     /// connection) before the connection is closed.
-    #[arg(long, value_name = "SECS", requires = "http", default_value_t = toolwright::mcp::http::DEFAULT_HEADER_TIMEOUT.as_secs())]
+    #[arg(long, value_name = "SECS", requires = "http", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs())]
     header_timeout: u64,
     /// Also accept this `Host` header (`name` or `name:port`) over HTTP; loopback names always pass.
     #[arg(long = "allow-host", value_name = "HOST", requires = "http")]

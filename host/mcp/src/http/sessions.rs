@@ -123,7 +123,11 @@ impl SessionManager for BoundedSessions {
                 );
                 return Err(SessionsError::Full { max: self.max });
             };
-            tracing::info!(session = %idlest, max = self.max, "closing the least recently used MCP session to make room");
+            tracing::info!(
+                session = %idlest,
+                max = self.max,
+                "closing the least recently used MCP session to make room"
+            );
             if let Err(error) = self.local.close_session(&idlest).await {
                 tracing::debug!(session = %idlest, "closing the session: {error}");
             }
