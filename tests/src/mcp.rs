@@ -18,9 +18,25 @@ pub struct HttpServer {
 impl HttpServer {
     /// Start `binary mcp --http 127.0.0.1:0 ARGS…` and read the address it listens on.
     pub fn start(binary: &Path, args: &[&str]) -> HttpServer {
-        let mut child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command.args(["mcp", "--http", "127.0.0.1:0"]).args(args);
+        Self::start_command(command)
+    }
+
+    /// Start `binary mcp --http 127.0.0.1:0 ARGS…` with at most `files` open files (`ulimit -n`).
+    pub fn start_with_file_limit(binary: &Path, files: u32, args: &[&str]) -> HttpServer {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", &format!("ulimit -n {files} && exec \"$0\" \"$@\"")])
+            .arg(binary)
             .args(["mcp", "--http", "127.0.0.1:0"])
-            .args(args)
+            .args(args);
+        Self::start_command(command)
+    }
+
+    /// Start `command` (a `toolwright mcp --http` that prints its address first) and read the address.
+    pub fn start_command(mut command: Command) -> HttpServer {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -1,8 +1,10 @@
 //! `toolwright mcp --http` at the HTTP level, as a hostile or careless client meets it: a foreign `Origin` or
 //! `Host` is refused with 403, a missing or wrong bearer token with 401, another path with 404, a body over 4 MiB
-//! with 413; listening beyond
-//! loopback without a token is refused at start; `tools/list_changed` reaches every connected session; and
-//! SIGTERM during a running call cancels it, kills its processes and exits cleanly.
+//! with 413; listening beyond loopback without a token, or with a token file others can read, is refused at
+//! start; `tools/list_changed` reaches every connected session; SIGTERM during a running call cancels it, kills
+//! its processes and exits cleanly; two clients sending the same request ids each hear only their own call; and
+//! floods (idle connections without the token, silent ones, handshakes) leave the client with the token served
+//! and the server's memory bounded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
 
@@ -134,6 +136,15 @@ fn session(url: &str, extra: &[(&str, &str)]) -> String {
     id
 }
 
+/// A token file only its owner can read (the server refuses any other).
+fn token_file(dir: &Path, text: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("token");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
 fn workspace() -> tempfile::TempDir {
     let workspace = tempfile::tempdir().unwrap();
     std::fs::write(workspace.path().join("a.txt"), "hello\n").unwrap();
@@ -196,8 +207,7 @@ fn a_body_over_the_cap_gets_413_without_being_buffered_and_the_server_goes_on() 
 fn with_a_token_every_request_needs_it_and_a_wrong_one_gets_401() {
     let ws = workspace();
     let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "s3cret-token-0123456789\n").unwrap();
+    let token_file = token_file(dir.path(), "s3cret-token-0123456789\n");
     let server = start(ws.path(), &["--token-file", token_file.to_str().unwrap()]);
     let url = &server.url;
     for headers in [
@@ -254,8 +264,7 @@ fn listening_beyond_loopback_needs_a_token_and_a_weak_token_is_refused() {
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "short\n").unwrap();
+    let token_file = token_file(dir.path(), "short\n");
     let out = std::process::Command::new(BINARY)
         .args([
             "mcp",
@@ -329,7 +338,11 @@ fn sigterm_cancels_the_running_calls_kills_their_processes_and_exits_cleanly() {
         "shutdown took {:?}",
         started.elapsed()
     );
-    assert!(!pids.iter().any(|p| alive(*p)), "processes left behind: {pids:?}");
+    // Killed before the exit (`cgroup.kill`, or SIGKILL to the group); a loaded machine may take a moment to
+    // finish them. (Not killed, they would live for a minute.)
+    wait_for("the call's processes to die", Duration::from_secs(2), || {
+        !pids.iter().any(|p| alive(*p))
+    });
     // The client got the call's answer (bash's own abort text, as pi's: the command had started) or saw the
     // stream end; it was not left hanging.
     let reply = call.join().unwrap();
@@ -448,4 +461,400 @@ fn a_stateless_call_is_cancelled_when_its_stream_closes_and_its_processes_die() 
     wait_for("the processes to die", Duration::from_secs(10), || {
         !pids.iter().any(|p| alive(i64::from(*p)))
     });
+}
+
+/// A server with the `nest` test program (`tests/programs/nested`) as a plugin: `nest` makes nested calls of
+/// `leaf`, which logs.
+fn start_with_nest(workspace: &Path, plugins: &Path, extra: &[&str]) -> HttpServer {
+    std::fs::copy(toolwright_tests::programs::NESTED, plugins.join("nest.wasm")).unwrap();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let mut args = vec![
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--watch-plugins",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    start(workspace, &args)
+}
+
+/// `nest` making two nested calls: a `leaf` that waits (so that the other client's call starts meanwhile), then
+/// a `leaf` that logs `log-<tag>` and answers `leaf from-<tag>`.
+fn nest_call(tag: &str, meta: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "nest",
+        "arguments": {"calls": [
+            {"name": "leaf", "arguments": {"sleepMs": 800}},
+            {"name": "leaf", "arguments": {"text": format!("from-{tag}"), "log": format!("log-{tag}")}}
+        ]},
+        "_meta": meta
+    }})
+    .to_string()
+}
+
+/// A session's event stream (`GET /mcp`, where a 2025-11-25 session hears its log lines), read until `stop` is
+/// set: what came.
+fn listen(url: &str, session: &str, stop: &std::sync::atomic::AtomicBool) -> String {
+    let authority = host_port(url);
+    let mut stream = TcpStream::connect(authority).unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\n\
+         mcp-session-id: {session}\r\nmcp-protocol-version: 2025-11-25\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let mut buffer = [0u8; 8192];
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buffer[..n]),
+            Err(_) => {}
+        }
+    }
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// The data of the `notifications/message` in an SSE body.
+fn log_lines(body: &str) -> Vec<String> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "notifications/message")
+        .map(|m| m["params"]["data"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// What a client got for its `nest` call: the nested record's arguments and the call's text.
+fn answered(reply: &Reply) -> (Vec<Value>, String) {
+    let messages = reply.messages();
+    let result = messages
+        .iter()
+        .find(|m| m["id"] == 7)
+        .unwrap_or_else(|| panic!("no answer to the call: {}{}", reply.head, reply.body));
+    let record = &result["result"]["_meta"][toolwright::mcp::NESTED_CALLS_META]["calls"];
+    let arguments = record
+        .as_array()
+        .unwrap_or_else(|| panic!("no nested record: {result}"))
+        .iter()
+        .map(|c| c["arguments"].clone())
+        .collect();
+    let text = toolwright_tests::text_of(&result["result"]["content"]);
+    (arguments, text)
+}
+
+/// Two clients both send `tools/call` with id 7 at once (two 2025-11-25 sessions, then two stateless 2026-07-28
+/// requests): each call runs under an id of the server's, so each client gets its own nested-call record and
+/// only its own nested call's log line (regression: both ran as `mcp-7`; one got the other's record and log
+/// line, the other neither).
+#[test]
+fn two_clients_with_the_same_request_ids_hear_only_their_own_calls() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let ws = workspace();
+    let plugins = tempfile::tempdir().unwrap();
+    let server = start_with_nest(ws.path(), plugins.path(), &[]);
+    let url = server.url.clone();
+    let stateless_meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
+    });
+    for revision in ["2025-11-25", "2026-07-28"] {
+        let stop = Arc::new(AtomicBool::new(false));
+        // A session hears log lines on its event stream; a stateless request on its response's.
+        let clients: Vec<_> = ["A", "B"]
+            .into_iter()
+            .map(|tag| {
+                let session = (revision == "2025-11-25").then(|| session(&url, &[]));
+                let listener = session.clone().map(|id| {
+                    let (url, stop) = (url.clone(), stop.clone());
+                    std::thread::spawn(move || listen(&url, &id, &stop))
+                });
+                (tag, session, listener)
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let calls: Vec<_> = clients
+            .into_iter()
+            .map(|(tag, session, listener)| {
+                let meta = if session.is_some() {
+                    json!({})
+                } else {
+                    stateless_meta.clone()
+                };
+                let url = url.clone();
+                let call = std::thread::spawn(move || {
+                    let mut headers = vec![("mcp-protocol-version", revision)];
+                    if let Some(id) = &session {
+                        headers.push(("mcp-session-id", id.as_str()));
+                    } else {
+                        headers.extend([("Mcp-Method", "tools/call"), ("Mcp-Name", "nest")]);
+                    }
+                    post(&url, &headers, &nest_call(tag, meta))
+                });
+                (tag, call, listener)
+            })
+            .collect();
+        let replies: Vec<_> = calls
+            .into_iter()
+            .map(|(tag, call, listener)| (tag, call.join().unwrap(), listener))
+            .collect();
+        // Log lines sent before the answer are on the event stream by now; give them a moment to be read.
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, Ordering::SeqCst);
+        for (tag, reply, listener) in replies {
+            assert_eq!(
+                reply.status, 200,
+                "{revision} {tag}: {}{}",
+                reply.head, reply.body
+            );
+            let heard = match listener {
+                Some(listener) => listener.join().unwrap(),
+                None => reply.body.clone(),
+            };
+            assert_eq!(
+                log_lines(&heard),
+                [format!("log-{tag}")],
+                "{revision} {tag}: {heard}"
+            );
+            let (arguments, text) = answered(&reply);
+            assert_eq!(
+                arguments,
+                [
+                    json!({"sleepMs": 800}),
+                    json!({"text": format!("from-{tag}"), "log": format!("log-{tag}")})
+                ],
+                "{revision} {tag}"
+            );
+            assert_eq!(
+                text,
+                format!("leaf ok ran: leaf \nleaf ok ran: leaf from-{tag}"),
+                "{revision} {tag}"
+            );
+        }
+    }
+}
+
+/// A value of the server's `/proc/PID/status` in kB (`VmHWM`, `VmRSS`).
+fn status_kb(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {status}"))
+}
+
+/// How many files the server has open.
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+}
+
+/// Regression: with a 1024 open-file limit, 1 100 half-open connections from a client without the token kept the
+/// client with it out (`accept` failed at the limit, and the server never closed a silent connection). Here, at
+/// 256 open files, 1 000 connections without the token idle (half send nothing, half the start of a request
+/// head), and the client with the token is answered at once: the oldest of them make room.
+#[test]
+fn a_client_with_the_token_is_served_while_a_thousand_connections_without_it_idle() {
+    let ws = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), "s3cret-token-0123456789\n");
+    let server = HttpServer::start_with_file_limit(
+        Path::new(BINARY),
+        256,
+        &[
+            "--cwd",
+            ws.path().to_str().unwrap(),
+            "--no-default-plugins",
+            "--token-file",
+            token.to_str().unwrap(),
+        ],
+    );
+    let authority = host_port(&server.url).to_owned();
+    let idle: Vec<TcpStream> = (0..1000)
+        .map(|i| {
+            let mut stream = TcpStream::connect(&authority).unwrap();
+            if i % 2 == 1 {
+                stream
+                    .write_all(format!("POST /mcp HTTP/1.1\r\nHost: {authority}\r\n").as_bytes())
+                    .unwrap();
+            }
+            stream
+        })
+        .collect();
+    let auth = [("Authorization", "Bearer s3cret-token-0123456789")];
+    let started = Instant::now();
+    let id = session(&server.url, &auth);
+    let reply = post(
+        &server.url,
+        &[
+            auth[0],
+            ("mcp-session-id", &id),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+    );
+    let elapsed = started.elapsed();
+    let tools = &reply.messages()[0]["result"]["tools"];
+    assert_eq!(tools[0]["name"], "read", "{}{}", reply.head, reply.body);
+    assert!(elapsed < Duration::from_secs(5), "answered after {elapsed:?}");
+    // The server stayed within its limit, and the oldest silent connections were closed.
+    assert!(open_files(server.pid()) <= 256);
+    let mut oldest = &idle[0];
+    oldest.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    assert_eq!(
+        oldest.read(&mut [0u8; 64]).unwrap_or(0),
+        0,
+        "the oldest idle connection is still open"
+    );
+}
+
+/// A client that sends nothing, or only the start of a request head, is closed after the header timeout; so is a
+/// kept-alive connection that does not start its next request.
+#[test]
+fn silent_connections_are_closed_after_the_header_timeout() {
+    let ws = workspace();
+    let server = start(ws.path(), &["--header-timeout", "1"]);
+    let authority = host_port(&server.url).to_owned();
+    let silent = TcpStream::connect(&authority).unwrap();
+    let mut slow = TcpStream::connect(&authority).unwrap();
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let mut kept = TcpStream::connect(&authority).unwrap();
+    let body = initialize_body();
+    kept.write_all(
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let started = Instant::now();
+    for (what, mut stream) in [("silent", silent), ("slow", slow), ("kept-alive", kept)] {
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut received = Vec::new();
+        let closed = loop {
+            let mut buffer = [0u8; 4096];
+            match stream.read(&mut buffer) {
+                Ok(0) => break true,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+                Err(_) => break false,
+            }
+        };
+        assert!(
+            closed,
+            "the {what} connection is still open after {:?}",
+            started.elapsed()
+        );
+        if what == "kept-alive" {
+            assert!(String::from_utf8_lossy(&received).contains("\"serverInfo\""));
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    // The server goes on.
+    assert_eq!(post(&server.url, &[], &initialize_body()).status, 200);
+}
+
+/// Regression: 6 000 `initialize` handshakes took the server from 26 MB to 817 MB (every session kept 5 minutes).
+/// Beyond `--max-sessions` the least recently used session is closed: the first one is gone (404), the last one
+/// answers, and the server's peak memory stays put.
+#[test]
+fn handshakes_beyond_the_session_bound_close_the_least_recently_used_sessions() {
+    let ws = workspace();
+    let server = start(ws.path(), &["--max-sessions", "20"]);
+    let url = server.url.clone();
+    let first = session(&url, &[]);
+    let before = status_kb(server.pid(), "VmRSS");
+    // Four clients at once, as a flood would come.
+    let handshakes: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                for _ in 0..400 {
+                    assert_eq!(post(&url, &[], &initialize_body()).status, 200);
+                }
+            })
+        })
+        .collect();
+    for handshake in handshakes {
+        handshake.join().unwrap();
+    }
+    let last = session(&url, &[]);
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let headers = |id: &str| {
+        vec![
+            ("mcp-session-id", id.to_owned()),
+            ("mcp-protocol-version", "2025-11-25".into()),
+        ]
+    };
+    let ask = |id: &str| {
+        let headers = headers(id);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        post(&url, &headers, &list)
+    };
+    assert_eq!(
+        ask(&first).status,
+        404,
+        "the first session outlived 1 600 newer ones"
+    );
+    let reply = ask(&last);
+    assert_eq!(
+        reply.messages()[0]["result"]["tools"][0]["name"],
+        "read",
+        "{}",
+        reply.body
+    );
+    let peak = status_kb(server.pid(), "VmHWM");
+    assert!(
+        peak < before + 40 * 1024,
+        "the server's peak memory grew from {before} kB to {peak} kB"
+    );
+}
+
+#[test]
+fn a_token_file_other_users_can_read_is_refused_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), "s3cret-token-0123456789\n");
+    for mode in [0o644, 0o640, 0o604] {
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = std::process::Command::new(BINARY)
+            .args([
+                "mcp",
+                "--http",
+                "127.0.0.1:0",
+                "--no-default-plugins",
+                "--token-file",
+            ])
+            .arg(&token)
+            .arg("--cwd")
+            .arg(ws.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.trim_end(),
+            format!(
+                "toolwright: the token file {} is open to other users (mode {mode:04o}): `chmod 600` it",
+                token.display()
+            ),
+            "{stderr}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "it listened: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
 }

@@ -4,11 +4,20 @@
 //! - `Host` and `Origin` are validated by rmcp against allow-lists (a foreign one gets 403): loopback names and
 //!   loopback origins by default, plus what [`HttpOptions`] adds.
 //! - With a token, every request must carry `Authorization: Bearer <token>` (else 401 and
-//!   `WWW-Authenticate: Bearer`); the comparison takes the same time wherever the first difference is.
+//!   `WWW-Authenticate: Bearer`, and the connection closes); the comparison takes the same time wherever the
+//!   first difference is.
+//! - Hostile clients are bounded ([`HttpOptions`]): a request head must arrive within the header timeout (also
+//!   the wait for the next request on a kept-alive connection); a connection that moves no byte for the idle
+//!   timeout is closed; `connections` bounds the connections (the oldest one that never sent the token makes
+//!   room) and `sessions` the live MCP sessions (the least recently used idle one makes room); bodies over
+//!   4 MiB get 413 (rmcp).
 //! - 2025-11-25 clients get sessions (`Mcp-Session-Id`); 2026-07-28 clients are served statelessly, and closing a
 //!   request's stream cancels its call.
 //! - Shutdown (the `shutdown` token, which the CLI cancels on SIGINT and SIGTERM) stops accepting, cancels
 //!   every running call (their processes are killed) and waits for them, then closes the connections.
+
+mod connections;
+mod sessions;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -19,13 +28,14 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::{McpServeError, McpServer};
+use connections::{Activity, Admitted, Connections, Watched};
+use sessions::BoundedSessions;
 
 /// The path the server answers on.
 pub const MCP_PATH: &str = "/mcp";
@@ -34,7 +44,7 @@ pub const MCP_PATH: &str = "/mcp";
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// How `toolwright mcp --http` serves.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HttpOptions {
     /// `Host` values accepted besides the loopback names (`localhost`, `127.0.0.1`, `::1`), as `host` or
     /// `host:port`.
@@ -45,6 +55,57 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// The bearer token every request must carry, when set.
     pub token: Option<String>,
+    /// At most this many connections at once ([`DEFAULT_MAX_CONNECTIONS`]); fewer when the open-file limit
+    /// leaves less room ([`connection_bound`]).
+    pub max_connections: usize,
+    /// At most this many live MCP sessions ([`DEFAULT_MAX_SESSIONS`]).
+    pub max_sessions: usize,
+    /// How long a client may take to send a request head, and to start the next one on a kept-alive connection
+    /// ([`DEFAULT_HEADER_TIMEOUT`]).
+    pub header_timeout: Duration,
+    /// How long a connection may move no byte either way, mid-request ([`IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            token: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+        }
+    }
+}
+
+/// The default bound on open connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// The default bound on live MCP sessions: a few clients need a few; each costs about 140 KiB while it
+/// lives (docs/mcp.md).
+pub const DEFAULT_MAX_SESSIONS: usize = 100;
+
+/// The default time a client has to send a request head (hyper's default is 30 s; clients send theirs at once).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection may move no byte mid-request: four times rmcp's event-stream keep-alive (15 s).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// File descriptors kept for everything but connections (plugins, programs and their pipes, logs).
+const RESERVED_FDS: u64 = 128;
+
+/// The connections the server holds at most: `configured`, or fewer when the open-file limit leaves less than
+/// that beside 128 kept for other files (at the limit, `accept` fails and every new client waits in the
+/// backlog).
+pub fn connection_bound(configured: usize) -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let room = usize::try_from(limit.saturating_sub(RESERVED_FDS).max(1)).unwrap_or(usize::MAX);
+    configured.min(room).max(1)
 }
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -66,6 +127,21 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
         difference |= given.get(i).copied().unwrap_or(0) ^ e;
     }
     difference == 0
+}
+
+/// 401, and the connection closes: a client without the token gets nothing more from it.
+fn unauthorized() -> Response<Body> {
+    let mut response = plain(
+        StatusCode::UNAUTHORIZED,
+        "Unauthorized: a bearer token is required",
+    );
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::WWW_AUTHENTICATE,
+        http::HeaderValue::from_static("Bearer realm=\"toolwright\""),
+    );
+    headers.insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    response
 }
 
 fn authorized<B>(request: &Request<B>, token: &str) -> bool {
@@ -106,10 +182,22 @@ impl McpServer {
         let server = self.clone();
         let service = StreamableHttpService::new(
             move || Ok(server.session()),
-            Arc::new(LocalSessionManager::default()),
+            Arc::new(BoundedSessions::new(options.max_sessions)),
             config,
         );
-        let token: Option<Arc<str>> = options.token.map(Into::into);
+        let max_connections = connection_bound(options.max_connections);
+        if max_connections < options.max_connections {
+            tracing::info!(
+                "at most {max_connections} connections (the open-file limit leaves no room for {})",
+                options.max_connections
+            );
+        }
+        let admission = Connections::new(max_connections);
+        let limits = Arc::new(Limits {
+            token: options.token.map(Into::into),
+            header_timeout: options.header_timeout,
+            idle_timeout: options.idle_timeout,
+        });
         let connections = tokio_util::task::TaskTracker::new();
         let closing = CancellationToken::new();
         loop {
@@ -126,8 +214,16 @@ impl McpServer {
                     continue;
                 }
             };
-            let (service, token, closing) = (service.clone(), token.clone(), closing.clone());
-            connections.spawn(serve_connection(stream, peer, service, token, closing));
+            let Some(admitted) = admission.admit() else {
+                tracing::warn!(
+                    %peer,
+                    "connection refused: {max_connections} connections are open, all with the token"
+                );
+                drop(stream);
+                continue;
+            };
+            let (service, limits, closing) = (service.clone(), limits.clone(), closing.clone());
+            connections.spawn(serve_connection(stream, peer, service, limits, admitted, closing));
         }
         drop(listener);
         // Cancel every running call and wait for them (their processes are killed), then end the streams.
@@ -145,11 +241,19 @@ impl McpServer {
     }
 }
 
+/// What every connection is held to.
+struct Limits {
+    token: Option<Arc<str>>,
+    header_timeout: Duration,
+    idle_timeout: Duration,
+}
+
 async fn serve_connection(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
-    service: StreamableHttpService<McpServer, LocalSessionManager>,
-    token: Option<Arc<str>>,
+    service: StreamableHttpService<McpServer, BoundedSessions>,
+    limits: Arc<Limits>,
+    admitted: Admitted,
     closing: CancellationToken,
 ) {
     // An answer goes out as several small writes (SSE priming event, message, end of stream): with Nagle's
@@ -157,9 +261,12 @@ async fn serve_connection(
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%peer, "cannot set TCP_NODELAY: {error}");
     }
+    let authorized_once = admitted.authorized.clone();
+    let token = limits.token.clone();
     let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
         let mut service = service.clone();
         let token = token.clone();
+        let authorized_once = authorized_once.clone();
         async move {
             if request.uri().path() != MCP_PATH {
                 return Ok::<_, Infallible>(plain(
@@ -170,28 +277,34 @@ async fn serve_connection(
             if let Some(token) = &token
                 && !authorized(&request, token)
             {
-                let mut response = plain(
-                    StatusCode::UNAUTHORIZED,
-                    "Unauthorized: a bearer token is required",
-                );
-                response.headers_mut().insert(
-                    http::header::WWW_AUTHENTICATE,
-                    http::HeaderValue::from_static("Bearer realm=\"toolwright\""),
-                );
-                return Ok(response);
+                return Ok(unauthorized());
             }
+            authorized_once.store(true, std::sync::atomic::Ordering::Relaxed);
             let response = tower_service::Service::call(&mut service, request).await;
             Ok(response.unwrap_or_else(|never| match never {}))
         }
     });
-    let connection =
-        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), handler);
+    let activity = Activity::new();
+    let io = Watched {
+        io: stream,
+        activity: activity.clone(),
+    };
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .serve_connection(TokioIo::new(io), handler);
     tokio::pin!(connection);
     tokio::select! {
         outcome = connection.as_mut() => {
             if let Err(error) = outcome {
                 tracing::debug!(%peer, "connection ended: {error}");
             }
+        }
+        () = connections::silence(&activity, limits.idle_timeout) => {
+            tracing::debug!(%peer, "connection closed: no byte moved for {:?}", limits.idle_timeout);
+        }
+        () = admitted.evict.cancelled() => {
+            tracing::debug!(%peer, "connection closed to make room: it never sent the token");
         }
         () = closing.cancelled() => {
             connection.as_mut().graceful_shutdown();

@@ -9,13 +9,15 @@
 //!   [`Watch`] ([`Reload`], [`Pending`]) for plugin directories that change while it serves, [`McpServeError`].
 //! - [`result`]: tools and results in the shape each protocol revision asks for (structured output).
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
-//! - [`http`]: the streamable-HTTP transport ([`HttpOptions`], bearer token, `Host`/`Origin` allow-lists).
+//! - [`http`]: the streamable-HTTP transport ([`HttpOptions`], bearer token, `Host`/`Origin` allow-lists, timeouts,
+//!   bounds on connections and sessions).
 //!
 //! What the server does:
 //!
 //! - `tools/list` lists the declared tools after the loadout, in the registry's order: name, title (the label),
 //!   description, input schema, output schema (see [`result`]) and annotations.
-//! - `tools/call` runs the full pipeline (validation, hooks, handler plugins) on one active tool. Content blocks
+//! - `tools/call` runs the full pipeline (validation, hooks, handler plugins) on one active tool, under a call id
+//!   of the server's (`mcp-<n>`, unique in the process, whatever JSON-RPC id the client sent). Content blocks
 //!   map one to one (images as MCP images); `structuredContent` as the revision allows; `isError` is the final
 //!   error flag. Partial results become `notifications/progress` when the client sent a progress token; what a
 //!   tool logs becomes `notifications/message` at or above the client's level; `notifications/cancelled` (or,
@@ -88,6 +90,8 @@ struct Inner {
     listeners: Mutex<Vec<(u64, rmcp::service::SubscriptionSink)>>,
     /// The number of the next listener.
     next_listener: std::sync::atomic::AtomicU64,
+    /// The number of the next call: its id is `mcp-<n>` ([`McpServer::call_id`]).
+    next_call: std::sync::atomic::AtomicU64,
     /// Cancels every running call (shutdown).
     shutdown: CancellationToken,
     /// The running calls, awaited at shutdown.
@@ -159,6 +163,7 @@ impl McpServer {
                 peers: Mutex::new(Vec::new()),
                 listeners: Mutex::new(Vec::new()),
                 next_listener: std::sync::atomic::AtomicU64::new(1),
+                next_call: std::sync::atomic::AtomicU64::new(1),
                 shutdown: CancellationToken::new(),
                 calls: TaskTracker::new(),
                 pending: std::sync::OnceLock::new(),
@@ -417,6 +422,18 @@ impl McpServer {
         })
     }
 
+    /// The id of the next call: `mcp-<n>`, numbered by this server, never the client's JSON-RPC id. Nested
+    /// calls' scopes and records, the routing of their events and logs, and audit records key on it; clients
+    /// choose their ids freely (every 2026-07-28 client counts from 1, two HTTP sessions both send 7), so an id
+    /// of theirs would let one client's call take another's nested record and log lines.
+    fn call_id(&self) -> String {
+        let n = self
+            .inner
+            .next_call
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("mcp-{n}")
+    }
+
     /// Run one call through the pipeline.
     async fn call(
         &self,
@@ -451,12 +468,10 @@ impl McpServer {
             level,
             count: Mutex::new(0),
         };
+        let id = self.call_id();
+        tracing::debug!(call = %id, request = ?context.id, tool = %name, "tools/call");
         let message = AssistantMessage {
-            tool_calls: vec![ToolCall::new(
-                format!("mcp-{}", context.id),
-                name.clone(),
-                arguments,
-            )],
+            tool_calls: vec![ToolCall::new(id, name.clone(), arguments)],
             ..Default::default()
         };
         // The call is cancelled by the client (`notifications/cancelled`, a closed stateless stream) or by

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use clap::Args;
+use toolwright::mcp::http::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS};
 use toolwright::toolset::{Toolset, ToolsetOptions};
 
 /// Arguments of `toolwright mcp`.
@@ -28,6 +29,18 @@ pub struct McpArgs {
     /// listen beyond loopback.
     #[arg(long, value_name = "FILE", requires = "http")]
     token_file: Option<PathBuf>,
+    /// At most this many HTTP connections at once (fewer if the open-file limit leaves less room); beyond it, the
+    /// oldest connection that never sent the token is closed, or the new one when all have.
+    #[arg(long, value_name = "N", requires = "http", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// At most this many live MCP sessions (2025-11-25 clients over HTTP); beyond it, the least recently used
+    /// session with no request running is closed.
+    #[arg(long, value_name = "N", requires = "http", default_value_t = DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
+    /// Seconds an HTTP client has to send a request's headers (and to start its next request on a kept-alive
+    /// connection) before the connection is closed.
+    #[arg(long, value_name = "SECS", requires = "http", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs())]
+    header_timeout: u64,
     /// Also accept this `Host` header (`name` or `name:port`) over HTTP; loopback names always pass.
     #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
     allow_hosts: Vec<String>,
@@ -74,18 +87,22 @@ fn http_options(args: &McpArgs, addr: SocketAddr) -> anyhow::Result<toolwright::
     let token = match &args.token_file {
         None => None,
         Some(path) => {
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(path)
+                    .with_context(|| format!("cannot read the token file {}", path.display()))?
+                    .permissions()
+                    .mode();
+                anyhow::ensure!(
+                    mode & 0o077 == 0,
+                    "the token file {} is open to other users (mode {:04o}): `chmod 600` it",
+                    path.display(),
+                    mode & 0o777
+                );
+            }
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read the token file {}", path.display()))?;
             let token = text.trim().to_owned();
-            {
-                use std::os::unix::fs::PermissionsExt;
-                if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
-                    tracing::warn!(
-                        "the token file {} can be read by other users: `chmod 600` it",
-                        path.display()
-                    );
-                }
-            }
             anyhow::ensure!(
                 token.len() >= 16 && token.bytes().all(|b| b.is_ascii_graphic()),
                 "the token in {} must be at least 16 printable ASCII characters without spaces",
@@ -102,6 +119,10 @@ fn http_options(args: &McpArgs, addr: SocketAddr) -> anyhow::Result<toolwright::
         allowed_hosts: args.allow_hosts.clone(),
         allowed_origins: args.allow_origins.clone(),
         token,
+        max_connections: args.max_connections,
+        max_sessions: args.max_sessions,
+        header_timeout: Duration::from_secs(args.header_timeout.max(1)),
+        ..Default::default()
     })
 }
 

@@ -5,8 +5,8 @@
 //!
 //! - `nest` makes the nested calls its arguments list (one by one, or all at once with `concurrent`) and reports
 //!   each outcome; it can report usage of its own.
-//! - `leaf` answers (after `sleepMs`), optionally with usage or as an error; `seq_leaf` does the same but is
-//!   sequential, and reports when it started and ended so tests can see overlap.
+//! - `leaf` answers (after `sleepMs`, having logged `log` at info), optionally with usage or as an error;
+//!   `seq_leaf` does the same but is sequential, and reports when it started and ended so tests can see overlap.
 //! - `helper` (exposure `codemode`), `later_helper` (`deferred`), `solo` (`model-only`) and `ghost` (`hidden`)
 //!   test what nested calls can reach.
 //! - `list_tools` reports the callable tools as the caller sees them (pi's `ctx.tools`).
@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use toolwright_sdk::{
-    CallOutcome, Ctx, ExecutionMode, Exposure, Tool, ToolError, ToolResult, ToolSpec, Usage,
+    CallOutcome, Ctx, ExecutionMode, Exposure, LogLevel, Tool, ToolError, ToolResult, ToolSpec, Usage,
 };
 
 /// One tool of the program.
@@ -54,7 +54,8 @@ fn leaf_schema() -> Value {
             "text": {"type": "string"},
             "usage": {"type": "number"},
             "sleepMs": {"type": "number"},
-            "fail": {"type": "boolean"}
+            "fail": {"type": "boolean"},
+            "log": {"type": "string"}
         }
     })
 }
@@ -168,6 +169,9 @@ impl Tool for NestedTool {
             }
             _ => {
                 let started = now_ms();
+                if let Some(line) = args["log"].as_str() {
+                    ctx.log(LogLevel::Info, line);
+                }
                 if let Some(ms) = args["sleepMs"].as_f64() {
                     // Sleep in slices so a cancelled call ends promptly.
                     let until = started + ms as u128;
