@@ -13,7 +13,7 @@
 //!
 //! What seccomp cannot see is which file a mapping comes from: the dynamic loader run as a program
 //! (`/lib64/ld-linux-x86-64.so.2 ./out/e`) maps a written binary with `mmap(PROT_EXEC)`, as it maps every
-//! library, and runs it (docs/permissions.md, "What a confined program can still do").
+//! library, and runs it (docs/permissions.md, "Written code").
 
 use std::collections::BTreeMap;
 use std::io;
