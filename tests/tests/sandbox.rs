@@ -1014,6 +1014,75 @@ async fn a_spawned_program_reaches_only_the_plugins_grants() {
     );
 }
 
+/// What a hostile plugin with `python3` runs: a binary it wrote (a copy of `touch`) put in memory and run with
+/// `fexecve`, then a system program run by descriptor (`execveat`, which Landlock alone would allow).
+const FROM_MEMORY: &str = r#"
+import errno, os, sys
+out = sys.argv[1]
+data = open("/usr/bin/touch", "rb").read()
+try:
+    fd = os.memfd_create("e")
+except OSError as e:
+    print("memfd_create:", errno.errorcode[e.errno])
+else:
+    os.write(fd, data)
+    os.execve(fd, ["e", out + "/memfd-ran"], {})
+fd = os.open("/usr/bin/touch", os.O_RDONLY)
+try:
+    os.execve(fd, ["touch", out + "/fexecve-ran"], {})
+except OSError as e:
+    print("fexecve:", errno.errorcode[e.errno])
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn written_code_does_not_run_from_memory_and_through_the_loader_runs_only_confined() {
+    const PYTHON: &str = "/usr/bin/python3";
+    const LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
+    if toolwright::native::landlock_abi() < 4 || !Path::new(PYTHON).exists() {
+        return; // no confinement here (see a_spawned_program_reaches_only_the_plugins_grants), or no Python
+    }
+    let s = sandbox(&format!(
+        "[plugins.toolwright-test-probe]\nread = [\".\"]\nwrite = [\"./out\"]\nspawn = [\"{PYTHON}\", \"sh\", \"cat\"]\n"
+    ));
+    let outside = std::fs::read_link(s.ws.path().join("link")).unwrap();
+    let outside = outside.parent().unwrap().to_string_lossy().into_owned();
+    let out_dir = s.path("out");
+    let loader = format!(
+        "cp /usr/bin/touch {out_dir}/t && {LOADER} {out_dir}/t {out_dir}/loader-ran {outside}/loader-escaped; echo $?"
+    );
+    let out = s
+        .run(&[
+            json!({"action": "spawn", "target": PYTHON, "args": ["-c", FROM_MEMORY, out_dir]}),
+            json!({"action": "spawn", "target": "sh", "args": ["-c", loader]}),
+            json!({"action": "spawn", "target": "cat", "args": [s.path("a.txt")]}),
+        ])
+        .await;
+    assert_eq!(
+        text(&out[0]),
+        "memfd_create: EPERM\nfexecve: EPERM\n",
+        "seccomp refuses an anonymous file and execution by descriptor (Landlock's refusal is EACCES)"
+    );
+    assert!(
+        !s.ws.path().join("out/memfd-ran").exists(),
+        "the binary in memory ran"
+    );
+    assert!(
+        !s.ws.path().join("out/fexecve-ran").exists(),
+        "execveat ran a program"
+    );
+    if Path::new(LOADER).exists() {
+        // What docs/permissions.md says remains: the loader maps a written binary as it maps a library, and it
+        // runs, confined as any program the plugin starts.
+        assert_eq!(
+            text(&out[1]),
+            format!("{out_dir}/t: cannot touch '{outside}/loader-escaped': Permission denied\n1\n")
+        );
+        assert!(s.ws.path().join("out/loader-ran").exists());
+        assert!(!Path::new(&outside).join("loader-escaped").exists());
+    }
+    assert_eq!(text(&out[2]), "inside", "the next start works");
+}
+
 /// Whether process `pid` still runs (a zombie runs nothing: it only waits for its new parent to reap it).
 fn running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {

@@ -10,7 +10,8 @@
 //!   the grant which would allow an access.
 //! - [`builtins`]: the seven built-in tools, linked natively from their plugin crates.
 //! - `programs`: which programs a tool may start, resolved from the host's `PATH` ([`Programs`],
-//!   [`ProgramGrant`]); `confine`: Landlock rules for them ([`Confinement`]); `scope`: a per-call cgroup
+//!   [`ProgramGrant`]); `confine`: Landlock rules for them ([`Confinement`]); `seccomp`: the system calls they
+//!   may not make (`memfd_create`, `execveat`, namespaces, …; `SyscallFilter`); `scope`: a per-call cgroup
 //!   ([`CallScope`]); `process`: the processes themselves ([`NativeProcess`], and [`without_forks`], which work
 //!   that must not meet a fork runs in); `mutation`: pi's file mutation
 //!   queue ([`FileMutationQueue`]).
@@ -28,6 +29,7 @@ mod process;
 mod programs;
 pub mod reach;
 mod scope;
+mod seccomp;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};

@@ -1,6 +1,6 @@
 //! Processes for native tools: a process group per spawn, stdout and stderr merged in arrival order, the whole
-//! group killed on kill or drop; the child joins its call's cgroup and takes on its confinement between fork
-//! and exec.
+//! group killed on kill or drop; the child joins its call's cgroup and takes on its confinement (Landlock, then
+//! the seccomp filter) between fork and exec.
 
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
@@ -15,6 +15,7 @@ use toolwright_sdk::{Command, ExitStatus, Process, ProcessEvent};
 
 use super::programs::Launch;
 use super::scope::CallScope;
+use super::seccomp::SyscallFilter;
 
 /// Held for reading around every fork of the host's (a spawn), and for writing by [`without_forks`].
 static FORKS: std::sync::RwLock<()> = std::sync::RwLock::new(());
@@ -71,17 +72,23 @@ impl NativeProcess {
         }
         // Everything that allocates or opens files happens here, in the parent; the child only makes syscalls.
         let ruleset = launch.confinement.as_ref().map(|c| c.ruleset()).transpose()?;
+        let filter = launch
+            .confinement
+            .as_ref()
+            .map(|_| SyscallFilter::get())
+            .transpose()?;
         let setup = ChildSetup {
             join: scope.join_fd(),
             setsid: true,
             no_new_privs: launch.no_new_privs || ruleset.is_some(),
             ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
+            filter,
         };
         #[allow(unsafe_code)]
         // SAFETY: the closure runs between fork and exec in a copy of a multi-threaded process, so it must be
-        // async-signal-safe: it only reads its captured integers and makes the setsid, write, prctl and
-        // landlock_restrict_self syscalls; it allocates nothing and takes no lock. The descriptors it uses are
-        // kept open by `scope` and `ruleset` until `spawn` returns.
+        // async-signal-safe: it only reads its captured integers and the compiled filter, and makes the setsid,
+        // write, prctl, landlock_restrict_self and seccomp syscalls; it allocates nothing and takes no lock. The
+        // descriptors it uses are kept open by `scope` and `ruleset` until `spawn` returns; the filter is static.
         unsafe {
             cmd.pre_exec(move || setup.apply());
         }
@@ -134,6 +141,8 @@ struct ChildSetup {
     no_new_privs: bool,
     /// A Landlock ruleset to enforce.
     ruleset: Option<RawFd>,
+    /// The system calls refused to it (with a ruleset: a confined program).
+    filter: Option<&'static SyscallFilter>,
 }
 
 impl ChildSetup {
@@ -161,6 +170,10 @@ impl ChildSetup {
             if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) } != 0 {
                 return Err(io::Error::last_os_error());
             }
+        }
+        // Last: nothing above needs a call it refuses.
+        if let Some(filter) = self.filter {
+            filter.apply()?;
         }
         Ok(())
     }

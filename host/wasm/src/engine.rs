@@ -33,6 +33,7 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// dropped the handle (a reloaded toolset, a finished load).
 pub struct PluginEngine {
     engine: Engine,
+    pagemap_scan: bool,
 }
 
 impl PluginEngine {
@@ -59,8 +60,14 @@ impl PluginEngine {
         // A finished instance's memory is reset by copying back only the pages it wrote (found with Linux's
         // PAGEMAP_SCAN, kernel 6.7+), up to KEEP_RESIDENT, instead of `madvise` of everything it touched: no
         // page-table teardown and TLB shootdown per call, no page faults for the next instance in the slot.
-        // Elsewhere wasmtime falls back to `madvise`.
-        pool.pagemap_scan(wasmtime::Enabled::Auto)
+        // Elsewhere wasmtime falls back to `madvise`. Not with swap: wasmtime 48.0.10's scan asks for written
+        // *present* pages, so a written page swapped out is neither copied back nor decommitted, and the previous
+        // instance's bytes reach the next one (fixed in 48.0.11, which does not resolve here). Without the scan
+        // wasmtime copies back the first KEEP_RESIDENT bytes, whether written or not, and decommits the rest:
+        // correct for swapped pages too.
+        let reset = MemoryReset::for_swaps(std::fs::read_to_string("/proc/swaps").ok().as_deref());
+        tracing::info!(reset = reset.name(), "memory reset of pooled instances");
+        pool.pagemap_scan(reset.pagemap_scan())
             .linear_memory_keep_resident(KEEP_RESIDENT)
             .table_keep_resident(TABLE_KEEP_RESIDENT)
             .max_unused_warm_slots(WARM_SLOTS);
@@ -91,7 +98,11 @@ impl PluginEngine {
                 }
             })
             .map_err(|e| wasmtime::format_err!("cannot start the epoch thread: {e}"))?;
-        Ok(PluginEngine { engine })
+        Ok(PluginEngine {
+            engine,
+            pagemap_scan: reset == MemoryReset::WrittenPages
+                && PoolingAllocationConfig::is_pagemap_scan_available(),
+        })
     }
 
     /// The engine.
@@ -99,10 +110,79 @@ impl PluginEngine {
         &self.engine
     }
 
+    /// Whether a finished instance's memory is reset by the pages `PAGEMAP_SCAN` finds written (what
+    /// `crate::resident` prepares for), rather than by its first [`KEEP_RESIDENT`] bytes.
+    pub fn pagemap_scan(&self) -> bool {
+        self.pagemap_scan
+    }
+
     /// A fingerprint of everything that makes compiled code incompatible (wasmtime's version and settings).
     pub fn fingerprint(&self) -> String {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         self.engine.precompile_compatibility_hash().hash(&mut hasher);
         format!("{:016x}", hasher.finish())
+    }
+}
+
+/// How the pooling allocator resets a finished instance's memory and tables for the next one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MemoryReset {
+    /// The pages `PAGEMAP_SCAN` reports written and present (where the kernel has it): only with no swap active.
+    WrittenPages,
+    /// The first [`KEEP_RESIDENT`] bytes copied back, the rest decommitted.
+    FirstBytes,
+}
+
+impl MemoryReset {
+    /// The reset for a system whose `/proc/swaps` reads `swaps` (`None`: unreadable, so swap is assumed): any
+    /// line after the header is an active swap area (a partition, a file, zram; zswap only compresses what goes
+    /// to one of them). Swap turned on after the engine was made is not seen.
+    fn for_swaps(swaps: Option<&str>) -> MemoryReset {
+        let active = swaps.is_none_or(|swaps| swaps.lines().skip(1).any(|line| !line.trim().is_empty()));
+        if active {
+            MemoryReset::FirstBytes
+        } else {
+            MemoryReset::WrittenPages
+        }
+    }
+
+    fn pagemap_scan(self) -> wasmtime::Enabled {
+        match self {
+            MemoryReset::WrittenPages => wasmtime::Enabled::Auto,
+            MemoryReset::FirstBytes => wasmtime::Enabled::No,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            MemoryReset::WrittenPages => {
+                "written pages (PAGEMAP_SCAN where the kernel has it; no swap active)"
+            }
+            MemoryReset::FirstBytes => {
+                "first bytes copied back, the rest decommitted (swap active or /proc/swaps unreadable)"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_swap_area_or_an_unreadable_list_turns_the_written_pages_reset_off() {
+        let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+        assert_eq!(MemoryReset::for_swaps(Some(header)), MemoryReset::WrittenPages);
+        assert_eq!(MemoryReset::for_swaps(Some("")), MemoryReset::WrittenPages);
+        let file = format!("{header}/swapfile                               file\t\t2097148\t\t0\t\t-2\n");
+        assert_eq!(MemoryReset::for_swaps(Some(&file)), MemoryReset::FirstBytes);
+        let zram =
+            format!("{header}/dev/zram0                              partition\t8388604\t\t1024\t\t100\n");
+        assert_eq!(MemoryReset::for_swaps(Some(&zram)), MemoryReset::FirstBytes);
+        assert_eq!(MemoryReset::for_swaps(None), MemoryReset::FirstBytes);
+        assert_eq!(
+            MemoryReset::for_swaps(Some(&file)).pagemap_scan(),
+            wasmtime::Enabled::No
+        );
     }
 }

@@ -496,7 +496,11 @@ fn link(
 ) -> Result<(Linked, Origin), PluginError> {
     let engine = runtime.engine.engine();
     let (component, origin, image) = match runtime.cache.mapped(engine, digest) {
-        Some((component, file)) => (component, Origin::Cached, file.map(resident::Image::new)),
+        Some((component, file)) => {
+            // Merging written runs only helps a reset by the pages PAGEMAP_SCAN finds (`crate::resident`).
+            let file = file.filter(|_| runtime.engine.pagemap_scan());
+            (component, Origin::Cached, file.map(resident::Image::new))
+        }
         None => {
             let read;
             let bytes = match bytes {

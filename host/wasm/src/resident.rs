@@ -24,7 +24,8 @@
 //!
 //! Linux only, and only for plugins loaded from the component cache (a component compiled in this process has
 //! its image in anonymous memory, which cannot be told from another's). Where the kernel lacks `PAGEMAP_SCAN`
-//! (6.7) or `MADV_POPULATE_WRITE` (5.14), nothing is done, as wasmtime does without the first.
+//! (6.7) or `MADV_POPULATE_WRITE` (5.14), nothing is done, as wasmtime does without the first; nor where the
+//! engine resets without the scan (swap active: `crate::engine`), which links no [`Image`].
 
 // Off Linux only the types are used (nothing is scanned).
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]

@@ -307,6 +307,7 @@ toolwright_sdk::export_tool!(Probe; capabilities = [
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("bash".into()), "connects through bash's /dev/tcp"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("cat".into()), "reads through a program"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("git".into()), "starts git"),
+    toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Spawn("/usr/bin/python3".into()), "runs what a hostile program would"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Env("PATH".into()), "reads one variable"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("127.0.0.1:*".into()), "connects to local servers"),
     toolwright_sdk::CapabilityRequest::new(toolwright_sdk::Capability::Network("localhost:*".into()), "connects to local servers by name"),
