@@ -1,7 +1,8 @@
 //! Plugins in OCI registries, as wasm OCI artifacts in the layout wasm-pkg-tools (`wkg oci push`) publishes: a
 //! manifest with one layer of media type `application/wasm` (the older `application/vnd.wasm.content.layer.v1+wasm`
 //! is read too) and a config of type `application/vnd.wasm.config.v0+json`. Through `oci-client`; plain HTTP only
-//! for a registry on loopback, anonymous access only.
+//! for a registry on loopback, anonymous access only. A pull fetches the manifest and streams the layer to a file,
+//! counted against its declared size and [`MAX_LAYER_BYTES`] and hashed as it arrives.
 
 use std::str::FromStr;
 
@@ -51,6 +52,9 @@ fn client(reference: &Reference, loopback: bool) -> Client {
     };
     Client::new(ClientConfig {
         protocol,
+        // A registry that goes quiet is given up on, not waited for.
+        connect_timeout: Some(std::time::Duration::from_secs(30)),
+        read_timeout: Some(std::time::Duration::from_secs(60)),
         ..Default::default()
     })
 }
