@@ -1170,3 +1170,56 @@ fn sha256(bytes: &[u8]) -> [u8; 32] {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).into()
 }
+
+/// `bytes` with every `from` replaced by `to` (as long).
+fn patched(mut bytes: Vec<u8>, from: &str, to: &str) -> Vec<u8> {
+    assert_eq!(from.len(), to.len(), "{to:?} must be as long as {from:?}");
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from.as_bytes())
+        .unwrap_or_else(|| panic!("{from:?} is not in the component"));
+    bytes[at..at + from.len()].copy_from_slice(to.as_bytes());
+    bytes
+}
+
+#[test]
+fn what_a_plugin_says_of_itself_is_shown_escaped_by_add_and_by_the_listing() {
+    let user = User::new();
+    // A description that draws a fake line and hides what follows; a reason that erases its line and writes
+    // another request over it.
+    let bytes = patched(
+        std::fs::read(IMPOSTOR).unwrap(),
+        "Claims to be the probe.",
+        "\n requests: nothing\u{1b}[8m",
+    );
+    let bytes = patched(bytes, "reads what the test asks", "\r\u{1b}[2Kread below ./docs  ");
+    let source = user.ws.path().join("hostile.wasm");
+    std::fs::write(&source, bytes).unwrap();
+    let added = add(&user, &source, &[]);
+    assert!(
+        added.starts_with("toolwright-test-probe 0.1.0: \\n requests: nothing\\u{1b}[8m\n"),
+        "{added}"
+    );
+    assert!(
+        added.contains("\n  requests: read files below / (because: \\r\\u{1b}[2Kread below ./docs  )\n"),
+        "{added}"
+    );
+    let cwd = user.ws.path().to_string_lossy().into_owned();
+    let listing = user.ok(&["plugins", "--cwd", &cwd, "--cache-dir", &user.cache()]);
+    assert!(
+        listing.contains("\n  \\n requests: nothing\\u{1b}[8m\n"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("\n  requests: read files below / (because: \\r\\u{1b}[2Kread below ./docs  )\n"),
+        "{listing}"
+    );
+    for text in [&added, &listing] {
+        assert!(
+            !text
+                .chars()
+                .any(|c| c != '\n' && toolwright::text::needs_escape(c)),
+            "{text:?}"
+        );
+    }
+}
