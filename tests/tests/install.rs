@@ -875,6 +875,12 @@ fn a_plugin_whose_name_is_a_path_or_holds_a_newline_is_not_installed_anywhere() 
         );
         assert_eq!(String::from_utf8_lossy(&out.stdout), "");
     }
+    // A source that never ends is not read.
+    let out = user.run(&["plugins", "add", "/dev/zero"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "toolwright: /dev/zero is not a regular file\n"
+    );
     // Nothing was written: not beside the plugin directory, not in it (its temporary file is gone), no policy.
     let after: Vec<String> = tree(user.home.path())
         .into_iter()
@@ -1192,7 +1198,11 @@ fn what_a_plugin_says_of_itself_is_shown_escaped_by_add_and_by_the_listing() {
         "Claims to be the probe.",
         "\n requests: nothing\u{1b}[8m",
     );
-    let bytes = patched(bytes, "reads what the test asks", "\r\u{1b}[2Kread below ./docs  ");
+    let bytes = patched(
+        bytes,
+        "reads what the test asks",
+        "\r\u{1b}[2Kread below ./docs  ",
+    );
     let source = user.ws.path().join("hostile.wasm");
     std::fs::write(&source, bytes).unwrap();
     let added = add(&user, &source, &[]);

@@ -272,6 +272,11 @@ fn fetch(source: &str, dir: &Path) -> anyhow::Result<Fetched> {
         });
     }
     let path = std::path::absolute(source).unwrap_or_else(|_| PathBuf::from(source));
+    // A FIFO or a device would block the open or never end: only a regular file is a plugin file.
+    let meta = std::fs::metadata(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
     let file = std::fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
     // Counted as it is copied, as a registry's layer is: the largest plugin is the same from either.
     let mut reader = file.take(super::oci::MAX_LAYER_BYTES + 1);
