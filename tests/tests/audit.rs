@@ -490,3 +490,242 @@ fn killing_the_host_mid_batch_leaves_a_valid_log_with_every_settled_call() {
     );
     assert!(std::fs::read_to_string(setup.log()).unwrap().ends_with('\n'));
 }
+
+/// `toolwright exec --audit-log LOG` of `calls` with `setup`'s plugins and policy (and `extra` arguments): its
+/// stdout events and stderr.
+fn exec_into(setup: &Setup, log: &Path, calls: Value, extra: &[&str]) -> (Vec<Value>, String) {
+    let file = setup.dir.path().join(format!(
+        "calls-{}.json",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::write(&file, json!({ "toolCalls": calls }).to_string()).unwrap();
+    let out = setup
+        .command("exec")
+        .arg(&file)
+        .arg("--json")
+        .arg("--audit-log")
+        .arg(log)
+        .args(setup.args())
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "exec failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (events, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// `toolwright audit --verify --file LOG`: (exit code, stdout).
+fn verify(setup: &Setup, log: &Path) -> (i32, String) {
+    let out = setup
+        .command("audit")
+        .arg("--verify")
+        .arg("--file")
+        .arg(log)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The text of the result of call `id` among `events`.
+fn result_text<'a>(events: &'a [Value], id: &str) -> &'a str {
+    events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == id)
+        .unwrap()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+}
+
+#[test]
+fn ids_names_and_plugin_names_that_hold_newlines_or_escapes_print_escaped() {
+    let setup = Setup::new();
+    // A plugin whose name holds a line break followed by what looks like a heading.
+    let claimed = b"toolwright-test-probe";
+    let hostile_name = "x\n2026  fake  ls  ok ";
+    assert_eq!(hostile_name.len(), claimed.len());
+    let mut bytes = std::fs::read(toolwright_tests::programs::IMPOSTOR).unwrap();
+    let at = bytes.windows(claimed.len()).position(|w| w == claimed).unwrap();
+    bytes[at..at + claimed.len()].copy_from_slice(hostile_name.as_bytes());
+    std::fs::remove_file(setup.plugins().join("probe.wasm")).unwrap();
+    std::fs::write(setup.plugins().join("hostile.wasm"), bytes).unwrap();
+    let log = setup.log();
+    let forged = "2026-12-01T00:00:00.000Z  forged  ls  ok  0 ms  built-in (native)";
+    exec_into(
+        &setup,
+        &log,
+        json!([
+            {"id": format!("c1\n{forged}"), "name": "ls", "arguments": {}},
+            {"id": "c2", "name": format!("nope\r\u{1b}[2K\u{1b}]0;owned\u{7}{forged}"), "arguments": {}},
+            {"id": "c3\u{202e}", "name": "probe", "arguments": {"action": "read", "target": "readme"}},
+        ]),
+        &[],
+    );
+    let out = setup.command("audit").arg("--file").arg(&log).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    // One heading per record, nothing a terminal acts on, and every character shown.
+    let headings: Vec<&str> = printed.lines().filter(|l| !l.starts_with(' ')).collect();
+    assert_eq!(headings.len(), 3, "{printed}");
+    assert!(
+        !printed.contains("\n2026-12-01T00:00:00.000Z  forged"),
+        "{printed}"
+    );
+    assert!(
+        !printed
+            .chars()
+            .any(|c| c != '\n' && toolwright::text::needs_escape(c)),
+        "{printed:?}"
+    );
+    assert!(
+        printed.contains(&format!("  c1\\n{forged}  ls  ok  ")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!(
+            "  c2  nope\\r\\u{{1b}}[2K\\u{{1b}}]0;owned\\u{{7}}{forged}  error  "
+        )),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("  c3\\u{202e}  probe  error  ")
+            && printed.contains(" plugin (wasm) x\\n2026  fake  ls  ok  sha256:"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn a_plugin_whose_write_grant_covers_the_audit_log_is_refused_at_load() {
+    let setup = Setup::new();
+    let out = setup.ws.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let log = out.join("audit.jsonl");
+    exec_into(
+        &setup,
+        &log,
+        json!([{"id": "before", "name": "ls", "arguments": {}}]),
+        &[],
+    );
+    let kept = std::fs::read_to_string(&log).unwrap();
+    // The probe asks to write `./out`, and the policy grants it: the log is inside.
+    std::fs::write(
+        setup.policy(),
+        format!("[plugins.{PROBE_NAME}]\nwrite = [\"./out\"]\n"),
+    )
+    .unwrap();
+    let call = json!([{"id": "erase", "name": "probe", "arguments": {"action": "write", "target": log}}]);
+    let (events, stderr) = exec_into(&setup, &log, call, &[]);
+    assert!(
+        stderr.contains(&format!(
+            "plugin `{PROBE_NAME}` is not loaded: its write grant on {} covers the audit log {}, which would let it \
+             escape its sandbox; grant it a directory that does not contain that",
+            out.display(),
+            log.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(result_text(&events, "erase"), "Tool probe not found");
+    // The log kept its records and gained the refused call's, chained.
+    let now = std::fs::read_to_string(&log).unwrap();
+    assert!(now.starts_with(&kept), "{now}");
+    assert!(now.contains("\"id\":\"erase\""), "{now}");
+    let (code, said) = verify(&setup, &log);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains(": the chain holds: 2 records,"), "{said}");
+    // A grant beside the log is no grant of it: the probe loads and writes there.
+    std::fs::write(
+        setup.policy(),
+        format!("[plugins.{PROBE_NAME}]\nwrite = [\"./out/sub\"]\n"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(out.join("sub")).unwrap();
+    let call = json!([{"id": "beside", "name": "probe", "arguments": {"action": "write", "target": out.join("sub/x")}}]);
+    let (events, _) = exec_into(&setup, &log, call, &[]);
+    assert_eq!(result_text(&events, "beside"), "wrote");
+    assert_eq!(verify(&setup, &log).0, 0);
+}
+
+#[test]
+fn verify_names_the_record_edited_inserted_or_removed_and_concurrent_writers_keep_one_chain() {
+    let setup = Setup::new();
+    let log = setup.log();
+    // Two hosts appending to one log at once, each running its calls in parallel.
+    let calls = |host: &str| -> Value {
+        (0..8)
+            .map(|i| json!({"id": format!("{host}{i}"), "name": "ls", "arguments": {}}))
+            .collect()
+    };
+    std::thread::scope(|s| {
+        let a = s.spawn(|| exec_into(&setup, &log, calls("a"), &[]));
+        let b = s.spawn(|| exec_into(&setup, &log, calls("b"), &[]));
+        a.join().unwrap();
+        b.join().unwrap();
+    });
+    let (code, said) = verify(&setup, &log);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.starts_with(&format!("{}: the chain holds: 16 records, each carrying the hash of the one before; the last line's hash is ", log.display())), "{said}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!("{{\"prev\":\"{}\",", "0".repeat(64))),
+        "{}",
+        lines[0]
+    );
+    let check = |lines: &[String]| {
+        let tampered = setup.dir.path().join("tampered.jsonl");
+        std::fs::write(&tampered, lines.join("\n") + "\n").unwrap();
+        let (code, said) = verify(&setup, &tampered);
+        assert_eq!(code, 1, "{said}");
+        said.strip_prefix(&format!("{}:", tampered.display()))
+            .unwrap()
+            .trim_end()
+            .to_owned()
+    };
+    let owned: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+    // Edited: the fourth record's outcome.
+    let mut edited = owned.clone();
+    edited[3] = edited[3].replace("\"outcome\":\"ok\"", "\"outcome\":\"error\"");
+    assert_ne!(edited, owned);
+    assert_eq!(
+        check(&edited),
+        "4: the record was edited, or records were removed after it (line 5 does not chain to it)"
+    );
+    // Inserted: a copy of the fourth record, renamed, after it.
+    let mut inserted = owned.clone();
+    inserted.insert(4, owned[3].replace("\"id\":\"", "\"id\":\"x"));
+    assert_eq!(
+        check(&inserted),
+        "5: the record was inserted (line 6 chains to line 4)"
+    );
+    // Removed: the fourth record, and the first.
+    let mut removed = owned.clone();
+    removed.remove(3);
+    assert_eq!(
+        check(&removed),
+        "3: the record was edited, or records were removed after it (line 4 does not chain to it)"
+    );
+    assert_eq!(
+        check(&owned[1..]),
+        "1: the first record does not start the chain: records were removed before it, or it was edited"
+    );
+    // The untouched log still verifies, and takes more records on the same chain.
+    exec_into(
+        &setup,
+        &log,
+        json!([{"id": "later", "name": "ls", "arguments": {}}]),
+        &[],
+    );
+    assert!(verify(&setup, &log).1.contains(": the chain holds: 17 records,"));
+}

@@ -799,3 +799,437 @@ fn an_mcp_call_cancelled_while_it_waits_for_a_compile_leaves_the_server_serving(
     let (is_error, text) = mcp.run(3, "probe", read);
     assert_eq!((is_error, text.as_str()), (false, "read 5 bytes"));
 }
+
+/// The impostor component with its metadata name `toolwright-test-probe` replaced by `name` (as long), as a
+/// hostile author would name a plugin.
+fn renamed(name: &str) -> Vec<u8> {
+    let claimed = b"toolwright-test-probe";
+    assert_eq!(
+        name.len(),
+        claimed.len(),
+        "{name:?} must be as long as the name it replaces"
+    );
+    let mut bytes = std::fs::read(IMPOSTOR).unwrap();
+    let mut found = 0;
+    let mut i = 0;
+    while i + claimed.len() <= bytes.len() {
+        if &bytes[i..i + claimed.len()] == claimed {
+            bytes[i..i + claimed.len()].copy_from_slice(name.as_bytes());
+            found += 1;
+            i += claimed.len();
+        } else {
+            i += 1;
+        }
+    }
+    assert!(found > 0, "the impostor no longer holds its claimed name");
+    bytes
+}
+
+/// The files below `dir`, as sorted relative paths (links not followed).
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            out.push(path.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
+            if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+const BAD_NAME_RULES: &str = "(a plugin name is 1 to 128 ASCII letters, digits, `_` or `-`, as a tool name, and names its \
+     file in the plugin directory)";
+
+#[test]
+fn a_plugin_whose_name_is_a_path_or_holds_a_newline_is_not_installed_anywhere() {
+    let user = User::new();
+    let before = tree(user.home.path());
+    for (name, shown, why) in [
+        ("../../escaped-by-name", "../../escaped-by-name", "it is a path"),
+        (
+            "x\ninstalled probe-ok ",
+            "x\\ninstalled probe-ok ",
+            "it holds control characters",
+        ),
+    ] {
+        let source = user.ws.path().join("hostile.wasm");
+        std::fs::write(&source, renamed(name)).unwrap();
+        let cache = user.cache();
+        let out = user.run(&[
+            "plugins",
+            "add",
+            source.to_str().unwrap(),
+            "--yes",
+            "--cache-dir",
+            &cache,
+        ]);
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("toolwright: the plugin's name `{shown}` cannot be installed: {why} {BAD_NAME_RULES}\n")
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    }
+    // A source that never ends is not read.
+    let out = user.run(&["plugins", "add", "/dev/zero"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "toolwright: /dev/zero is not a regular file\n"
+    );
+    // Nothing was written: not beside the plugin directory, not in it (its temporary file is gone), no policy.
+    let after: Vec<String> = tree(user.home.path())
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert_eq!(
+        after,
+        [".config", ".config/toolwright", ".config/toolwright/plugins"]
+    );
+    // The next installation works.
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    assert!(add(&user, &source, &[]).contains("installed toolwright-test-probe"));
+}
+
+/// A user with the probe installed into the project (`--project`): (user, the workspace as an argument).
+fn project_with_probe() -> (User, String) {
+    let user = User::new();
+    let cwd = user.ws.path().to_string_lossy().into_owned();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    add(&user, &source, &["--project", "--cwd", &cwd, "--grant", "read=."]);
+    (user, cwd)
+}
+
+#[test]
+fn a_project_lockfile_naming_another_file_makes_remove_and_update_touch_nothing() {
+    let (user, cwd) = project_with_probe();
+    let cache = user.cache();
+    let lockfile = user.ws.path().join("toolwright.lock");
+    let installed = user
+        .ws
+        .path()
+        .join(".toolwright/plugins/toolwright-test-probe.wasm");
+    let approved = std::fs::read_to_string(&lockfile).unwrap();
+    let file_line = format!("file = \"{}\"", installed.display());
+    assert!(approved.contains(&file_line), "{approved}");
+    // The user's own file, and a plugin file planted in the user's trusted plugin directory.
+    let victim = user.home.path().join("notes.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let planted = user.config().join("plugins/planted.wasm");
+    for (target, command) in [(&victim, "remove"), (&planted, "update")] {
+        let hostile = approved.replace(&file_line, &format!("file = \"{}\"", target.display()));
+        std::fs::write(&lockfile, &hostile).unwrap();
+        let policy = std::fs::read_to_string(user.ws.path().join("toolwright.toml")).unwrap();
+        let mut args = vec!["plugins", command];
+        if command == "remove" {
+            args.push("toolwright-test-probe");
+        }
+        args.extend(["--project", "--cwd", &cwd, "--cache-dir", &cache]);
+        let out = user.run(&args);
+        assert!(!out.status.success(), "{command}");
+        let said = format!(
+            "toolwright-test-probe's entry in {} names the file {}, not {} where the installer puts \
+             toolwright-test-probe: nothing was changed (edit or remove the entry by hand)",
+            lockfile.display(),
+            target.display(),
+            installed.display()
+        );
+        let text = String::from_utf8_lossy(if command == "remove" {
+            &out.stderr
+        } else {
+            &out.stdout
+        });
+        assert!(text.contains(&said), "{command}: {text}");
+        // Nothing touched: the victim, the lockfile, the policy, the installed plugin; nothing planted.
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(!planted.exists(), "{command} planted {}", planted.display());
+        assert_eq!(std::fs::read_to_string(&lockfile).unwrap(), hostile);
+        assert_eq!(
+            std::fs::read_to_string(user.ws.path().join("toolwright.toml")).unwrap(),
+            policy
+        );
+        assert_eq!(std::fs::read(&installed).unwrap(), std::fs::read(PROBE).unwrap());
+    }
+    // With its own entry back, remove removes what the installer installed.
+    std::fs::write(&lockfile, &approved).unwrap();
+    let removed = user.ok(&[
+        "plugins",
+        "remove",
+        "toolwright-test-probe",
+        "--project",
+        "--cwd",
+        &cwd,
+    ]);
+    assert!(
+        removed.contains(&format!("deleted {}", installed.display())),
+        "{removed}"
+    );
+    assert!(!installed.exists());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+}
+
+#[test]
+fn links_a_project_ships_are_never_followed_by_the_installer() {
+    let user = User::new();
+    let cwd = user.ws.path().to_string_lossy().into_owned();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    // Temporary names the installer once used, as links to the user's files.
+    let victims: Vec<PathBuf> = ["lock-victim", "toml-victim"]
+        .iter()
+        .map(|n| write_file(user.home.path(), n, "precious"))
+        .collect();
+    std::os::unix::fs::symlink(&victims[0], user.ws.path().join("toolwright.lock.tmp")).unwrap();
+    std::os::unix::fs::symlink(&victims[1], user.ws.path().join("toolwright.toml.tmp")).unwrap();
+    let added = add(&user, &source, &["--project", "--cwd", &cwd, "--grant", "read=."]);
+    assert!(added.contains("installed toolwright-test-probe"), "{added}");
+    for victim in &victims {
+        assert_eq!(std::fs::read_to_string(victim).unwrap(), "precious");
+    }
+    let policy = std::fs::read_to_string(user.ws.path().join("toolwright.toml")).unwrap();
+    assert!(policy.contains("[plugins.toolwright-test-probe]"), "{policy}");
+    assert!(
+        !std::fs::symlink_metadata(user.ws.path().join("toolwright.toml"))
+            .unwrap()
+            .is_symlink()
+    );
+
+    // The policy, the lockfile or the plugin directory as links (to the user's own policy, say): refused, and
+    // what they point to is left as it was.
+    let cache = user.cache();
+    let users_policy = write_file(user.home.path(), "users-policy.toml", "# mine\n");
+    for (link, target) in [
+        ("toolwright.toml", users_policy.clone()),
+        ("toolwright.lock", users_policy.clone()),
+        (".toolwright", user.home.path().to_path_buf()),
+    ] {
+        let other = User::new();
+        let cwd = other.ws.path().to_string_lossy().into_owned();
+        let path = other.ws.path().join(link);
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let out = other.run(&[
+            "plugins",
+            "add",
+            source.to_str().unwrap(),
+            "--project",
+            "--cwd",
+            &cwd,
+            "--yes",
+            "--cache-dir",
+            &cache,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{link}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!(
+                "toolwright: {} is a symbolic link: the installer does not follow links in a project (replace it with \
+                 the file or directory it points to)\n",
+                path.display()
+            ),
+            "{link}"
+        );
+        assert_eq!(std::fs::read_to_string(&users_policy).unwrap(), "# mine\n");
+        assert!(!user.home.path().join("plugins").exists());
+    }
+}
+
+#[test]
+fn a_plugin_from_a_registry_whose_name_is_a_path_is_not_installed() {
+    let registry = Registry::start();
+    let user = User::new();
+    let cache = user.cache();
+    let tag = registry.reference("toolwright/escaped:latest");
+    let file = user.ws.path().join("hostile.wasm");
+    std::fs::write(&file, renamed("../../escaped-by-name")).unwrap();
+    let published = user.ok(&[
+        "plugins",
+        "publish",
+        file.to_str().unwrap(),
+        &tag,
+        "--cache-dir",
+        &cache,
+    ]);
+    assert!(
+        published.starts_with("published ../../escaped-by-name 0.1.0 to "),
+        "{published}"
+    );
+    let before = tree(user.home.path());
+    let out = user.run(&["plugins", "add", &tag, "--yes", "--cache-dir", &cache]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "toolwright: the plugin's name `../../escaped-by-name` cannot be installed: it is a path {BAD_NAME_RULES}\n"
+        )
+    );
+    let after: Vec<String> = tree(user.home.path())
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert_eq!(
+        after,
+        [".config", ".config/toolwright", ".config/toolwright/plugins"]
+    );
+}
+
+/// A registry stub on loopback that lies: its manifest declares a wasm layer of 1 000 bytes, and the layer's
+/// blob streams without end (up to `limit` bytes, so that a client that reads it all still ends). Returns its
+/// port and the count of layer bytes it managed to send.
+fn lying_registry(limit: u64) -> (u16, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = sent.clone();
+    let config = b"{}";
+    let config_digest = toolwright::identity::hex(&sha256(config));
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.wasm.config.v0+json", "digest": format!("sha256:{config_digest}"), "size": 2},
+        "layers": [{"mediaType": "application/wasm", "digest": format!("sha256:{}", "ab".repeat(32)), "size": 1000}],
+    })
+    .to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let manifest = manifest.clone();
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = String::new();
+                reader.read_line(&mut request).unwrap();
+                loop {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).unwrap() == 0 || header == "\r\n" {
+                        break;
+                    }
+                }
+                let path = request.split(' ').nth(1).unwrap_or_default().to_owned();
+                if path.contains("/manifests/") {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{manifest}",
+                        manifest.len()
+                    );
+                } else if path.contains("/blobs/") {
+                    // No length: the body ends when the connection does, which is never, unless the client hangs up.
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n"
+                    );
+                    let chunk = vec![0x61u8; 64 * 1024];
+                    while counter.load(Ordering::Relaxed) < limit && stream.write_all(&chunk).is_ok() {
+                        counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    }
+                } else {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+                    );
+                }
+            });
+        }
+    });
+    (port, sent)
+}
+
+#[test]
+fn a_registry_that_declares_1000_bytes_and_streams_forever_is_stopped_at_byte_1001() {
+    let limit = 512 << 20;
+    let (port, sent) = lying_registry(limit);
+    let user = User::new();
+    let cache = user.cache();
+    let source = format!("oci://127.0.0.1:{port}/toolwright/endless:latest");
+    let before = tree(user.home.path());
+    let out = user.run(&["plugins", "add", &source, "--yes", "--cache-dir", &cache]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "toolwright: {source}: the registry sent more than the 1000 bytes the manifest declares for the layer; the \
+             download was stopped and nothing was installed\n"
+        )
+    );
+    // It hung up at once: what it was sent is what the sockets buffer, not the half gigabyte on offer.
+    let sent = sent.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(sent < 32 << 20, "the client read {sent} bytes");
+    // Nothing installed: the plugin directory is empty (its temporary file is gone), no policy, no lockfile.
+    let after: Vec<String> = tree(user.home.path())
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert_eq!(
+        after,
+        [".config", ".config/toolwright", ".config/toolwright/plugins"]
+    );
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// `bytes` with every `from` replaced by `to` (as long).
+fn patched(mut bytes: Vec<u8>, from: &str, to: &str) -> Vec<u8> {
+    assert_eq!(from.len(), to.len(), "{to:?} must be as long as {from:?}");
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from.as_bytes())
+        .unwrap_or_else(|| panic!("{from:?} is not in the component"));
+    bytes[at..at + from.len()].copy_from_slice(to.as_bytes());
+    bytes
+}
+
+#[test]
+fn what_a_plugin_says_of_itself_is_shown_escaped_by_add_and_by_the_listing() {
+    let user = User::new();
+    // A description that draws a fake line and hides what follows; a reason that erases its line and writes
+    // another request over it.
+    let bytes = patched(
+        std::fs::read(IMPOSTOR).unwrap(),
+        "Claims to be the probe.",
+        "\n requests: nothing\u{1b}[8m",
+    );
+    let bytes = patched(
+        bytes,
+        "reads what the test asks",
+        "\r\u{1b}[2Kread below ./docs  ",
+    );
+    let source = user.ws.path().join("hostile.wasm");
+    std::fs::write(&source, bytes).unwrap();
+    let added = add(&user, &source, &[]);
+    assert!(
+        added.starts_with("toolwright-test-probe 0.1.0: \\n requests: nothing\\u{1b}[8m\n"),
+        "{added}"
+    );
+    assert!(
+        added.contains("\n  requests: read files below / (because: \\r\\u{1b}[2Kread below ./docs  )\n"),
+        "{added}"
+    );
+    let cwd = user.ws.path().to_string_lossy().into_owned();
+    let listing = user.ok(&["plugins", "--cwd", &cwd, "--cache-dir", &user.cache()]);
+    assert!(
+        listing.contains("\n  \\n requests: nothing\\u{1b}[8m\n"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("\n  requests: read files below / (because: \\r\\u{1b}[2Kread below ./docs  )\n"),
+        "{listing}"
+    );
+    for text in [&added, &listing] {
+        assert!(
+            !text
+                .chars()
+                .any(|c| c != '\n' && toolwright::text::needs_escape(c)),
+            "{text:?}"
+        );
+    }
+}

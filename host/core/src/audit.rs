@@ -445,6 +445,10 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRecord {
+    /// The hex SHA-256 of the log's previous line (without its newline), or [`GENESIS`] for a log's first
+    /// record: the chain [`verify`] checks. Set by [`AuditLog`] as it appends; `None` in a record not yet written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev: Option<String>,
     /// When the call started, RFC 3339 in UTC with milliseconds.
     pub time: String,
     /// The call's id.
@@ -529,6 +533,7 @@ impl AuditRecord {
         }
         let error = settled.error.map(text);
         AuditRecord {
+            prev: None,
             time: rfc3339(settled.started),
             id: settled.call.id.clone(),
             parent: settled.parent.map(str::to_owned),
@@ -591,14 +596,39 @@ impl AuditSink for AuditMemory {
     }
 }
 
-/// The audit log file: one JSON line per record, appended with a single `write` each (the file is opened with
-/// `O_APPEND`, so lines from several processes do not interleave), created readable by its owner only.
+/// The `prev` of a log's first record: where every chain starts.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The hex SHA-256 of one line of the log, without its newline: the next record's `prev`.
+pub fn line_hash(line: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(line)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The audit log file: one JSON line per record, each chained to the line before by its `prev` (the hash of
+/// that line), appended with a single `write` each, created readable by its owner only.
+///
+/// One writer at a time: the records of one process pass a mutex, and every append holds an exclusive `flock`
+/// on the file, so that several processes logging to one file (an `mcp` server and an `exec`) keep one chain.
+/// The hash of the last line is kept with the file length it was taken at; when the file has grown since
+/// (another process wrote), the last line is read again under the lock.
 #[derive(Debug)]
 pub struct AuditLog {
     path: PathBuf,
-    file: Mutex<File>,
+    file: Mutex<Chained>,
     /// Whether a failed write was already reported (once is enough; the calls go on).
     reported: std::sync::atomic::AtomicBool,
+}
+
+/// The open log and where its chain ends.
+#[derive(Debug)]
+struct Chained {
+    file: File,
+    /// (the file's length, the hash of its last line) as of this process's last append.
+    head: Option<(u64, String)>,
 }
 
 impl AuditLog {
@@ -610,13 +640,14 @@ impl AuditLog {
             std::fs::create_dir_all(dir)?;
         }
         let file = std::fs::OpenOptions::new()
+            .read(true)
             .append(true)
             .create(true)
             .mode(0o600)
             .open(path)?;
         Ok(AuditLog {
             path: path.to_owned(),
-            file: Mutex::new(file),
+            file: Mutex::new(Chained { file, head: None }),
             reported: Default::default(),
         })
     }
@@ -625,24 +656,85 @@ impl AuditLog {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Append `record` chained to the last line, under the writer lock.
+    fn append(&self, record: &AuditRecord) -> std::io::Result<()> {
+        let body = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        let mut chained = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        // A file system without `flock` still gets the record: only writers in other processes could then
+        // interleave their links (which `--verify` would show), never lose a line.
+        let locked = chained.file.lock().is_ok();
+        let written = chained.append(&body);
+        if locked {
+            chained.file.unlock()?;
+        }
+        written
+    }
+}
+
+impl Chained {
+    /// Append the record serialised as `body` (a JSON object, without `prev`), with the file locked.
+    fn append(&mut self, body: &[u8]) -> std::io::Result<()> {
+        let len = self.file.metadata()?.len();
+        let (mut line, prev) = match &self.head {
+            Some((at, hash)) if *at == len => (Vec::new(), hash.clone()),
+            _ => self.last_line_hash(len)?,
+        };
+        // `{"prev":"…",` and the rest of the record: `prev` first, as the struct declares it.
+        let start = line.len();
+        line.extend_from_slice(b"{\"prev\":\"");
+        line.extend_from_slice(prev.as_bytes());
+        line.extend_from_slice(b"\"");
+        match body.get(1..) {
+            Some(rest) if rest != b"}" => {
+                line.push(b',');
+                line.extend_from_slice(rest);
+            }
+            _ => line.push(b'}'),
+        }
+        let hash = line_hash(&line[start..]);
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.head = Some((len + line.len() as u64, hash));
+        Ok(())
+    }
+
+    /// The hash of the file's last line (the file is `len` bytes long), or [`GENESIS`] for an empty file; and,
+    /// when the file does not end in a newline (a write cut short), the newline that ends that line first.
+    fn last_line_hash(&mut self, len: u64) -> std::io::Result<(Vec<u8>, String)> {
+        use std::io::{Read, Seek, SeekFrom};
+        if len == 0 {
+            return Ok((Vec::new(), GENESIS.to_owned()));
+        }
+        // Read back from the end until the newline before the last line (a record is at most a few MiB).
+        let mut tail = Vec::new();
+        let mut at = len;
+        let mut chunk = vec![0; 64 * 1024];
+        let start = loop {
+            let from = at.saturating_sub(chunk.len() as u64);
+            let n = (at - from) as usize;
+            self.file.seek(SeekFrom::Start(from))?;
+            self.file.read_exact(&mut chunk[..n])?;
+            tail.splice(0..0, chunk[..n].iter().copied());
+            at = from;
+            let body = tail.strip_suffix(b"\n").unwrap_or(&tail);
+            if let Some(i) = body.iter().rposition(|b| *b == b'\n') {
+                break i + 1;
+            }
+            if at == 0 {
+                break 0;
+            }
+        };
+        let ends_line = tail.last() == Some(&b'\n');
+        let last = &tail[start..tail.len() - usize::from(ends_line)];
+        let newline = if ends_line { Vec::new() } else { b"\n".to_vec() };
+        Ok((newline, line_hash(last)))
+    }
 }
 
 impl AuditSink for AuditLog {
     fn record(&self, record: &AuditRecord) {
-        let mut line = match serde_json::to_vec(record) {
-            Ok(line) => line,
-            Err(e) => {
-                tracing::error!("an audit record could not be serialised: {e}");
-                return;
-            }
-        };
-        line.push(b'\n');
-        let written = self
-            .file
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .write_all(&line);
-        if let Err(e) = written
+        if let Err(e) = self.append(record)
             && !self.reported.swap(true, std::sync::atomic::Ordering::Relaxed)
         {
             tracing::error!(
@@ -651,6 +743,65 @@ impl AuditSink for AuditLog {
             );
         }
     }
+}
+
+/// Where a log's chain breaks: the first line that is not where the chain says it should be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {what}")]
+pub struct Broken {
+    /// The line (from 1) the report is about.
+    pub line: usize,
+    /// What is wrong, in words.
+    pub what: String,
+}
+
+/// Check the chain of the log read from `lines` (its lines without their newlines): the number of records and
+/// the hash of the last line (the head to keep elsewhere, to detect a log rewritten from some record on), or the
+/// first place it breaks. Each record's `prev` must be the hash of the line before it ([`GENESIS`] for the
+/// first): a record edited, inserted or removed breaks it at that place. The records after the last one cannot
+/// be missed this way: compare the head with one kept elsewhere.
+pub fn verify(lines: impl IntoIterator<Item = Vec<u8>>) -> Result<(usize, String), Broken> {
+    let prev_of = |line: &[u8]| -> Option<String> {
+        let value: serde_json::Value = serde_json::from_slice(line).ok()?;
+        value.get("prev")?.as_str().map(str::to_owned)
+    };
+    let lines: Vec<Vec<u8>> = lines.into_iter().collect();
+    let mut expected = GENESIS.to_owned();
+    for (i, line) in lines.iter().enumerate() {
+        let n = i + 1;
+        let broken = |what: String| Err(Broken { line: n, what });
+        if serde_json::from_slice::<AuditRecord>(line).is_err() {
+            return broken("not an audit record (edited, or a line cut short)".into());
+        }
+        let Some(prev) = prev_of(line) else {
+            return broken("the record has no `prev`: it was written outside the chain, or edited".into());
+        };
+        if prev == expected {
+            expected = line_hash(line);
+            continue;
+        }
+        if n == 1 {
+            return broken(
+                "the first record does not start the chain: records were removed before it, or it was edited"
+                    .into(),
+            );
+        }
+        // An inserted line: the one after it chains to the one before it.
+        if lines.get(n).and_then(|next| prev_of(next)) == Some(expected.clone()) {
+            return broken(format!(
+                "the record was inserted (line {} chains to line {})",
+                n + 1,
+                n - 1
+            ));
+        }
+        return Err(Broken {
+            line: n - 1,
+            what: format!(
+                "the record was edited, or records were removed after it (line {n} does not chain to it)"
+            ),
+        });
+    }
+    Ok((lines.len(), expected))
 }
 
 #[cfg(test)]
@@ -791,6 +942,66 @@ mod tests {
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
+        );
+    }
+
+    fn ls_record(id: &str) -> AuditRecord {
+        let call = ToolCall::new(id, "ls", json!({}));
+        let settled = Settled {
+            started: std::time::SystemTime::now(),
+            duration_ms: 0,
+            call: &call,
+            parent: None,
+            origin: None,
+            outcome: Outcome::Ok,
+            error: None,
+        };
+        AuditRecord::settle(settled, &Trail::off())
+    }
+
+    fn lines(path: &Path) -> Vec<Vec<u8>> {
+        let text = std::fs::read(path).unwrap();
+        text.split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    #[test]
+    fn two_writers_on_one_file_keep_one_chain_and_a_cut_line_is_ended_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let (a, b) = (AuditLog::open(&path).unwrap(), AuditLog::open(&path).unwrap());
+        for i in 0..3 {
+            a.record(&ls_record(&format!("a{i}")));
+            b.record(&ls_record(&format!("b{i}")));
+        }
+        let (count, head) = verify(lines(&path)).unwrap();
+        assert_eq!(count, 6);
+        let all = lines(&path);
+        assert!(all[0].starts_with(format!("{{\"prev\":\"{GENESIS}\",\"time\":").as_bytes()));
+        assert_eq!(head, line_hash(&all[5]));
+        let back: AuditRecord = serde_json::from_slice(&all[1]).unwrap();
+        assert_eq!(back.prev, Some(line_hash(&all[0])));
+        // A line cut short by a crash: ended before the next record, which chains to it; verify names it.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"prev\":\"ab")
+            .unwrap();
+        a.record(&ls_record("after"));
+        let all = lines(&path);
+        assert_eq!(all.len(), 8);
+        assert_eq!(all[6], b"{\"prev\":\"ab");
+        let last: AuditRecord = serde_json::from_slice(&all[7]).unwrap();
+        assert_eq!(last.prev, Some(line_hash(&all[6])));
+        assert_eq!(
+            verify(all).unwrap_err(),
+            Broken {
+                line: 7,
+                what: "not an audit record (edited, or a line cut short)".into()
+            }
         );
     }
 }

@@ -9,6 +9,8 @@
 //! The modules, from the bottom up (each imports only modules above it in this list):
 //!
 //! - [`types`]: the wire types: [`ToolCall`], [`ToolResult`], [`ToolResultMessage`], [`AgentEvent`].
+//! - [`text`]: text a plugin, client or model chose, escaped for people ([`text::escape`]): what the audit
+//!   log's reader and the command line print.
 //! - [`schema`]: argument validation with pi's coercion rules and error texts; schemas checked before use.
 //! - [`audit`]: the audit log's records ([`AuditRecord`](audit::AuditRecord)), the trail of one call's decisions
 //!   and activity, and the sinks they are written to ([`AuditLog`](audit::AuditLog)).
@@ -74,6 +76,7 @@ pub mod policy;
 pub mod record;
 pub mod registry;
 pub mod schema;
+pub mod text;
 pub mod tool;
 pub mod types;
 

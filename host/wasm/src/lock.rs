@@ -46,6 +46,112 @@ pub fn beside(policy: &Path) -> PathBuf {
     policy.with_file_name(FILE_NAME)
 }
 
+/// The longest plugin name the installer takes (a file name has room for 255 bytes).
+pub const MAX_NAME_LEN: usize = 128;
+
+/// A plugin name the installer refuses: it would not name a file of the plugin directory, or not one people can
+/// read.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the plugin's name `{}` cannot be installed: {why} (a plugin name is 1 to {MAX_NAME_LEN} ASCII letters, digits, `_` or `-`, as a tool name, and names its file in the plugin directory)",
+    toolwright_core::text::escape(name)
+)]
+pub struct NameError {
+    /// The name, as the plugin gave it.
+    pub name: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
+/// Whether `name` can name an installed plugin: the tool-name rules (ASCII letters, digits, `_`, `-`), so that
+/// it is one file name inside the plugin directory, never `..`, a path or a control character.
+pub fn check_name(name: &str) -> Result<(), NameError> {
+    let why = if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > MAX_NAME_LEN {
+        Some("it is too long")
+    } else if name.contains("..") || name.contains('/') || name.contains('\\') {
+        Some("it is a path")
+    } else if name.chars().any(char::is_control) {
+        Some("it holds control characters")
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        Some("it holds characters other than ASCII letters, digits, `_` and `-`")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(NameError {
+            name: name.to_owned(),
+            why,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The file plugin `name` is installed as in the plugin directory `dir`: `dir/NAME.wasm`, the one path the
+/// installer writes or deletes for it (a lockfile's `file` is compared with it, never used in its place).
+pub fn installed_file(dir: &Path, name: &str) -> Result<PathBuf, NameError> {
+    check_name(name)?;
+    Ok(dir.join(format!("{name}.wasm")))
+}
+
+/// Replace the file at `path` with `bytes`, atomically: written to a temporary file created exclusively
+/// (`O_CREAT|O_EXCL`, mode 0644) in the same directory, then renamed over `path`. A `path` that is a symbolic
+/// link is refused (the installer replaces files, never what a link points to); the rename replaces `path`
+/// itself, so a link put there meanwhile is replaced, not followed.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(std::io::Error::other(format!(
+            "{} is a symbolic link: the installer writes only files it can replace (replace the link with the file it points to)",
+            path.display()
+        )));
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let stem = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (temp, mut file) = create_exclusive(dir, &stem)?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    drop(file);
+    let renamed = written.and_then(|()| std::fs::rename(&temp, path));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    renamed
+}
+
+/// A new file `dir/.STEM.PID.N.tmp`, created exclusively: an existing file or link of the name is never opened.
+fn create_exclusive(dir: &Path, stem: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let temp = dir.join(format!(".{stem}.{}.{nanos}{n}.tmp", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&temp)
+        {
+            Ok(file) => return Ok((temp, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// A lockfile's contents.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -368,8 +474,8 @@ impl Lockfile {
         }
     }
 
-    /// Write it to `path`, atomically (a temporary file renamed over the old one), so a crash leaves the old
-    /// lockfile or the new one, never half of one.
+    /// Write it to `path`, atomically ([`replace_file`]), so a crash leaves the old lockfile or the new one,
+    /// never half of one; a `path` that is a symbolic link is refused.
     pub fn save(&self, path: &Path) -> Result<(), LockError> {
         let error = |e: &dyn std::fmt::Display| LockError {
             path: path.to_owned(),
@@ -383,9 +489,7 @@ impl Lockfile {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| error(&e))?;
         }
-        let temp = path.with_extension("lock.tmp");
-        std::fs::write(&temp, text).map_err(|e| error(&e))?;
-        std::fs::rename(&temp, path).map_err(|e| error(&e))
+        replace_file(path, text.as_bytes()).map_err(|e| error(&e))
     }
 }
 
@@ -480,6 +584,59 @@ mod tests {
             verdict(&changes(&approved, &schema), true),
             Verdict::Held(_)
         ));
+    }
+
+    #[test]
+    fn only_a_name_that_is_one_file_name_is_installed_and_links_are_not_written_through() {
+        let dir = Path::new("/plugins");
+        assert_eq!(
+            installed_file(dir, "my_tool-2").unwrap(),
+            Path::new("/plugins/my_tool-2.wasm")
+        );
+        for (name, why) in [
+            ("", "it is empty"),
+            ("../escaped-by-name", "it is a path"),
+            ("..", "it is a path"),
+            ("a/b", "it is a path"),
+            ("a\\b", "it is a path"),
+            ("x\ny", "it holds control characters"),
+            ("x\u{1b}[2K", "it holds control characters"),
+            (
+                "caf\u{e9}",
+                "it holds characters other than ASCII letters, digits, `_` and `-`",
+            ),
+            (
+                "a.b",
+                "it holds characters other than ASCII letters, digits, `_` and `-`",
+            ),
+        ] {
+            assert_eq!(check_name(name).unwrap_err().why, why, "{name:?}");
+        }
+        assert_eq!(
+            check_name(&"a".repeat(MAX_NAME_LEN + 1)).unwrap_err().why,
+            "it is too long"
+        );
+        assert!(
+            check_name("x\ny")
+                .unwrap_err()
+                .to_string()
+                .starts_with("the plugin's name `x\\ny` cannot be installed: it holds control characters")
+        );
+
+        let temp = tempfile::tempdir().unwrap();
+        let victim = temp.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let link = temp.path().join(FILE_NAME);
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let error = Lockfile::new().save(&link).unwrap_err();
+        assert!(error.message.contains("is a symbolic link"), "{error}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        // A file replaced leaves no temporary file behind.
+        let file = temp.path().join("toolwright.toml");
+        replace_file(&file, b"a").unwrap();
+        replace_file(&file, b"b").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "b");
+        assert_eq!(std::fs::read_dir(temp.path()).unwrap().count(), 3);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use toolwright::audit::{AuditRecord, OriginKind, Outcome, Verdict};
+use toolwright::text::escape;
 
 /// Arguments of `toolwright audit`.
 #[derive(Debug, Args)]
@@ -30,6 +31,11 @@ pub struct AuditArgs {
     /// Print the matching records as they are stored, one JSON line each.
     #[arg(long)]
     json: bool,
+    /// Check the log's hash chain instead: each record must carry the hash of the line before it. Names the first
+    /// record edited, inserted or removed by its line, and exits 1; prints the last line's hash (keep it
+    /// elsewhere to detect a log rewritten from some record on) and exits 0 when the chain holds.
+    #[arg(long, conflicts_with_all = ["since", "tool", "plugin", "json"])]
+    verify: bool,
 }
 
 /// `--since` as the log writes times (RFC 3339 in UTC with milliseconds), so that times compare as text.
@@ -75,6 +81,9 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 )?
         }
     };
+    if args.verify {
+        return verify(&file);
+    }
     let log = std::fs::File::open(&file)
         .with_context(|| format!("cannot open the audit log {}", file.display()))?;
     let mut out = std::io::stdout().lock();
@@ -116,6 +125,32 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `--verify`: the chain of the log at `file`.
+fn verify(file: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let bytes =
+        std::fs::read(file).with_context(|| format!("cannot read the audit log {}", file.display()))?;
+    let mut lines: Vec<Vec<u8>> = bytes.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+    if lines.last().is_some_and(Vec::is_empty) {
+        lines.pop();
+    }
+    let mut out = std::io::stdout().lock();
+    match toolwright::audit::verify(lines) {
+        Ok((records, head)) => {
+            writeln!(
+                out,
+                "{}: the chain holds: {records} records, each carrying the hash of the one before; the last line's \
+                 hash is {head}",
+                file.display()
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(broken) => {
+            writeln!(out, "{}:{}: {}", file.display(), broken.line, broken.what)?;
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
 impl AuditArgs {
     fn keeps(&self, record: &AuditRecord) -> bool {
         let since = self.since.as_ref().is_none_or(|since| record.time >= *since);
@@ -130,7 +165,9 @@ impl AuditArgs {
     }
 }
 
-/// One record for people: a heading line, then one indented line per step, spawn, connection and error.
+/// One record for people: a heading line, then one indented line per step, spawn, connection and error. Every
+/// string a plugin, a client or a model chose (ids, names, reasons, argv, errors) is escaped, so that none can
+/// print a line of its own or act on the terminal; a multi-line text shows its first line.
 fn render(record: &AuditRecord) -> String {
     let outcome = match record.outcome {
         Outcome::Ok => "ok",
@@ -152,10 +189,11 @@ fn render(record: &AuditRecord) -> String {
             };
             let mut text = format!("{kind} ({runtime})");
             if let Some(plugin) = &s.plugin {
-                text.push_str(&format!(" {plugin}"));
+                text.push_str(&format!(" {}", escape(plugin)));
             }
             if let Some(sha) = &s.sha256 {
-                text.push_str(&format!(" sha256:{}", &sha[..sha.len().min(12)]));
+                let short: String = sha.chars().take(12).collect();
+                text.push_str(&format!(" sha256:{}", escape(&short)));
             }
             text
         }
@@ -163,17 +201,20 @@ fn render(record: &AuditRecord) -> String {
     let parent = record
         .parent
         .as_ref()
-        .map(|p| format!(" (nested in {p})"))
+        .map(|p| format!(" (nested in {})", escape(p)))
         .unwrap_or_default();
     let mut text = format!(
         "{}  {}  {}{parent}  {outcome}  {} ms  {source}\n",
-        record.time, record.id, record.tool, record.duration_ms
+        escape(&record.time),
+        escape(&record.id),
+        escape(&record.tool),
+        record.duration_ms
     );
     if let Some(grants) = record.source.as_ref().and_then(|s| s.grants.as_ref()) {
         let grants = if grants.is_empty() {
             "nothing".to_owned()
         } else {
-            grants.join(", ")
+            escape(&grants.join(", ")).into_owned()
         };
         text.push_str(&format!("    grants   {grants}\n"));
     }
@@ -194,12 +235,14 @@ fn render(record: &AuditRecord) -> String {
         text.push_str(&format!(
             "    {:<8} {} {verdict}{reason}\n",
             stage(step.stage),
-            step.by
+            escape(&step.by)
         ));
     }
     for spawn in &record.spawns {
+        // Each argument escaped whole: a newline inside one is shown, not taken for the end of the command.
         let command = std::iter::once(spawn.program.as_str())
             .chain(spawn.argv.iter().map(String::as_str))
+            .map(|a| escape(a).into_owned())
             .collect::<Vec<_>>()
             .join(" ");
         let verdict = match (&spawn.reason, spawn.allowed) {
@@ -210,14 +253,17 @@ fn render(record: &AuditRecord) -> String {
         let by = spawn
             .by
             .as_ref()
-            .map(|b| format!("  (by {b})"))
+            .map(|b| format!("  (by {})", escape(b)))
             .unwrap_or_default();
-        text.push_str(&format!("    spawn    {}{verdict}{by}\n", first_line(&command)));
+        text.push_str(&format!("    spawn    {command}{verdict}{by}\n"));
     }
     for c in &record.connections {
         let verdict = if c.allowed { "" } else { "  (refused)" };
-        let by = c.by.as_ref().map(|b| format!("  (by {b})")).unwrap_or_default();
-        text.push_str(&format!("    connect  {}{verdict}{by}\n", c.address));
+        let by =
+            c.by.as_ref()
+                .map(|b| format!("  (by {})", escape(b)))
+                .unwrap_or_default();
+        text.push_str(&format!("    connect  {}{verdict}{by}\n", escape(&c.address)));
     }
     if record.omitted > 0 {
         text.push_str(&format!("    … {} more spawns and connections\n", record.omitted));
@@ -236,11 +282,11 @@ fn stage(stage: toolwright::audit::Stage) -> &'static str {
     }
 }
 
-/// The first line of `text`, marked with `…` when there is more.
+/// The first line of `text`, escaped, marked with `…` when there is more.
 fn first_line(text: &str) -> String {
     match text.split_once('\n') {
-        Some((first, _)) => format!("{first} …"),
-        None => text.to_owned(),
+        Some((first, _)) => format!("{} …", escape(first)),
+        None => escape(text).into_owned(),
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use clap::Args;
 use serde_json::{Value, json};
+use toolwright::text::escape;
 
 /// Arguments of `toolwright check`.
 #[derive(Debug, Args)]
@@ -185,6 +186,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         writeln!(out, "{report}")?;
     } else if ok {
+        // What the plugin says of itself is escaped: it cannot print lines of its own.
+        let text = |v: &Value| escape(v.as_str().unwrap_or("")).into_owned();
         let kb = report["size"].as_u64().unwrap_or(0) as f64 / 1024.0;
         let how = if report["compiled"] == true {
             "compiled"
@@ -194,8 +197,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         writeln!(
             out,
             "ok: {} {}, a {} plugin ({kb:.0} KiB; {how} and described in {:.1} ms)",
-            report["name"].as_str().unwrap_or(""),
-            report["version"].as_str().unwrap_or(""),
+            text(&report["name"]),
+            text(&report["version"]),
             report["kind"].as_str().unwrap_or(""),
             report["loadMs"].as_f64().unwrap_or(0.0)
         )?;
@@ -203,8 +206,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "  tool {}: {}",
-                tool["name"].as_str().unwrap_or(""),
-                tool["description"].as_str().unwrap_or("")
+                text(&tool["name"]),
+                text(&tool["description"])
             )?;
         }
         let capabilities = report["capabilities"]
@@ -219,12 +222,12 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 out,
                 "  requests: {} (because: {})",
                 c["text"].as_str().unwrap_or(""),
-                c["reason"].as_str().unwrap_or("")
+                text(&c["reason"])
             )?;
         }
     } else {
         for problem in report["problems"].as_array().into_iter().flatten() {
-            writeln!(out, "problem: {}", problem["what"].as_str().unwrap_or(""))?;
+            writeln!(out, "problem: {}", escape(problem["what"].as_str().unwrap_or("")))?;
             if let Some(fix) = problem["fix"].as_str() {
                 writeln!(out, "  fix: {fix}")?;
             }

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use toolwright::sdk::Capability;
+use toolwright::text::escape;
 use toolwright::wasm::lock::{self, LockEntry, Lockfile};
 
 /// `toolwright plugins` subcommands.
@@ -160,10 +161,20 @@ impl TargetArgs {
                 .context("cannot find the user's config directory: set HOME or XDG_CONFIG_HOME")?;
             (config.join("plugins"), config.join("toolwright.toml"))
         };
-        let dir = self.dir.clone().unwrap_or(dir);
-        let policy = self.policy.clone().unwrap_or(policy);
+        let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
+        let dir = absolute(self.dir.clone().unwrap_or(dir));
+        let policy = absolute(self.policy.clone().unwrap_or(policy));
+        let lock = lock::beside(&policy);
+        if self.project {
+            // The project's files are the project's to choose: a link among them would send what the installer
+            // writes (or reads as its own) elsewhere.
+            let cwd = super::workspace(self.cwd.clone())?;
+            for path in [&dir, &policy, &lock] {
+                refuse_links(&cwd, path)?;
+            }
+        }
         Ok(Target {
-            lock: lock::beside(&policy),
+            lock,
             dir,
             policy,
             cache_dir: Some(
@@ -173,6 +184,25 @@ impl TargetArgs {
             ),
         })
     }
+}
+
+/// Refuse `path` when it, or a directory between `root` and it, is a symbolic link.
+fn refuse_links(root: &Path, path: &Path) -> anyhow::Result<()> {
+    let Ok(below) = path.strip_prefix(root) else {
+        return Ok(());
+    };
+    let mut at = root.to_path_buf();
+    for part in below.components() {
+        at.push(part);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            bail!(
+                "{} is a symbolic link: the installer does not follow links in a project (replace it with the file \
+                 or directory it points to)",
+                at.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Run a `plugins` subcommand.
@@ -195,33 +225,88 @@ fn publish(args: PublishArgs) -> anyhow::Result<ExitCode> {
     writeln!(
         out,
         "published {} {} to {} ({digest}); install it with: toolwright plugins add {}",
-        plugin.metadata.name, plugin.metadata.version, args.target, args.target
+        escape(&plugin.metadata.name),
+        escape(&plugin.metadata.version),
+        args.target,
+        args.target
     )?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// A plugin file fetched from its source: its bytes and what the source resolved to.
+/// A plugin file fetched from its source into a temporary file of the plugin directory (created exclusively, to
+/// be checked and then renamed into place), and what the source resolved to.
 struct Fetched {
-    bytes: Vec<u8>,
+    /// The file, deleted unless it is persisted.
+    staged: tempfile::NamedTempFile,
+    /// Its SHA-256, lower-case hex.
+    sha256: String,
     /// What the source resolved to, when it is not the file itself (an OCI manifest's digest).
     resolved: String,
     /// The source as recorded (a file path made absolute).
     source: String,
 }
 
-fn fetch(source: &str) -> anyhow::Result<Fetched> {
+fn fetch(source: &str, dir: &Path) -> anyhow::Result<Fetched> {
+    use sha2::Digest as _;
+    use std::io::Read as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut staged = tempfile::Builder::new()
+        .prefix(".adding-")
+        .suffix(".wasm")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    let written = |staged: &tempfile::NamedTempFile| {
+        staged
+            .as_file()
+            .sync_all()
+            .with_context(|| format!("cannot write {}", staged.path().display()))
+    };
     if source.starts_with("oci://") {
-        let pulled = super::oci::pull(source)?;
+        let pulled = super::oci::pull(source, staged.as_file_mut())?;
+        written(&staged)?;
         return Ok(Fetched {
-            bytes: pulled.bytes,
+            staged,
+            sha256: pulled.sha256,
             resolved: pulled.manifest_digest,
             source: source.to_owned(),
         });
     }
     let path = std::path::absolute(source).unwrap_or_else(|_| PathBuf::from(source));
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    // A FIFO or a device would block the open or never end: only a regular file is a plugin file.
+    let meta = std::fs::metadata(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    let file = std::fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    // Counted as it is copied, as a registry's layer is: the largest plugin is the same from either.
+    let mut reader = file.take(super::oci::MAX_LAYER_BYTES + 1);
+    let mut hasher = sha2::Sha256::new();
+    let mut buffer = vec![0; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = reader
+            .read(&mut buffer)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if total > super::oci::MAX_LAYER_BYTES {
+            bail!(
+                "{} is larger than {} bytes, the most a plugin may be",
+                path.display(),
+                super::oci::MAX_LAYER_BYTES
+            );
+        }
+        hasher.update(&buffer[..n]);
+        staged
+            .write_all(&buffer[..n])
+            .with_context(|| format!("cannot write {}", staged.path().display()))?;
+    }
+    written(&staged)?;
     Ok(Fetched {
-        bytes,
+        staged,
+        sha256: toolwright::identity::hex(&hasher.finalize().into()),
         resolved: String::new(),
         source: path.to_string_lossy().into_owned(),
     })
@@ -235,9 +320,12 @@ fn checked(path: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<toolwright
             .as_array()
             .into_iter()
             .flatten()
-            .map(|p| match p["fix"].as_str() {
-                Some(fix) => format!("{} (fix: {fix})", p["what"].as_str().unwrap_or_default()),
-                None => p["what"].as_str().unwrap_or_default().to_owned(),
+            .map(|p| {
+                let what = escape(p["what"].as_str().unwrap_or_default()).into_owned();
+                match p["fix"].as_str() {
+                    Some(fix) => format!("{what} (fix: {fix})"),
+                    None => what,
+                }
             })
             .collect();
         bail!(
@@ -251,10 +339,23 @@ fn checked(path: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<toolwright
 
 /// What `plugin` offers and requests, for people.
 fn show(out: &mut impl Write, plugin: &toolwright::wasm::Plugin) -> std::io::Result<()> {
+    // Every word here is the plugin's own: escaped, so that it cannot print lines of its own or rewrite the ones
+    // around it.
     let m = &plugin.metadata;
-    writeln!(out, "{} {}: {}", m.name, m.version, m.description)?;
+    writeln!(
+        out,
+        "{} {}: {}",
+        escape(&m.name),
+        escape(&m.version),
+        escape(&m.description)
+    )?;
     for tool in &plugin.tools {
-        writeln!(out, "  tool {}: {}", tool.name, first_line(&tool.description))?;
+        writeln!(
+            out,
+            "  tool {}: {}",
+            escape(&tool.name),
+            escape(first_line(&tool.description))
+        )?;
     }
     if plugin.is_handler {
         writeln!(
@@ -270,7 +371,7 @@ fn show(out: &mut impl Write, plugin: &toolwright::wasm::Plugin) -> std::io::Res
             out,
             "  requests: {} (because: {})",
             super::plugins::describe(&c.capability),
-            c.reason
+            escape(&c.reason)
         )?;
     }
     Ok(())
@@ -307,6 +408,13 @@ fn choose(grant: &GrantArgs, requested: &[&Capability]) -> anyhow::Result<Vec<Ca
 
 /// The policy file as an editable document (empty when it does not exist).
 fn policy_document(path: &Path) -> anyhow::Result<toml_edit::DocumentMut> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        bail!(
+            "{} is a symbolic link: the installer edits only files it can replace (replace the link with the file \
+             it points to)",
+            path.display()
+        );
+    }
     match std::fs::read_to_string(path) {
         Ok(text) => text
             .parse()
@@ -323,9 +431,7 @@ fn save_policy(path: &Path, document: &toml_edit::DocumentMut) -> anyhow::Result
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let temp = path.with_extension("toml.tmp");
-    std::fs::write(&temp, text).with_context(|| format!("cannot write {}", temp.display()))?;
-    std::fs::rename(&temp, path).with_context(|| format!("cannot write {}", path.display()))
+    lock::replace_file(path, text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `[plugins.NAME]` of `document`, made if missing.
@@ -376,27 +482,21 @@ fn load_lock(target: &Target) -> anyhow::Result<Lockfile> {
 
 fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
     let target = args.target.resolve()?;
-    let fetched = fetch(&args.source)?;
     // Checked where it will be installed only once it passes: first as a temporary file.
-    std::fs::create_dir_all(&target.dir)
-        .with_context(|| format!("cannot create {}", target.dir.display()))?;
-    let staging = tempfile::Builder::new()
-        .prefix(".adding-")
-        .suffix(".wasm")
-        .tempfile_in(&target.dir)?;
-    std::fs::write(staging.path(), &fetched.bytes)?;
-    let plugin = checked(staging.path(), target.cache_dir.clone())?;
+    let fetched = fetch(&args.source, &target.dir)?;
+    let plugin = checked(fetched.staged.path(), target.cache_dir.clone())?;
     let name = plugin.metadata.name.clone();
+    // The name comes from the plugin: it names a file of the directory, or nothing is installed.
+    let file = lock::installed_file(&target.dir, &name)?;
     let mut lock = load_lock(&target)?;
-    let file = target.dir.join(format!("{name}.wasm"));
     if lock.plugins.contains_key(&name) {
         bail!(
             "{name} is already installed (from {}): `toolwright plugins update {name}` fetches it again, \
              `toolwright plugins remove {name}` uninstalls it",
-            lock.plugins[&name].source
+            escape(&lock.plugins[&name].source)
         );
     }
-    if file.exists() {
+    if std::fs::symlink_metadata(&file).is_ok() {
         bail!(
             "{} already exists and is not in {}: remove it first, or install under another directory",
             file.display(),
@@ -417,10 +517,35 @@ fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
     entry.resolved = fetched.resolved;
     entry.file = file.clone();
     drop(plugin);
-    drop(staging.persist(&file).map_err(|e| e.error)?);
+    drop(
+        fetched
+            .staged
+            .persist(&file)
+            .map_err(|e| e.error)
+            .with_context(|| format!("cannot write {}", file.display()))?,
+    );
     let done = format!("installed {name} {} as {}", entry.version, file.display());
     record(&mut out, &target, &mut lock, &name, entry, &granted, &done)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The file `name` is installed as, when the lockfile's entry names that very file: a lockfile (a project's
+/// above all) never chooses what the installer deletes, writes or approves.
+fn derived_file(target: &Target, name: &str, entry: Option<&LockEntry>) -> anyhow::Result<PathBuf> {
+    let file = lock::installed_file(&target.dir, name)?;
+    if let Some(entry) = entry
+        && entry.file != file
+    {
+        bail!(
+            "{}'s entry in {} names the file {}, not {} where the installer puts {name}: nothing was changed (edit \
+             or remove the entry by hand)",
+            name,
+            target.lock.display(),
+            escape(&entry.file.to_string_lossy()),
+            file.display()
+        );
+    }
+    Ok(file)
 }
 
 /// Record an approval of `entry`: its grants and pin in the policy, then the entry in the lockfile (in that
@@ -481,12 +606,13 @@ fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
             names(&lock)
         );
     };
-    let plugin = checked(&approved.file, target.cache_dir.clone())?;
+    let file = derived_file(&target, name, Some(&approved))?;
+    let plugin = checked(&file, target.cache_dir.clone())?;
     if plugin.metadata.name != *name {
         bail!(
             "{} now calls itself `{}`, not `{name}`: remove it and add it again",
-            approved.file.display(),
-            plugin.metadata.name
+            file.display(),
+            escape(&plugin.metadata.name)
         );
     }
     let mut entry = lock::entry(&plugin, &approved.source);
@@ -501,7 +627,7 @@ fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "{name} is as approved; nothing to do")?;
     }
     for change in &changes {
-        writeln!(out, "changed: {change}")?;
+        writeln!(out, "changed: {}", escape(&change.to_string()))?;
     }
     show(&mut out, &plugin)?;
     // Ask only about what is new; what was granted stays granted.
@@ -543,28 +669,33 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
     let mut code = ExitCode::SUCCESS;
     for name in names {
         let entry = lock.plugins[&name].clone();
-        let fetched = match fetch(&entry.source) {
-            Ok(fetched) => fetched,
+        let file = match derived_file(&target, &name, Some(&entry)) {
+            Ok(file) => file,
             Err(e) => {
-                writeln!(out, "{name}: cannot fetch {}: {e:#}", entry.source)?;
+                writeln!(out, "{}: {e:#}", escape(&name))?;
                 code = ExitCode::FAILURE;
                 continue;
             }
         };
-        let digest = toolwright::identity::hex(&sha256(&fetched.bytes));
-        let current = std::fs::read(&entry.file).map(|b| toolwright::identity::hex(&sha256(&b)));
-        if current.as_deref().ok() == Some(digest.as_str()) {
-            writeln!(out, "{name}: up to date ({})", entry.source)?;
+        let fetched = match fetch(&entry.source, &target.dir) {
+            Ok(fetched) => fetched,
+            Err(e) => {
+                writeln!(out, "{name}: cannot fetch {}: {e:#}", escape(&entry.source))?;
+                code = ExitCode::FAILURE;
+                continue;
+            }
+        };
+        let current = std::fs::read(&file).map(|b| toolwright::identity::hex(&sha256(&b)));
+        if current.as_deref().ok() == Some(fetched.sha256.as_str()) {
+            writeln!(out, "{name}: up to date ({})", escape(&entry.source))?;
             continue;
         }
         // The new file replaces the old one, but the approval stays the old one's: the plugin is held until
         // approved (or approves itself under auto-approve = "same-surface").
-        let staging = entry.file.with_extension("wasm.new");
-        std::fs::write(&staging, &fetched.bytes)?;
-        let plugin = match checked(&staging, target.cache_dir.clone()) {
+        let staging = fetched.staged;
+        let plugin = match checked(staging.path(), target.cache_dir.clone()) {
             Ok(plugin) => plugin,
             Err(e) => {
-                let _ = std::fs::remove_file(&staging);
                 writeln!(out, "{name}: the new file is not installed: {e:#}")?;
                 code = ExitCode::FAILURE;
                 continue;
@@ -572,15 +703,27 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
         };
         let found = lock::entry(&plugin, &entry.source);
         drop(plugin);
-        std::fs::rename(&staging, &entry.file)?;
+        if std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_symlink()) {
+            writeln!(
+                out,
+                "{name}: {} is a symbolic link: the new file is not installed (remove the link)",
+                file.display()
+            )?;
+            code = ExitCode::FAILURE;
+            continue;
+        }
+        staging
+            .persist(&file)
+            .map_err(|e| e.error)
+            .with_context(|| format!("cannot write {}", file.display()))?;
         writeln!(
             out,
             "{name}: updated {} from {}",
-            entry.file.display(),
-            entry.source
+            file.display(),
+            escape(&entry.source)
         )?;
         for change in lock::changes(&entry, &found) {
-            writeln!(out, "  changed: {change}")?;
+            writeln!(out, "  changed: {}", escape(&change.to_string()))?;
         }
         writeln!(out, "  held until approved: toolwright plugins approve {name}")?;
         // The approval stays the old file's; what the source resolved to now waits for `approve`.
@@ -604,11 +747,7 @@ fn remove(args: RemoveArgs) -> anyhow::Result<ExitCode> {
     let target = args.target.resolve()?;
     let mut lock = load_lock(&target)?;
     let name = &args.name;
-    let file = lock
-        .plugins
-        .get(name)
-        .map(|e| e.file.clone())
-        .unwrap_or_else(|| target.dir.join(format!("{name}.wasm")));
+    let file = derived_file(&target, name, lock.plugins.get(name))?;
     let had_entry = lock.plugins.remove(name).is_some();
     let had_file = match std::fs::remove_file(&file) {
         Ok(()) => true,

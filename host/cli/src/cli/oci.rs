@@ -1,7 +1,8 @@
 //! Plugins in OCI registries, as wasm OCI artifacts in the layout wasm-pkg-tools (`wkg oci push`) publishes: a
 //! manifest with one layer of media type `application/wasm` (the older `application/vnd.wasm.content.layer.v1+wasm`
 //! is read too) and a config of type `application/vnd.wasm.config.v0+json`. Through `oci-client`; plain HTTP only
-//! for a registry on loopback, anonymous access only.
+//! for a registry on loopback, anonymous access only. A pull fetches the manifest and streams the layer to a file,
+//! counted against its declared size and [`MAX_LAYER_BYTES`] and hashed as it arrives.
 
 use std::str::FromStr;
 
@@ -16,10 +17,13 @@ pub const WASM_LAYER: &str = "application/wasm";
 /// The config media type `wkg` writes.
 pub const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 
+/// The largest layer `pull` takes, whatever the manifest declares: a plugin is a component, not a disk image.
+pub const MAX_LAYER_BYTES: u64 = 256 << 20;
+
 /// A component pulled from a registry.
 pub struct Pulled {
-    /// The component.
-    pub bytes: Vec<u8>,
+    /// The layer's SHA-256, lower-case hex (checked against the manifest's digest).
+    pub sha256: String,
     /// The manifest's digest (`sha256:…`): what a tag resolved to.
     pub manifest_digest: String,
 }
@@ -48,6 +52,9 @@ fn client(reference: &Reference, loopback: bool) -> Client {
     };
     Client::new(ClientConfig {
         protocol,
+        // A registry that goes quiet is given up on, not waited for.
+        connect_timeout: Some(std::time::Duration::from_secs(30)),
+        read_timeout: Some(std::time::Duration::from_secs(60)),
         ..Default::default()
     })
 }
@@ -58,36 +65,90 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// Pull the component at `source`; its layer is checked against the manifest's digest.
-pub fn pull(source: &str) -> anyhow::Result<Pulled> {
+/// Pull the component at `source` into `out`, streamed: the layer must be the one wasm layer of the manifest, no
+/// larger than [`MAX_LAYER_BYTES`], and the bytes are counted against the size the manifest declares and hashed
+/// as they arrive, so a registry that declares 1 000 bytes and sends more is stopped at byte 1 001, and one that
+/// sends other bytes fails the digest. Neither the config blob nor the layer is ever held in memory.
+pub fn pull(source: &str, out: &mut impl std::io::Write) -> anyhow::Result<Pulled> {
     let (reference, loopback) = parse(source)?;
     let client = client(&reference, loopback);
-    let accepted = vec![WASM_LAYER, oci_client::manifest::WASM_LAYER_MEDIA_TYPE];
-    let image = runtime()?
-        .block_on(client.pull(&reference, &RegistryAuth::Anonymous, accepted))
+    let runtime = runtime()?;
+    let (manifest, manifest_digest) = runtime
+        .block_on(client.pull_image_manifest(&reference, &RegistryAuth::Anonymous))
         .with_context(|| format!("cannot pull {source}"))?;
-    let [layer] = image.layers.as_slice() else {
+    let accepted = [WASM_LAYER, oci_client::manifest::WASM_LAYER_MEDIA_TYPE];
+    let [layer] = manifest.layers.as_slice() else {
         bail!(
-            "{source} has {} wasm layers; a plugin is one component (one layer of type {WASM_LAYER})",
-            image.layers.len()
+            "{source} has {} layers; a plugin is one component (one layer of type {WASM_LAYER})",
+            manifest.layers.len()
         );
     };
-    let expected = image
-        .manifest
-        .as_ref()
-        .and_then(|m| m.layers.first())
-        .map(|d| d.digest.clone())
-        .with_context(|| format!("{source}: the registry sent no manifest"))?;
-    let actual = format!(
-        "sha256:{}",
-        toolwright::identity::hex(&sha2::Sha256::digest(&layer.data).into())
-    );
-    if actual != expected {
-        bail!("{source}: the layer's digest is {actual}, but the manifest says {expected}");
+    if !accepted.contains(&layer.media_type.as_str()) {
+        bail!(
+            "{source}: its layer is of type `{}`, not {WASM_LAYER}",
+            toolwright::text::escape(&layer.media_type)
+        );
+    }
+    let declared = u64::try_from(layer.size)
+        .ok()
+        .filter(|size| *size <= MAX_LAYER_BYTES)
+        .with_context(|| {
+            format!(
+                "{source}: the manifest declares a layer of {} bytes; a plugin may be at most {MAX_LAYER_BYTES} bytes",
+                layer.size
+            )
+        })?;
+    let expected = layer
+        .digest
+        .strip_prefix("sha256:")
+        .filter(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .with_context(|| {
+            format!(
+                "{source}: the layer's digest `{}` is not sha256:HEX",
+                toolwright::text::escape(&layer.digest)
+            )
+        })?
+        .to_ascii_lowercase();
+    let sha256 = runtime.block_on(async {
+        use futures::StreamExt as _;
+        let mut blob = client
+            .pull_blob_stream(&reference, layer)
+            .await
+            .with_context(|| format!("cannot pull {source}"))?;
+        let mut hasher = sha2::Sha256::new();
+        let mut received: u64 = 0;
+        while let Some(chunk) = blob.stream.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                // The client's own digest check at the end of the stream: ours below says it in our words.
+                Err(_) if received == declared => break,
+                Err(e) => return Err(e).with_context(|| format!("cannot pull {source}")),
+            };
+            received += chunk.len() as u64;
+            if received > declared {
+                bail!(
+                    "{source}: the registry sent more than the {declared} bytes the manifest declares for the layer; \
+                     the download was stopped and nothing was installed"
+                );
+            }
+            hasher.update(&chunk);
+            out.write_all(&chunk)
+                .context("cannot write the layer to a temporary file")?;
+        }
+        if received != declared {
+            bail!(
+                "{source}: the registry sent {received} of the {declared} bytes the manifest declares for the layer; \
+                 nothing was installed"
+            );
+        }
+        Ok(toolwright::identity::hex(&hasher.finalize().into()))
+    })?;
+    if sha256 != expected {
+        bail!("{source}: the layer's digest is sha256:{sha256}, but the manifest says sha256:{expected}");
     }
     Ok(Pulled {
-        bytes: layer.data.to_vec(),
-        manifest_digest: image.digest.unwrap_or_default(),
+        sha256,
+        manifest_digest,
     })
 }
 

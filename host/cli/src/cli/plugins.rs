@@ -8,6 +8,7 @@ use clap::Args;
 use serde_json::json;
 use toolwright::identity::PinStatus;
 use toolwright::sdk::Capability;
+use toolwright::text::escape;
 
 /// Arguments of `toolwright plugins`.
 #[derive(Debug, Args)]
@@ -26,14 +27,15 @@ pub struct PluginsArgs {
     tools: super::ToolArgs,
 }
 
-/// A capability in words, as `plugins` and `check` show it.
+/// A capability in words, as `plugins` and `check` show it: its value is the plugin's, escaped.
 pub fn describe(capability: &Capability) -> String {
+    use toolwright::text::escape;
     match capability {
-        Capability::Read(p) => format!("read files below {p}"),
-        Capability::Write(p) => format!("write files below {p}"),
-        Capability::Spawn(p) => format!("start {p}"),
-        Capability::Env(v) => format!("see the environment variable {v}"),
-        Capability::Network(h) => format!("connect to {h}"),
+        Capability::Read(p) => format!("read files below {}", escape(p)),
+        Capability::Write(p) => format!("write files below {}", escape(p)),
+        Capability::Spawn(p) => format!("start {}", escape(p)),
+        Capability::Env(v) => format!("see the environment variable {}", escape(v)),
+        Capability::Network(h) => format!("connect to {}", escape(h)),
     }
 }
 
@@ -169,6 +171,8 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             cwd.join(".toolwright/plugins").display()
         )?;
     }
+    // Names, descriptions, reasons and errors hold what plugins chose: escaped, so that none prints a line of its
+    // own or rewrites the ones around it.
     for p in &toolset.plugins {
         let m = &p.metadata;
         let origin = match p.origin {
@@ -178,9 +182,9 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
         writeln!(
             out,
             "{} {} ({}; {origin} in {:.1} ms)",
-            m.name,
-            m.version,
-            p.path.display(),
+            escape(&m.name),
+            escape(&m.version),
+            escape(&p.path.to_string_lossy()),
             p.load_time.as_secs_f64() * 1000.0
         )?;
         if let Some(identity) = toolset.identity(p) {
@@ -202,9 +206,9 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if !m.description.is_empty() {
-            writeln!(out, "  {}", m.description)?;
+            writeln!(out, "  {}", escape(&m.description))?;
         }
-        let tools: Vec<&str> = p.tools.iter().map(|t| t.name.as_str()).collect();
+        let tools: Vec<String> = p.tools.iter().map(|t| escape(&t.name).into_owned()).collect();
         if !tools.is_empty() {
             writeln!(out, "  tools: {}", tools.join(", "))?;
         }
@@ -235,7 +239,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                 out,
                 "  requests: {} (because: {})",
                 describe(&c.capability),
-                c.reason
+                escape(&c.reason)
             )?;
             match decisions.and_then(|d| d.get(i)) {
                 None => writeln!(
@@ -247,20 +251,20 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                         writeln!(out, "    granted: {}", describe(g))?;
                     }
                     if let Some(why) = &d.refused {
-                        writeln!(out, "    refused: {why}")?;
+                        writeln!(out, "    refused: {}", escape(why))?;
                     }
                 }
             }
         }
     }
     for error in &toolset.errors {
-        writeln!(out, "skipped: {error}")?;
+        writeln!(out, "skipped: {}", escape(&error.to_string()))?;
     }
     for problem in &problems {
-        writeln!(out, "problem: {problem}")?;
+        writeln!(out, "problem: {}", escape(problem))?;
     }
     for warning in &warnings {
-        writeln!(out, "warning: {warning}")?;
+        writeln!(out, "warning: {}", escape(warning))?;
     }
     if !toolset.policy.ignored.is_empty() {
         writeln!(
@@ -269,7 +273,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
              in your own toolwright.toml, or grant these there):"
         )?;
         for line in &toolset.policy.ignored {
-            writeln!(out, "  {line}")?;
+            writeln!(out, "  {}", escape(line))?;
         }
     }
     Ok(code)

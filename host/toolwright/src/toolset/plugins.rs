@@ -250,7 +250,7 @@ impl Toolset {
             // Directories that do not exist are not mapped (nor given to the plugin's programs).
             let mut existing = effective.clone();
             existing.dirs.retain(|d| d.path.is_dir());
-            if let Some(error) = writes_what_is_trusted(options, &plugin, &existing.dirs) {
+            if let Some(error) = writes_what_is_trusted(options, &self.policy, &plugin, &existing.dirs) {
                 self.errors.push(error);
                 self.identities.push(identity);
                 return;
@@ -513,10 +513,14 @@ impl Toolset {
 }
 
 /// What no third-party plugin may write, with what each is: the component cache (compiled code runs outside
-/// the sandbox), the plugin directories, and the trusted policy files with their lockfiles (a plugin writing
-/// them would grant itself more at the next start).
-fn trusted_paths(options: &ToolsetOptions) -> Vec<(PathBuf, &'static str)> {
+/// the sandbox), the plugin directories, the trusted policy files with their lockfiles (a plugin writing
+/// them would grant itself more at the next start), and the audit logs (a plugin writing one would erase what
+/// it did; a grant of the directory that holds one is refused with it).
+fn trusted_paths(options: &ToolsetOptions, policy: &Policy) -> Vec<(PathBuf, &'static str)> {
     let mut paths = Vec::new();
+    for log in crate::session::audit_logs(options, policy) {
+        paths.push((log, "the audit log"));
+    }
     if let Some(cache) = &options.cache_dir {
         paths.push((cache.clone(), "the component cache"));
     }
@@ -536,6 +540,7 @@ fn trusted_paths(options: &ToolsetOptions) -> Vec<(PathBuf, &'static str)> {
 /// paths, so neither a symbolic link nor `..` hides one), if there is one.
 fn writes_what_is_trusted(
     options: &ToolsetOptions,
+    policy: &Policy,
     plugin: &Plugin,
     dirs: &[toolwright_core::policy::DirGrant],
 ) -> Option<PluginError> {
@@ -547,19 +552,21 @@ fn writes_what_is_trusted(
     if writable.is_empty() {
         return None;
     }
-    trusted_paths(options).into_iter().find_map(|(protected, what)| {
-        let real = real_path(&protected);
-        writable.iter().find_map(|dir| {
-            let granted = real_path(dir);
-            (real.starts_with(&granted) || granted.starts_with(&real)).then(|| PluginError::GrantCovers {
-                path: plugin.path.clone(),
-                name: plugin.metadata.name.clone(),
-                dir: dir.to_path_buf(),
-                protected: protected.clone(),
-                what,
+    trusted_paths(options, policy)
+        .into_iter()
+        .find_map(|(protected, what)| {
+            let real = real_path(&protected);
+            writable.iter().find_map(|dir| {
+                let granted = real_path(dir);
+                (real.starts_with(&granted) || granted.starts_with(&real)).then(|| PluginError::GrantCovers {
+                    path: plugin.path.clone(),
+                    name: plugin.metadata.name.clone(),
+                    dir: dir.to_path_buf(),
+                    protected: protected.clone(),
+                    what,
+                })
             })
         })
-    })
 }
 
 /// `path` with its symbolic links resolved, as far as it exists (the rest appended as written).
