@@ -47,7 +47,10 @@ impl Setup {
         std::fs::copy(PROBE, plugins.join("probe.wasm")).unwrap();
         std::fs::write(
             setup.policy(),
-            format!("[plugins.{PROBE_NAME}]\nspawn = [\"echo\"]\nenv = [\"PATH\"]\ntimeout-ms = 1500\n"),
+            format!(
+                "[plugins.{PROBE_NAME}]\nspawn = [\"echo\"]\nenv = [\"PATH\"]\ntimeout-ms = 1500\n\
+                 [plugins.toolwright-example-guard]\nrewrite = [\"bash\"]\n"
+            ),
         )
         .unwrap();
         std::fs::create_dir_all(setup.config()).unwrap();

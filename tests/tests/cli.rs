@@ -240,8 +240,8 @@ fn plugins_lists_what_an_untrusted_project_policy_may_not_grant() {
     );
     assert!(
         text.ends_with(
-            "ignored from the project's toolwright.toml (the project is not trusted; list it in trusted-projects in \
-             your own toolwright.toml, or grant these there):\n  \
+            "ignored from the project's toolwright.toml (the project is not trusted; `toolwright trust` trusts it as \
+             it is now, or grant these in your own toolwright.toml):\n  \
              [plugins.toolwright-example-todos] read = \"/etc\" (outside the workspace)\n  \
              [plugins.toolwright-example-todos] spawn = \"sh\"\n"
         ),

@@ -77,8 +77,22 @@ impl Setup {
         out
     }
 
-    /// `toolwright ARGS --cwd WS` as the user of this HOME.
+    /// `toolwright ARGS --cwd WS` as the user of this HOME, who trusted the project as it is now (its plugins
+    /// load; `tests/tests/escalation.rs` covers an untrusted one).
     fn run(&self, args: &[&str]) -> Output {
+        let trusted = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+            .arg("trust")
+            .arg(self.ws.path())
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path().join(".config"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            trusted.status.success(),
+            "{}",
+            String::from_utf8_lossy(&trusted.stderr)
+        );
         Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
             .args(args)
             .arg("--cwd")

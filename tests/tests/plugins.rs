@@ -398,7 +398,16 @@ async fn a_handler_plugin_blocks_rewrites_and_redacts_in_the_call_path() {
         example("toolwright-example-redact"),
     )
     .unwrap();
-    let toolset = Toolset::load(&options(ws.path(), dir.path())).unwrap();
+    // The guard may rewrite bash (a handler may block any call, but rewrite only what it is granted).
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[plugins.toolwright-example-guard]\nrewrite = [\"bash\"]\n",
+    )
+    .unwrap();
+    let mut options = options(ws.path(), dir.path());
+    options.policy_files.push(policy);
+    let toolset = Toolset::load(&options).unwrap();
     assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
     assert!(toolset.plugins.iter().all(|p| p.is_handler && p.tools.is_empty()));
     let calls = [

@@ -267,8 +267,9 @@ fn the_python_and_javascript_examples_give_the_rust_examples_results() {
         ));
         calls(&list)
     };
-    let grant_rust = "[plugins.toolwright-example-todos]\nread = [\".\"]\n";
-    let grant_ported = "[plugins.py-todos]\nread = [\".\"]\n";
+    let grant_rust = "[plugins.toolwright-example-todos]\nread = [\".\"]\n\
+                      [plugins.toolwright-example-guard]\nrewrite = [\"bash\"]\n";
+    let grant_ported = "[plugins.py-todos]\nread = [\".\"]\n[plugins.py-guard]\nrewrite = [\"bash\"]\n";
     let expected = run(
         rust.path(),
         ws.path(),

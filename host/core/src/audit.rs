@@ -952,6 +952,7 @@ mod tests {
             duration_ms: 0,
             call: &call,
             parent: None,
+            authority: None,
             origin: None,
             outcome: Outcome::Ok,
             error: None,

@@ -168,7 +168,7 @@ impl NestedCalls {
         };
         let outcome = self
             .pipeline
-            .run_nested_call(&tools, &call, caller_id, authority, cancel, updates, &*events)
+            .run_nested_call(&tools, &call, (caller_id, authority), cancel, updates, &*events)
             .await;
         drop(_child);
         drop(turn);

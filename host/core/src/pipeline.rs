@@ -289,14 +289,14 @@ impl Pipeline {
         .await
     }
 
-    /// Run the nested call `call` made by `parent`: hooks see the parent; partial results go to `updates` and,
-    /// as `tool_execution_update` events with the parent, to `sink`.
+    /// Run the nested call `call` made by `parent` (the caller's id, and the authority it runs under): hooks see
+    /// the parent; partial results go to `updates` and, as `tool_execution_update` events with the parent, to
+    /// `sink`.
     pub(crate) async fn run_nested_call(
         &self,
         tools: &[AgentTool],
         call: &ToolCall,
-        parent: &str,
-        authority: Option<Arc<crate::authority::Authority>>,
+        (parent, authority): (&str, Option<Arc<crate::authority::Authority>>),
         cancel: &CancellationToken,
         updates: UpdateSink,
         sink: &dyn EventSink,

@@ -242,10 +242,9 @@ pub fn skipped_line(project: &Path, trust: &ProjectTrust) -> Option<String> {
         ProjectTrust::Untrusted => "the project is not trusted",
         ProjectTrust::Changed => "what the project ships changed since it was trusted",
     };
+    let project = crate::text::escape(&project.to_string_lossy()).into_owned();
     Some(format!(
-        "skipped the project's plugins and grants in {} ({why}); `toolwright trust {}` loads them",
-        project.display(),
-        project.display()
+        "skipped the project's plugins and grants in {project} ({why}); `toolwright trust {project}` loads them"
     ))
 }
 

@@ -233,6 +233,18 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             if let Some((_, text)) = spawn_confinement(e) {
                 writeln!(out, "  programs: {text}")?;
             }
+            let names = |list: &[String]| {
+                list.iter()
+                    .map(|t| escape(t).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            if !e.tools.is_empty() {
+                writeln!(out, "  may call: {} (within its own grants)", names(&e.tools))?;
+            }
+            if !e.rewrite.is_empty() {
+                writeln!(out, "  may rewrite the arguments of: {}", names(&e.rewrite))?;
+            }
         }
         for (i, c) in m.capabilities.iter().enumerate() {
             writeln!(
@@ -269,8 +281,8 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
     if !toolset.policy.ignored.is_empty() {
         writeln!(
             out,
-            "ignored from the project's toolwright.toml (the project is not trusted; list it in trusted-projects \
-             in your own toolwright.toml, or grant these there):"
+            "ignored from the project's toolwright.toml (the project is not trusted; `toolwright trust` trusts it \
+             as it is now, or grant these in your own toolwright.toml):"
         )?;
         for line in &toolset.policy.ignored {
             writeln!(out, "  {}", escape(line))?;

@@ -30,7 +30,7 @@ pub fn run(args: TrustArgs) -> anyhow::Result<ExitCode> {
                 ProjectTrust::Changed => "changed since trusted (not loaded)",
                 ProjectTrust::Untrusted | ProjectTrust::Nothing => "ships nothing now",
             };
-            println!("{path}  {state}");
+            println!("{}  {state}", toolwright::text::escape(&path));
         }
         return Ok(ExitCode::SUCCESS);
     }

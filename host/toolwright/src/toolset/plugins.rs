@@ -340,7 +340,7 @@ impl Toolset {
             }
             if self.builtins.iter().any(|d| d.name == definition.name) {
                 // A plugin takes a built-in's name only where the user's config says so (`replace`).
-                if !self.policy.replace.iter().any(|r| *r == definition.name) {
+                if !self.policy.replace.contains(&definition.name) {
                     self.errors.push(PluginError::ReplacesBuiltin {
                         path: plugin.path.clone(),
                         tool: definition.name.clone(),

@@ -6,7 +6,9 @@
 //! - a leading `sudo ` is dropped from `bash` commands (the arguments are rewritten).
 //!
 //! Arguments containing `__guard_trap__` make it panic, which shows how the host treats a failing `tool_call`
-//! handler: the call is blocked. It asks for no capability: a handler sees the calls whatever it is granted.
+//! handler: the call is blocked. It asks for no capability: a handler sees the calls whatever it is granted, and
+//! may block any; its rewrite of `bash` takes effect only where the user grants it
+//! (`[plugins.toolwright-example-guard] rewrite = ["bash"]`), else the rewritten call is blocked.
 //!
 //! ```
 //! use toolwright_sdk::{Handler, ToolCallDecision, ToolCallEvent};
