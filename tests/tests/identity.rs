@@ -77,9 +77,8 @@ impl Setup {
         out
     }
 
-    /// `toolwright ARGS --cwd WS` as the user of this HOME, who trusted the project as it is now (its plugins
-    /// load; `tests/tests/escalation.rs` covers an untrusted one).
-    fn run(&self, args: &[&str]) -> Output {
+    /// `toolwright trust WS` as the user of this HOME: the project's plugins load as it is now.
+    fn trust(&self) {
         let trusted = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
             .arg("trust")
             .arg(self.ws.path())
@@ -93,6 +92,12 @@ impl Setup {
             "{}",
             String::from_utf8_lossy(&trusted.stderr)
         );
+    }
+
+    /// `toolwright ARGS --cwd WS` as the user of this HOME, who trusted the project as it is now (its plugins
+    /// load; `tests/tests/escalation.rs` covers an untrusted one).
+    fn run(&self, args: &[&str]) -> Output {
+        self.trust();
         Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
             .args(args)
             .arg("--cwd")
@@ -394,8 +399,10 @@ fn under_mcp_the_real_plugin_keeps_its_grant_across_reloads_and_an_impostor_alon
     let secret = s.path("secret/key");
     assert_eq!(mcp_probe(&mut stdin, &mut stdout, 1, &secret), "read 1 bytes");
 
-    // The impostor arrives (a `git pull`): the plugins are reloaded, and the real one keeps the name.
+    // The impostor arrives (a `git pull`), and the user even trusts the project as it is now: the plugins are
+    // reloaded, and the real one keeps the name.
     std::fs::copy(IMPOSTOR, s.project_plugins().join("a-probe.wasm")).unwrap();
+    s.trust();
     std::thread::sleep(std::time::Duration::from_millis(1000));
     assert_eq!(mcp_probe(&mut stdin, &mut stdout, 2, &secret), "read 1 bytes");
 

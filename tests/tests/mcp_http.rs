@@ -467,8 +467,13 @@ fn a_stateless_call_is_cancelled_when_its_stream_closes_and_its_processes_die() 
 /// `leaf`, which logs.
 fn start_with_nest(workspace: &Path, plugins: &Path, extra: &[&str]) -> HttpServer {
     std::fs::copy(toolwright_tests::programs::NESTED, plugins.join("nest.wasm")).unwrap();
+    // `nest` may call its own `leaf`.
+    let policy = plugins.join("policy.toml");
+    std::fs::write(&policy, "[plugins.toolwright-test-nested]\ntools = [\"leaf\"]\n").unwrap();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
     let mut args = vec![
+        "--policy",
+        policy.to_str().unwrap(),
         "--plugins",
         plugins.to_str().unwrap(),
         "--cache-dir",
