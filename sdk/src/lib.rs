@@ -17,6 +17,7 @@
 //! - [`Handler`]: a plugin in the call path (pi's `tool_call` / `tool_result` hooks).
 //! - `export_tool!` / `export_handler!`: the one line that turns a crate into a wasm tool or handler plugin.
 //! - [`paths`] and [`truncate`]: pi's path resolution and output truncation, shared by the built-in tools.
+//! - [`arguments`]: how the built-ins read arguments no schema checked (a handler's rewrite), with pi's texts.
 //!
 //! This crate knows nothing of wasmtime, tokio or the host: it compiles natively and for `wasm32-wasip2`.
 //!
@@ -31,6 +32,7 @@
 //! );
 //! ```
 
+pub mod arguments;
 mod content;
 mod ctx;
 mod error;
