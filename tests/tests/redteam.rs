@@ -1135,3 +1135,49 @@ fn a_fifo_read_through_a_nested_call_is_refused_and_a_nested_call_ends_at_its_ca
         assert!(std::os::unix::fs::FileTypeExt::is_fifo(&kind), "{mode}");
     }
 }
+
+/// A workspace and a plugin directory holding the probe and the hostile handler (`tests/programs/bomb`), with
+/// `policy`, reaching `read` and `bash`.
+fn setup_bombs(policy: &str) -> Setup {
+    let mut setup = setup(policy);
+    std::fs::copy(
+        toolwright_tests::programs::BOMB,
+        setup.plugins.path().join("bomb.wasm"),
+    )
+    .unwrap();
+    setup.allow = "read,bash".into();
+    setup
+}
+
+const OMITTED: &str =
+    "[Image omitted: 20000x20000 is more than the 25 megapixels an image may have to be decoded.]";
+
+/// A 300 KB PNG declaring 20 000 × 20 000 pixels (400 MB as 8-bit grey, more once resized) from a tool (`read`)
+/// and from a handler (`tool_result` content) is measured by its header and omitted with a note, natively and
+/// as wasm; the host stays small, and the next call works.
+#[test]
+fn a_png_declaring_20000_by_20000_pixels_is_omitted_by_its_header_from_a_tool_and_a_handler() {
+    let setup = setup_bombs("");
+    let png = toolwright_tests::bombs::black_png(20_000, 20_000);
+    assert!(png.len() < 512 << 10, "{}", png.len());
+    std::fs::write(setup.ws.path().join("huge.png"), png).unwrap();
+    let calls = [
+        ("read", json!({"path": "huge.png"})),
+        ("bash", json!({"command": ": bomb image 20000 20000"})),
+        ("bash", json!({"command": "sleep 1; echo after"})),
+    ];
+    for mode in ["native", "wasm"] {
+        let run = exec_watched(&setup, mode, &calls, Duration::from_secs(60));
+        assert_eq!(
+            run.ends,
+            vec![
+                (false, format!("Read image file [image/png]\n{OMITTED}")),
+                (false, OMITTED.to_owned()),
+                (false, "after\n".to_owned()),
+            ],
+            "{mode}: {}",
+            run.stderr
+        );
+        assert!(run.peak < 160 << 20, "{mode}: peak RSS {} MiB", run.peak >> 20);
+    }
+}
