@@ -1181,3 +1181,50 @@ fn a_png_declaring_20000_by_20000_pixels_is_omitted_by_its_header_from_a_tool_an
         assert!(run.peak < 160 << 20, "{mode}: peak RSS {} MiB", run.peak >> 20);
     }
 }
+
+/// A handler's output counts against the call's `result-mib` cap as text, and a JSON text of more values than
+/// the host parses is refused before parsing: a 16 MiB rewrite of the arguments blocks the call, a 15 MiB one
+/// (under the cap, 8 million values) too; 16 MiB and 15 MiB `details` are dropped (the handler skipped, the
+/// result kept). The host stays small, and the next call works.
+#[test]
+fn handler_output_is_counted_before_it_is_parsed() {
+    let setup = setup_bombs("");
+    let calls = [
+        ("bash", json!({"command": ": bomb args 16"})),
+        ("bash", json!({"command": ": bomb args 15"})),
+        ("bash", json!({"command": ": bomb details 16"})),
+        ("bash", json!({"command": ": bomb details 15"})),
+        ("bash", json!({"command": "sleep 1; echo after"})),
+    ];
+    let bomb = "toolwright-test-bomb";
+    let over_cap = format!(
+        "The handler plugin {bomb} was stopped: its results came to more than the cap of 16 MiB a call may carry \
+         into the host (result-mib)"
+    );
+    let too_many = format!(
+        "The handler plugin {bomb} rewrote the arguments to JSON too large to parse: `arguments` holds more than \
+         1000000 JSON values, the most the host parses from a plugin"
+    );
+    let run = exec_watched(&setup, "native", &calls, Duration::from_secs(60));
+    assert_eq!(
+        run.ends,
+        vec![
+            (true, over_cap.clone()),
+            (true, too_many),
+            (false, "(no output)".to_owned()),
+            (false, "(no output)".to_owned()),
+            (false, "after\n".to_owned()),
+        ],
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains(&over_cap), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "`details` holds more than 1000000 JSON values, the most the host parses from a plugin"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(run.peak < 256 << 20, "peak RSS {} MiB", run.peak >> 20);
+}
