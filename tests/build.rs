@@ -14,7 +14,7 @@ const EXAMPLES: [&str; 4] = [
     "toolwright-example-todos",
 ];
 
-const PROGRAMS: [&str; 8] = [
+const PROGRAMS: [&str; 9] = [
     "toolwright-test-probe",
     "toolwright-test-loadout",
     "toolwright-test-nested",
@@ -23,6 +23,7 @@ const PROGRAMS: [&str; 8] = [
     "toolwright-test-stall",
     "toolwright-test-selfref",
     "toolwright-test-conformance",
+    "toolwright-test-bomb",
 ];
 
 fn main() {

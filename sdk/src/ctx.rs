@@ -67,6 +67,22 @@ pub enum FileKind {
     Other,
 }
 
+/// The error for reading or writing a path that is neither a regular file nor a directory. pi would open a FIFO
+/// and wait for a writer (or reader) without end, and read a device such as `/dev/zero` without end; the
+/// built-ins refuse them instead, with this text natively and as wasm.
+pub fn not_a_regular_file(path: &str, access: Access) -> io::Error {
+    let verb = match access {
+        Access::Read => "read",
+        Access::Write => "written",
+    };
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "Not a regular file: {path} (pipes, sockets and devices are not {verb}: they can block without end)"
+        ),
+    )
+}
+
 /// Metadata of a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Metadata {

@@ -600,13 +600,28 @@ fn refusal(path: &str, access: Access) -> Option<String> {
     host::refusal(path, access == Access::Write)
 }
 
+/// As natively (`GrantedFiles`): a pipe, socket or device is refused before it is opened, since WASI's `open-at`
+/// has no `O_NONBLOCK` and an open FIFO would hold the host thread that serves it. (A FIFO swapped in between
+/// this look and the open still blocks that thread; the plugin's deadline ends the call, not the thread.)
+fn refuse_special(path: &str, access: Access) -> io::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() && !m.is_dir() => Err(crate::not_a_regular_file(path, access)),
+        _ => Ok(()),
+    }
+}
+
 impl Files for WasiFiles {
     fn read(&self, path: &str) -> io::Result<Vec<u8>> {
-        explain(path, Access::Read, std::fs::read(path))
+        let read = || {
+            refuse_special(path, Access::Read)?;
+            std::fs::read(path)
+        };
+        explain(path, Access::Read, read())
     }
 
     fn read_prefix(&self, path: &str, max: usize) -> io::Result<Vec<u8>> {
         let read = || {
+            refuse_special(path, Access::Read)?;
             let mut buf = Vec::new();
             std::fs::File::open(path)?
                 .take(max as u64)
@@ -617,7 +632,10 @@ impl Files for WasiFiles {
     }
 
     fn write(&self, path: &str, bytes: &[u8]) -> io::Result<()> {
-        let write = || std::fs::File::create(path)?.write_all(bytes);
+        let write = || {
+            refuse_special(path, Access::Write)?;
+            std::fs::File::create(path)?.write_all(bytes)
+        };
         explain(path, Access::Write, write())
     }
 

@@ -17,6 +17,7 @@
 //! - [`Handler`]: a plugin in the call path (pi's `tool_call` / `tool_result` hooks).
 //! - `export_tool!` / `export_handler!`: the one line that turns a crate into a wasm tool or handler plugin.
 //! - [`paths`] and [`truncate`]: pi's path resolution and output truncation, shared by the built-in tools.
+//! - [`arguments`]: how the built-ins read arguments no schema checked (a handler's rewrite), with pi's texts.
 //!
 //! This crate knows nothing of wasmtime, tokio or the host: it compiles natively and for `wasm32-wasip2`.
 //!
@@ -31,6 +32,7 @@
 //! );
 //! ```
 
+pub mod arguments;
 mod content;
 mod ctx;
 mod error;
@@ -51,7 +53,7 @@ mod usage;
 pub use content::Content;
 pub use ctx::{
     Access, CallOutcome, Command, Ctx, ExitStatus, FileKind, Files, LogLevel, Metadata,
-    NESTED_CALLS_UNAVAILABLE, Process, ProcessEvent, TempFile,
+    NESTED_CALLS_UNAVAILABLE, Process, ProcessEvent, TempFile, not_a_regular_file,
 };
 pub use error::{HostFault, ToolError, node_code};
 pub use handler::{Handler, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent};

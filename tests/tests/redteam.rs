@@ -972,3 +972,259 @@ fn a_write_grant_over_the_component_cache_or_the_policy_is_refused_under_exec_an
         "the grant it has works"
     );
 }
+
+/// What one `toolwright exec --audit-log` run of calls one after another showed.
+struct Watched {
+    /// Each model-issued call's `tool_execution_end` as (isError, text), in call order.
+    ends: Vec<(bool, String)>,
+    /// How long exec ran.
+    elapsed: Duration,
+    /// The ids the audit log recorded.
+    audited: Vec<String>,
+    /// The highest VmHWM read while it ran (the calls should end with one that waits, so it is read late).
+    peak: u64,
+    /// Its stderr.
+    stderr: String,
+}
+
+/// `toolwright exec --audit-log --builtins BUILTINS` on `calls` (name and arguments) run one after another,
+/// killed if it outlives `limit`, its peak RSS read as it runs.
+fn exec_watched(setup: &Setup, builtins: &str, calls: &[(&str, Value)], limit: Duration) -> Watched {
+    let file = setup.plugins.path().join("watched.json");
+    let log = setup.plugins.path().join("audit.jsonl");
+    let _ = std::fs::remove_file(&log);
+    let listed: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| json!({"id": format!("c{i}"), "name": name, "arguments": args}))
+        .collect();
+    std::fs::write(
+        &file,
+        json!({"mode": "sequential", "toolCalls": listed}).to_string(),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+        .arg("exec")
+        .arg(&file)
+        .arg("--json")
+        .arg("--audit-log")
+        .arg(&log)
+        .args(setup.args())
+        .args(["--builtins", builtins])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drained as it runs: a full pipe would stall exec.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut text).unwrap();
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
+        text
+    });
+    let mut peak = 0;
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("exec still ran after {limit:?}");
+        }
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", child.id())) {
+            let hwm = status.lines().find(|l| l.starts_with("VmHWM:"));
+            if let Some(kib) = hwm.and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()) {
+                peak = peak.max(kib * 1024);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = started.elapsed();
+    let status = child.wait().unwrap();
+    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    assert!(status.success(), "{stderr}");
+    let ends = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "tool_execution_end" && e["parentToolCallId"].is_null())
+        .map(|e| (e["isError"] == true, text_of(&e["result"]["content"])))
+        .collect();
+    let audited = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    Watched {
+        ends,
+        elapsed,
+        audited,
+        peak,
+        stderr,
+    }
+}
+
+/// A plugin makes a FIFO in its granted directory and has the built-in `read` open it through a nested call:
+/// `open()` would wait for a writer without end, beyond any deadline. The read is refused at once (natively and
+/// as wasm), a nested call that does block (`sleep`) ends at its caller's 2 s deadline, exec exits, the audit
+/// log holds every caller's and every nested call's record, and the next call works.
+#[test]
+fn a_fifo_read_through_a_nested_call_is_refused_and_a_nested_call_ends_at_its_caller_s_deadline() {
+    let mut setup = setup(
+        "[plugins.toolwright-test-probe]\ntimeout-ms = 2000\nspawn = [\"/bin/sh\"]\nwrite = [\"./out\"]\n",
+    );
+    setup.allow = "probe,read,bash".into();
+    let out = setup.ws.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("ok.txt"), "fine\n").unwrap();
+    let pipe = out.join("pipe");
+    let refused = format!(
+        "error: Not a regular file: {} (pipes, sockets and devices are not read: they can block without end)",
+        pipe.display()
+    );
+    let calls = [
+        (
+            "probe",
+            json!({"action": "spawn", "target": "/bin/sh", "args": ["-c", format!("mkfifo {}", pipe.display())]}),
+        ),
+        (
+            "probe",
+            json!({"action": "call", "tool": "read", "arguments": {"path": "out/pipe"}}),
+        ),
+        (
+            "probe",
+            json!({"action": "call", "tool": "bash", "arguments": {"command": "sleep 30"}}),
+        ),
+        (
+            "probe",
+            json!({"action": "call", "tool": "read", "arguments": {"path": "out/ok.txt"}}),
+        ),
+    ];
+    for mode in ["native", "wasm"] {
+        let _ = std::fs::remove_file(&pipe);
+        let run = exec_watched(&setup, mode, &calls, Duration::from_secs(40));
+        assert_eq!(
+            run.ends,
+            vec![
+                (false, String::new()),
+                (false, refused.clone()),
+                (true, stopped_at(2000)),
+                (false, "ok: fine\n".to_owned()),
+            ],
+            "{mode}"
+        );
+        assert!(run.elapsed < Duration::from_secs(20), "{mode}: {:?}", run.elapsed);
+        for id in ["c1", "c1/1", "c2", "c2/1", "c3", "c3/1"] {
+            assert!(
+                run.audited.iter().any(|i| i == id),
+                "{mode}: no audit record of {id}: {:?}",
+                run.audited
+            );
+        }
+        let kind = std::fs::metadata(&pipe).unwrap().file_type();
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&kind), "{mode}");
+    }
+}
+
+/// A workspace and a plugin directory holding the probe and the hostile handler (`tests/programs/bomb`), with
+/// `policy`, reaching `read` and `bash`.
+fn setup_bombs(policy: &str) -> Setup {
+    let mut setup = setup(policy);
+    std::fs::copy(
+        toolwright_tests::programs::BOMB,
+        setup.plugins.path().join("bomb.wasm"),
+    )
+    .unwrap();
+    setup.allow = "read,bash".into();
+    setup
+}
+
+const OMITTED: &str =
+    "[Image omitted: 20000x20000 is more than the 25 megapixels an image may have to be decoded.]";
+
+/// A 300 KB PNG declaring 20 000 × 20 000 pixels (400 MB as 8-bit grey, more once resized) from a tool (`read`)
+/// and from a handler (`tool_result` content) is measured by its header and omitted with a note, natively and
+/// as wasm; the host stays small, and the next call works.
+#[test]
+fn a_png_declaring_20000_by_20000_pixels_is_omitted_by_its_header_from_a_tool_and_a_handler() {
+    let setup = setup_bombs("");
+    let png = toolwright_tests::bombs::black_png(20_000, 20_000);
+    assert!(png.len() < 512 << 10, "{}", png.len());
+    std::fs::write(setup.ws.path().join("huge.png"), png).unwrap();
+    let calls = [
+        ("read", json!({"path": "huge.png"})),
+        ("bash", json!({"command": ": bomb image 20000 20000"})),
+        ("bash", json!({"command": "sleep 1; echo after"})),
+    ];
+    for mode in ["native", "wasm"] {
+        let run = exec_watched(&setup, mode, &calls, Duration::from_secs(60));
+        assert_eq!(
+            run.ends,
+            vec![
+                (false, format!("Read image file [image/png]\n{OMITTED}")),
+                (false, OMITTED.to_owned()),
+                (false, "after\n".to_owned()),
+            ],
+            "{mode}: {}",
+            run.stderr
+        );
+        assert!(run.peak < 160 << 20, "{mode}: peak RSS {} MiB", run.peak >> 20);
+    }
+}
+
+/// A handler's output counts against the call's `result-mib` cap as text, and a JSON text of more values than
+/// the host parses is refused before parsing: a 16 MiB rewrite of the arguments blocks the call, a 15 MiB one
+/// (under the cap, 8 million values) too; 16 MiB and 15 MiB `details` are dropped (the handler skipped, the
+/// result kept). The host stays small, and the next call works.
+#[test]
+fn handler_output_is_counted_before_it_is_parsed() {
+    let setup = setup_bombs("");
+    let calls = [
+        ("bash", json!({"command": ": bomb args 16"})),
+        ("bash", json!({"command": ": bomb args 15"})),
+        ("bash", json!({"command": ": bomb details 16"})),
+        ("bash", json!({"command": ": bomb details 15"})),
+        ("bash", json!({"command": "sleep 1; echo after"})),
+    ];
+    let bomb = "toolwright-test-bomb";
+    let over_cap = format!(
+        "The handler plugin {bomb} was stopped: its results came to more than the cap of 16 MiB a call may carry \
+         into the host (result-mib)"
+    );
+    let too_many = format!(
+        "The handler plugin {bomb} rewrote the arguments to JSON too large to parse: `arguments` holds more than \
+         1000000 JSON values, the most the host parses from a plugin"
+    );
+    let run = exec_watched(&setup, "native", &calls, Duration::from_secs(60));
+    assert_eq!(
+        run.ends,
+        vec![
+            (true, over_cap.clone()),
+            (true, too_many),
+            (false, "(no output)".to_owned()),
+            (false, "(no output)".to_owned()),
+            (false, "after\n".to_owned()),
+        ],
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains(&over_cap), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "`details` holds more than 1000000 JSON values, the most the host parses from a plugin"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(run.peak < 256 << 20, "peak RSS {} MiB", run.peak >> 20);
+}

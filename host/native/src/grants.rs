@@ -5,7 +5,7 @@
 //! escape it. A symlink may still lead to another place the tool was granted: such a path is re-checked at its
 //! real location. A refused access is an error that says which grant would allow it.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
@@ -206,14 +206,45 @@ fn kind_of(file_type: cap_std::fs::FileType) -> FileKind {
     }
 }
 
+/// Open `rel` for `access` without blocking: `O_NONBLOCK` keeps `open()` of a FIFO from waiting for the other
+/// end (a call's deadline could not end that wait: the thread is inside the kernel), and what is opened must be
+/// a regular file (or a directory, which fails as Node's `EISDIR` when read), never a pipe, socket or device.
+fn open_regular(dir: &Dir, rel: &str, path: &str, access: Access) -> io::Result<cap_std::fs::File> {
+    use cap_std::fs::{OpenOptions, OpenOptionsExt};
+    let mut options = OpenOptions::new();
+    match access {
+        Access::Read => options.read(true),
+        Access::Write => options.write(true).create(true).truncate(true),
+    };
+    options.custom_flags(libc::O_NONBLOCK);
+    // A FIFO opened for writing without a reader fails with ENXIO: refused with the same text.
+    let file = match dir.open_with(rel, &options) {
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            return Err(toolwright_sdk::not_a_regular_file(path, access));
+        }
+        other => other?,
+    };
+    let kind = file.metadata()?.file_type();
+    if kind.is_file() || kind.is_dir() {
+        Ok(file)
+    } else {
+        Err(toolwright_sdk::not_a_regular_file(path, access))
+    }
+}
+
 impl Files for GrantedFiles {
     fn read(&self, path: &str) -> io::Result<Vec<u8>> {
-        self.with(path, Access::Read, |dir, rel| dir.read(rel))
+        self.with(path, Access::Read, |dir, rel| {
+            let mut file = open_regular(dir, rel, path, Access::Read)?;
+            let mut buf = Vec::new();
+            file.read_to_end(&mut buf)?;
+            Ok(buf)
+        })
     }
 
     fn read_prefix(&self, path: &str, max: usize) -> io::Result<Vec<u8>> {
         self.with(path, Access::Read, |dir, rel| {
-            let file = dir.open(rel)?;
+            let file = open_regular(dir, rel, path, Access::Read)?;
             let mut buf = Vec::with_capacity(max.min(1 << 16));
             file.take(max as u64).read_to_end(&mut buf)?;
             Ok(buf)
@@ -221,7 +252,13 @@ impl Files for GrantedFiles {
     }
 
     fn write(&self, path: &str, bytes: &[u8]) -> io::Result<()> {
-        self.with(path, Access::Write, |dir, rel| dir.write(rel, bytes))
+        self.with(path, Access::Write, |dir, rel| {
+            // A pipe, socket or device is refused before `O_TRUNC` could reach it.
+            if dir.metadata(rel).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+                return Err(toolwright_sdk::not_a_regular_file(path, Access::Write));
+            }
+            open_regular(dir, rel, path, Access::Write)?.write_all(bytes)
+        })
     }
 
     fn create_dir_all(&self, path: &str) -> io::Result<()> {
@@ -297,6 +334,32 @@ mod tests {
         assert_eq!(files.read(&format!("{ws}/a/b/f.txt")).unwrap(), b"hi");
         assert!(files.metadata(&format!("{ws}/a")).unwrap().is_dir());
         assert_eq!(files.read_dir(&format!("{ws}/a")).unwrap(), ["b"]);
+    }
+
+    /// A FIFO would block `open()` until a writer (or reader) comes, where no deadline can end the wait: refused
+    /// at once, read and written, and nothing else changes.
+    #[test]
+    fn fifos_and_devices_are_refused_without_blocking() {
+        let (_tmp, files, ws) = workspace();
+        let fifo = format!("{ws}/pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let started = std::time::Instant::now();
+        let text = |e: io::Error| e.to_string();
+        let read = format!(
+            "Not a regular file: {fifo} (pipes, sockets and devices are not read: they can block without end)"
+        );
+        assert_eq!(files.read(&fifo).map_err(text).unwrap_err(), read);
+        assert_eq!(files.read_prefix(&fifo, 10).map_err(text).unwrap_err(), read);
+        let write = format!(
+            "Not a regular file: {fifo} (pipes, sockets and devices are not written: they can block without end)"
+        );
+        assert_eq!(files.write(&fifo, b"x").map_err(text).unwrap_err(), write);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        files.write(&format!("{ws}/f"), b"ok").unwrap();
+        assert_eq!(files.read(&format!("{ws}/f")).unwrap(), b"ok");
+        let dir = files.read(&ws).unwrap_err();
+        assert_eq!(dir.kind(), io::ErrorKind::IsADirectory);
     }
 
     #[test]

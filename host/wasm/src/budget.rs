@@ -181,16 +181,45 @@ impl Carried {
     }
 }
 
+/// The most values one JSON text from a plugin may hold (a result's `details`, a handler's rewritten arguments):
+/// parsed, each value takes tens of bytes in the host (80 with ordered maps), so 16 MiB of `[0,0,…]`, within
+/// `result-mib`, would take over 600 MB, and more again with every copy the call makes. A million is 80 MB.
+pub const MAX_JSON_VALUES: usize = 1_000_000;
+
+/// How many values `text` holds if it is JSON, counted without parsing it: one, plus one per `,` and per `[`
+/// or `{` outside strings (an upper bound, exact but for empty arrays and objects).
+pub fn json_values(text: &str) -> usize {
+    let (mut values, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b'[' | b'{' => values += 1,
+                _ => {}
+            }
+        }
+    }
+    values
+}
+
+/// The size of a content block as it crossed from the plugin.
+pub fn content_bytes(content: &wit::Content) -> usize {
+    match content {
+        wit::Content::Text(text) => text.len(),
+        wit::Content::Image(image) => image.data.len() + image.mime_type.len(),
+    }
+}
+
 /// The size of a result as it crossed from the plugin: its texts, images and JSON texts.
 pub fn result_bytes(result: &wit::ToolResult) -> usize {
-    let content: usize = result
-        .content
-        .iter()
-        .map(|c| match c {
-            wit::Content::Text(text) => text.len(),
-            wit::Content::Image(image) => image.data.len() + image.mime_type.len(),
-        })
-        .sum();
+    let content: usize = result.content.iter().map(content_bytes).sum();
     content
         + result.details.as_ref().map_or(0, String::len)
         + result.structured_content.as_ref().map_or(0, String::len)
@@ -199,6 +228,16 @@ pub fn result_bytes(result: &wit::ToolResult) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_values_are_counted_outside_strings() {
+        assert_eq!(json_values("3"), 1);
+        assert_eq!(json_values("[1,2,3]"), 4);
+        assert_eq!(json_values(r#"{"a":1,"b":[2,{"c":"x,[{"}]}"#), 6);
+        assert_eq!(json_values(r#"["\",", ","]"#), 3);
+        let bomb = format!("[{}0]", "0,".repeat(MAX_JSON_VALUES));
+        assert!(json_values(&bomb) > MAX_JSON_VALUES);
+    }
 
     #[test]
     fn the_budget_is_shared_and_given_back() {

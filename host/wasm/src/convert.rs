@@ -10,8 +10,22 @@ use toolwright_sdk::{
 use super::bindings::types as wit;
 use toolwright_core::types::ToolResult;
 
+/// `text` parsed, unless it is too large to parse ([`within_values`]).
 fn json(field: &str, text: &str) -> Result<Value, String> {
+    within_values(field, text)?;
     serde_json::from_str(text).map_err(|e| format!("`{field}` is not JSON: {e}"))
+}
+
+/// An error for a JSON text from a plugin that holds more values than the host parses
+/// ([`super::budget::MAX_JSON_VALUES`]), counted before parsing.
+pub(crate) fn within_values(field: &str, text: &str) -> Result<(), String> {
+    use super::budget::{MAX_JSON_VALUES, json_values};
+    if json_values(text) > MAX_JSON_VALUES {
+        return Err(format!(
+            "`{field}` holds more than {MAX_JSON_VALUES} JSON values, the most the host parses from a plugin"
+        ));
+    }
+    Ok(())
 }
 
 fn json_opt(field: &str, text: Option<String>) -> Result<Option<Value>, String> {

@@ -101,7 +101,12 @@ async fn run_tool_call(
                     );
                     return Ok(Some(refuse_rewrite(&ctx, by, reason)));
                 }
-                args = match serde_json::from_str::<Value>(&text) {
+                let parsed = convert::within_values("arguments", &text)
+                    .map_err(|e| format!("JSON too large to parse: {e}"))
+                    .and_then(|()| {
+                        serde_json::from_str::<Value>(&text).map_err(|e| format!("invalid JSON: {e}"))
+                    });
+                args = match parsed {
                     Ok(args) if args.is_object() => args,
                     Ok(other) => {
                         let reason = format!(
@@ -114,7 +119,7 @@ async fn run_tool_call(
                     }
                     Err(e) => {
                         let error = ToolError::new(format!(
-                            "The handler plugin {} rewrote the arguments to invalid JSON: {e}",
+                            "The handler plugin {} rewrote the arguments to {e}",
                             plugin.name
                         ));
                         ctx.trail
@@ -303,9 +308,18 @@ impl PluginInner {
         };
         let plugin = self.clone();
         self.enter_async(grants, entry, move |store, instance| {
-            plugin
+            let decision = plugin
                 .handler_exports(store, instance)?
-                .call_tool_call(store, &event)
+                .call_tool_call(&mut *store, &event)?;
+            // A rewrite counts against the call's cap as text, before the host parses it.
+            if let bindings::handler::ToolCallDecision::Rewrite(text) = &decision {
+                store
+                    .data_mut()
+                    .carried
+                    .add(text.len())
+                    .map_err(wasmtime::Error::new)?;
+            }
+            Ok(decision)
         })
         .await
         .map_err(handler_error)
@@ -327,9 +341,27 @@ impl PluginInner {
         };
         let plugin = self.clone();
         self.enter_async(grants, entry, move |store, instance| {
-            plugin
+            let changes = plugin
                 .handler_exports(store, instance)?
-                .call_tool_result(store, &event)
+                .call_tool_result(&mut *store, &event)?;
+            // New content, details and structured content count against the call's cap as text, before the
+            // host parses them.
+            if let Some(changes) = &changes {
+                let bytes = changes
+                    .content
+                    .iter()
+                    .flatten()
+                    .map(super::budget::content_bytes)
+                    .sum::<usize>()
+                    + changes.details.as_ref().map_or(0, String::len)
+                    + changes.structured_content.as_ref().map_or(0, String::len);
+                store
+                    .data_mut()
+                    .carried
+                    .add(bytes)
+                    .map_err(wasmtime::Error::new)?;
+            }
+            Ok(changes)
         })
         .await
         .map_err(handler_error)

@@ -488,6 +488,13 @@ impl host::Host for PluginState {
     }
 }
 
+/// How long nested calls get to end after their caller's deadline cancelled them.
+const NESTED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What a plugin's nested calls answer when they were abandoned at its deadline (the plugin, stopped, never
+/// sees it; the records say `cancelled`).
+const NESTED_ABANDONED: &str = "The nested call was abandoned at its caller's deadline";
+
 /// An error outcome of a nested call that never reached the pipeline.
 fn error_outcome(text: &str) -> types::CallOutcome {
     types::CallOutcome {
@@ -536,6 +543,7 @@ impl PluginState {
             .deadline
             .map(|(at, _)| tokio::time::Instant::from_std(at));
         let plugin = self.call.plugin.clone();
+        let count = calls.len();
         toolwright_core::pipeline::block_on_serving(&runtime, async move {
             let runs = futures::future::join_all(calls.into_iter().map(|(name, arguments)| {
                 let (scoped, plugin) = (&scoped, &plugin);
@@ -558,7 +566,13 @@ impl PluginState {
                         // The plugin is stopped with them: they stay unfinished in its record.
                         scoped.seal();
                         cancel.cancel();
-                        runs.await
+                        // A nested call that cannot see its cancellation (a thread inside a system call) is
+                        // abandoned after a grace: dropped, it records itself as cancelled, and the caller's
+                        // own record is written as it stops.
+                        match tokio::time::timeout(NESTED_GRACE, &mut runs).await {
+                            Ok(outcomes) => outcomes,
+                            Err(_) => (0..count).map(|_| error_outcome(NESTED_ABANDONED)).collect(),
+                        }
                     }
                 },
                 None => runs.await,

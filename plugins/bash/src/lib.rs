@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size};
-use toolwright_sdk::{Command, Content, Ctx, ProcessEvent, Tool, ToolError, ToolResult, ToolSpec, js};
+use toolwright_sdk::{
+    Command, Content, Ctx, ProcessEvent, Tool, ToolError, ToolResult, ToolSpec, arguments, js,
+};
 
 use crate::accumulator::{OutputAccumulator, Snapshot, Spill};
 
@@ -67,8 +69,12 @@ impl Tool for Bash {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
-        let command = args["command"].as_str().unwrap_or_default().to_owned();
-        let timeout = args.get("timeout").and_then(Value::as_f64);
+        arguments::object("bash", &args, "command")?;
+        // pi runs `String(command)`: a missing command is the word `undefined`, never an empty script.
+        let command = arguments::string(&args, "command");
+        // pi's `Number.isFinite` is false for anything present that is not a number (a string, `null`, a
+        // boolean): such a timeout fails as a non-finite one instead of running unbounded.
+        let timeout = args.get("timeout").map(|t| js::as_f64(t).unwrap_or(f64::NAN));
         ctx.update(ToolResult::default());
         let timeout_ms = match timeout {
             None => None,

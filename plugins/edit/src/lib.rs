@@ -18,7 +18,8 @@ mod jsdiff;
 
 use serde_json::{Map, Value, json};
 use toolwright_sdk::{
-    Access, ArgumentsShim, Ctx, FileMutations, Tool, ToolError, ToolResult, ToolSpec, node_code, paths,
+    Access, ArgumentsShim, Ctx, FileMutations, Tool, ToolError, ToolResult, ToolSpec, arguments, node_code,
+    paths,
 };
 
 use crate::apply::{apply_edits, apply_to_original, normalize_to_lf};
@@ -79,21 +80,18 @@ impl Tool for Edit {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
-        let edits: Vec<apply::Edit> = match args.get("edits") {
-            Some(Value::Array(items)) if !items.is_empty() => items
-                .iter()
-                .map(|e| apply::Edit {
-                    old_text: e["oldText"].as_str().unwrap_or_default().to_owned(),
-                    new_text: e["newText"].as_str().unwrap_or_default().to_owned(),
-                })
-                .collect(),
+        if args.is_null() {
+            return Err(ToolError::new("Cannot read properties of null (reading 'edits')"));
+        }
+        let items = match args.get("edits") {
+            Some(Value::Array(items)) if !items.is_empty() => items,
             _ => {
                 return Err(ToolError::new(
                     "Edit tool input is invalid. edits must contain at least one replacement.",
                 ));
             }
         };
-        let path = args["path"].as_str().unwrap_or_default();
+        let path = arguments::path(&args, "path")?;
         let absolute = paths::resolve_to_cwd(path, ctx.cwd(), ctx.home().as_deref());
         let aborted = || {
             if ctx.is_cancelled() {
@@ -126,6 +124,7 @@ impl Tool for Edit {
             None => ("", raw.as_ref()),
         };
         let normalized = normalize_to_lf(content);
+        let edits = edit_texts(items)?;
         let applied = apply_edits(&normalized, &edits, path)?;
         let details = diff::edit_details(path, &normalized, &applied.new_content, &applied.replacements);
         aborted()?;
@@ -141,6 +140,37 @@ impl Tool for Edit {
         let text = format!("Successfully replaced {} block(s) in {path}.", edits.len());
         Ok(ToolResult::text(text).with_details(details))
     }
+}
+
+/// Each edit's texts as pi reads them (`normalizeToLF(edit.oldText)`, then `newText`), failing with the
+/// `TypeError` pi's JavaScript throws: a missing `newText` never becomes an empty replacement.
+fn edit_texts(items: &[Value]) -> Result<Vec<apply::Edit>, ToolError> {
+    let text = |edit: &Value, key: &str| -> Result<String, ToolError> {
+        match edit {
+            Value::Null => Err(ToolError::new(format!(
+                "Cannot read properties of null (reading '{key}')"
+            ))),
+            _ => match edit.get(key) {
+                Some(Value::String(s)) => Ok(s.clone()),
+                None => Err(ToolError::new(
+                    "Cannot read properties of undefined (reading 'replace')",
+                )),
+                Some(Value::Null) => Err(ToolError::new(
+                    "Cannot read properties of null (reading 'replace')",
+                )),
+                Some(_) => Err(ToolError::new("text.replace is not a function")),
+            },
+        }
+    };
+    items
+        .iter()
+        .map(|edit| {
+            Ok(apply::Edit {
+                old_text: text(edit, "oldText")?,
+                new_text: text(edit, "newText")?,
+            })
+        })
+        .collect()
 }
 
 impl ArgumentsShim for Edit {

@@ -14,7 +14,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
 use serde_json::{Value, json};
 use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, Notices, truncate_head};
-use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
+use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, arguments, paths};
 
 /// The `find` tool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -45,14 +45,11 @@ impl Tool for Find {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+        arguments::destructure(&args, "pattern")?;
         if ctx.is_cancelled() {
             return Err(ToolError::new("Operation aborted"));
         }
-        let dir_arg = args
-            .get("path")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-            .unwrap_or(".");
+        let dir_arg = arguments::optional_path(&args, "path")?.unwrap_or(".");
         let search_path = paths::resolve_to_cwd(dir_arg, ctx.cwd(), ctx.home().as_deref());
         let limit = args
             .get("limit")
@@ -60,7 +57,21 @@ impl Tool for Find {
             .unwrap_or(DEFAULT_LIMIT)
             .floor()
             .max(1.0);
-        let mut pattern = args["pattern"].as_str().unwrap_or_default();
+        // pi calls `pattern.replace(…)` before fd runs.
+        let mut pattern = match args.get("pattern") {
+            Some(Value::String(s)) => s.as_str(),
+            None => {
+                return Err(ToolError::new(
+                    "Cannot read properties of undefined (reading 'replace')",
+                ));
+            }
+            Some(Value::Null) => {
+                return Err(ToolError::new(
+                    "Cannot read properties of null (reading 'replace')",
+                ));
+            }
+            Some(_) => return Err(ToolError::new("effectivePattern.replace is not a function")),
+        };
         while let Some(rest) = pattern.strip_prefix("./") {
             pattern = rest;
         }

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use toolwright_sdk::truncate::{
     DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, Notices, truncate_head, truncate_line,
 };
-use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
+use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, arguments, paths};
 
 /// The `grep` tool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -55,15 +55,13 @@ impl Tool for Grep {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+        arguments::object("grep", &args, "pattern")?;
         if ctx.is_cancelled() {
             return Err(ToolError::new("Operation aborted"));
         }
-        let pattern = args["pattern"].as_str().unwrap_or_default();
-        let dir_arg = args
-            .get("path")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-            .unwrap_or(".");
+        // pi hands `String(pattern)` to rg: a missing pattern searches for "undefined", never for everything.
+        let pattern = &arguments::string(&args, "pattern");
+        let dir_arg = arguments::optional_path(&args, "path")?.unwrap_or(".");
         let search_path = paths::resolve_to_cwd(dir_arg, ctx.cwd(), ctx.home().as_deref());
         let meta = ctx
             .files()

@@ -16,7 +16,7 @@ use icu_collator::options::CollatorOptions;
 use icu_collator::{Collator, CollatorBorrowed};
 use serde_json::{Value, json};
 use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, Notices, truncate_head};
-use toolwright_sdk::{Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
+use toolwright_sdk::{Ctx, Tool, ToolError, ToolResult, ToolSpec, arguments, paths};
 
 /// The `ls` tool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -45,14 +45,11 @@ impl Tool for Ls {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+        arguments::object("ls", &args, "path")?;
         if ctx.is_cancelled() {
             return Err(ToolError::new("Operation aborted"));
         }
-        let path = args
-            .get("path")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-            .unwrap_or(".");
+        let path = arguments::optional_path(&args, "path")?.unwrap_or(".");
         let dir = paths::resolve_to_cwd(path, ctx.cwd(), ctx.home().as_deref());
         let limit = args
             .get("limit")

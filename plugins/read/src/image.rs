@@ -3,6 +3,10 @@
 //!
 //! Images within the limits pass through byte for byte, as in pi. Converted or resized images are encoded by
 //! the `image` crate where pi uses Photon: same sizes, formats, qualities and notes, different bytes.
+//!
+//! Unlike pi, an image is measured by its header before it is decoded: one above [`MAX_PIXELS`] is omitted with
+//! a note that says why (a 500 KB PNG can declare 20 000 × 20 000 pixels, gigabytes once decoded), and decoding
+//! allocates at most [`MAX_DECODE_BYTES`].
 
 use std::io::Cursor;
 
@@ -22,6 +26,12 @@ const MAX_HEIGHT: u32 = 2000;
 /// 4.5 MiB of base64.
 const MAX_BYTES: usize = 4_718_592;
 const JPEG_QUALITY: u8 = 80;
+
+/// The most pixels an image may declare to be decoded (a 6K screen is 20 million): 100 MB as RGBA, the most
+/// any one image takes in the host, resizing buffers included, is a few hundred.
+pub const MAX_PIXELS: u64 = 25_000_000;
+/// What one decode may allocate (the `image` crate's own default is 512 MiB).
+pub const MAX_DECODE_BYTES: u64 = 256 << 20;
 
 /// The supported image type of a file's first bytes, if it is one.
 pub fn detect(b: &[u8]) -> Option<&'static str> {
@@ -117,7 +127,8 @@ pub fn content(bytes: &[u8], mime: &str) -> Vec<Content> {
 
 /// pi's `normalizeToolResultImages` (auto-resize on): every image block goes through `processImage`; one whose
 /// data, type or hints change is replaced by the processed image followed by a text block with the hints (when
-/// there are any); one that cannot be processed is kept as it is. `None` when nothing changed.
+/// there are any); one that cannot be processed is kept as it is, unless its header declares more than
+/// [`MAX_PIXELS`]: that one is replaced by the note saying so. `None` when nothing changed.
 pub fn normalize_images(content: &[Content]) -> Option<Vec<Content>> {
     let mut changed = false;
     let mut out = Vec::with_capacity(content.len());
@@ -126,10 +137,13 @@ pub fn normalize_images(content: &[Content]) -> Option<Vec<Content>> {
             out.push(block.clone());
             continue;
         };
-        let processed = STANDARD
-            .decode(data)
-            .ok()
-            .and_then(|bytes| process(&bytes, mime_type).ok());
+        let bytes = STANDARD.decode(data).ok();
+        if let Some(Err(note)) = bytes.as_deref().map(within_pixel_limit) {
+            changed = true;
+            out.push(Content::text(note));
+            continue;
+        }
+        let processed = bytes.and_then(|bytes| process(&bytes, mime_type).ok());
         match processed {
             Some(p) if p.data != *data || p.mime != mime_type || !p.hints.is_empty() => {
                 changed = true;
@@ -150,8 +164,25 @@ struct Processed {
     hints: Vec<String>,
 }
 
-/// pi's `processImage` with auto-resize on.
-fn process(bytes: &[u8], mime: &str) -> Result<Processed, &'static str> {
+/// The note for an image whose header declares more than [`MAX_PIXELS`]; `Ok` for one within it, and for bytes
+/// whose header cannot be read (decoding fails on those anyway, with pi's note).
+fn within_pixel_limit(bytes: &[u8]) -> Result<(), String> {
+    let dimensions = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .ok()
+        .and_then(|reader| reader.into_dimensions().ok());
+    match dimensions {
+        Some((w, h)) if u64::from(w) * u64::from(h) > MAX_PIXELS => Err(format!(
+            "[Image omitted: {w}x{h} is more than the {} megapixels an image may have to be decoded.]",
+            MAX_PIXELS / 1_000_000
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// pi's `processImage` with auto-resize on, after the header check.
+fn process(bytes: &[u8], mime: &str) -> Result<Processed, std::borrow::Cow<'static, str>> {
+    within_pixel_limit(bytes)?;
     let mut hints = Vec::new();
     let (bytes, mime, converted_from): (Vec<u8>, &'static str, Option<&str>) = match mime {
         "image/png" => (bytes.to_vec(), "image/png", None),
@@ -186,13 +217,13 @@ fn process(bytes: &[u8], mime: &str) -> Result<Processed, &'static str> {
     })
 }
 
-/// Decode with the EXIF orientation applied.
+/// Decode with the EXIF orientation applied, within [`MAX_DECODE_BYTES`].
 fn decode(bytes: &[u8]) -> Option<DynamicImage> {
-    let mut decoder = ImageReader::new(Cursor::new(bytes))
-        .with_guessed_format()
-        .ok()?
-        .into_decoder()
-        .ok()?;
+    let mut reader = ImageReader::new(Cursor::new(bytes)).with_guessed_format().ok()?;
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(MAX_DECODE_BYTES);
+    reader.limits(limits);
+    let mut decoder = reader.into_decoder().ok()?;
     let orientation = decoder.orientation().ok()?;
     let mut image = DynamicImage::from_decoder(decoder).ok()?;
     image.apply_orientation(orientation);
@@ -299,6 +330,27 @@ mod tests {
 
     fn png(w: u32, h: u32) -> Vec<u8> {
         encode_png(&DynamicImage::new_rgb8(w, h)).unwrap()
+    }
+
+    /// Measured by its header: 30 megapixels are omitted with a note, from `read` and from any result, and no
+    /// decode is tried.
+    #[test]
+    fn images_above_the_pixel_limit_are_omitted_by_their_header() {
+        let big = encode_png(&DynamicImage::new_luma8(6000, 5000)).unwrap();
+        let note =
+            "[Image omitted: 6000x5000 is more than the 25 megapixels an image may have to be decoded.]";
+        assert_eq!(
+            content(&big, "image/png"),
+            vec![Content::text(format!("Read image file [image/png]\n{note}"))]
+        );
+        let blocks = vec![
+            Content::text("before"),
+            Content::image(STANDARD.encode(&big), "image/png"),
+        ];
+        assert_eq!(
+            normalize_images(&blocks),
+            Some(vec![Content::text("before"), Content::text(note)])
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub use image::normalize_images;
 
 use serde_json::{Value, json};
 use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head};
-use toolwright_sdk::{Content, Ctx, Tool, ToolError, ToolResult, ToolSpec, js, paths};
+use toolwright_sdk::{Content, Ctx, Tool, ToolError, ToolResult, ToolSpec, arguments, js, paths};
 use unicode_normalization::UnicodeNormalization;
 
 /// The `read` tool.
@@ -67,10 +67,11 @@ impl Tool for Read {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+        arguments::destructure(&args, "path")?;
         if ctx.is_cancelled() {
             return Err(ToolError::new("Operation aborted"));
         }
-        let path = args["path"].as_str().unwrap_or_default();
+        let path = arguments::path(&args, "path")?;
         let offset = args.get("offset").and_then(Value::as_f64);
         let limit = args.get("limit").and_then(Value::as_f64);
         let files = ctx.files();

@@ -8,7 +8,7 @@
 //! ```
 
 use serde_json::{Value, json};
-use toolwright_sdk::{Ctx, FileMutations, Tool, ToolError, ToolResult, ToolSpec, paths};
+use toolwright_sdk::{Ctx, FileMutations, Tool, ToolError, ToolResult, ToolSpec, arguments, paths};
 
 /// The `write` tool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,8 +42,11 @@ impl Tool for Write {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
-        let path = args["path"].as_str().unwrap_or_default();
-        let content = args["content"].as_str().unwrap_or_default();
+        // pi checks in this order: destructuring, the path (resolveToCwd), then Node's `data` check, which pi
+        // meets after creating the parent directories; here nothing is created for a call that cannot write.
+        arguments::destructure(&args, "path")?;
+        let path = arguments::path(&args, "path")?;
+        let content = arguments::data(&args, "content")?;
         let absolute = paths::resolve_to_cwd(path, ctx.cwd(), ctx.home().as_deref());
         let dir = paths::parent(&absolute);
         let aborted = || {

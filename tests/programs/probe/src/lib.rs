@@ -2,7 +2,7 @@
 //!
 //! A test program: the `probe` tool does, on request, what a hostile plugin would try: read or write a file,
 //! list a directory, start a program (with variables of its choosing), read an environment variable, open a socket, loop forever, allocate
-//! memory, or panic. Tests run it under different grants and check that each boundary holds, with a clear error.
+//! memory, panic, or call another tool through a nested call (`call`). Tests run it under different grants and check that each boundary holds, with a clear error.
 //!
 //! ```
 //! use toolwright_sdk::Tool;
@@ -25,7 +25,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call"]},
                     "tool": {"type": "string"},
                     "arguments": {"type": "object"},
                     "count": {"type": "integer"},
@@ -163,6 +163,12 @@ impl Tool for Probe {
                     );
                 }
                 "logged".into()
+            }
+            // One nested call (`ctx.call_tool`), waited for: its outcome as `ok|error: TEXT`.
+            "call" => {
+                let outcome = ctx.call_tool(args["tool"].as_str().unwrap_or("read"), &args["arguments"]);
+                let status = if outcome.is_error { "error" } else { "ok" };
+                format!("{status}: {}", outcome.text())
             }
             // Start a nested call and return without its outcome, after `ms`: the host must cancel what it left.
             "start-and-leave" => {
