@@ -109,7 +109,8 @@ pub fn data<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
     )))
 }
 
-fn kind(value: &Value) -> &'static str {
+/// What kind of JSON value `value` is, in words (`an array`, `null`).
+pub fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

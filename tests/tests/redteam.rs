@@ -637,7 +637,10 @@ fn wait_for_pids(file: &Path, n: usize) -> Vec<u32> {
 /// cancelled when the probe's call ends, and its process killed, under exec and under mcp.
 #[test]
 fn a_nested_call_a_plugin_started_and_left_is_cancelled_with_it_under_exec_and_mcp() {
-    let mut setup = setup("[plugins.toolwright-test-probe]\n");
+    // bash runs within the probe's grants: the workspace, `./out` and the shell.
+    let mut setup = setup(
+        "[plugins.toolwright-test-probe]\ntools = [\"bash\"]\nread = [\".\"]\nwrite = [\"./out\"]\nspawn = [\"sh\"]\n",
+    );
     setup.allow = "probe,bash".into();
     std::fs::create_dir(setup.ws.path().join("out")).unwrap();
     let leave = |pidfile: &Path| {
@@ -682,7 +685,8 @@ fn a_nested_call_a_plugin_started_and_left_is_cancelled_with_it_under_exec_and_m
 /// and under mcp, and the host serves on.
 #[test]
 fn a_flood_of_started_calls_is_bounded_under_exec_and_mcp() {
-    let mut setup = setup("[plugins.toolwright-test-probe]\ntimeout-ms = 60000\n");
+    let mut setup =
+        setup("[plugins.toolwright-test-probe]\ntimeout-ms = 60000\ntools = [\"ls\"]\nread = [\".\"]\n");
     setup.allow = "probe,ls".into();
     let flood = json!({"action": "start-flood", "tool": "ls", "count": 1100});
     let expected = (false, "ran 1024, refused 76, other errors []".to_owned());
@@ -1080,8 +1084,10 @@ fn exec_watched(setup: &Setup, builtins: &str, calls: &[(&str, Value)], limit: D
 /// log holds every caller's and every nested call's record, and the next call works.
 #[test]
 fn a_fifo_read_through_a_nested_call_is_refused_and_a_nested_call_ends_at_its_caller_s_deadline() {
+    // The probe may call read and bash, which run within its grants (bash: the workspace and the shell).
     let mut setup = setup(
-        "[plugins.toolwright-test-probe]\ntimeout-ms = 2000\nspawn = [\"/bin/sh\"]\nwrite = [\"./out\"]\n",
+        "[plugins.toolwright-test-probe]\ntimeout-ms = 2000\nspawn = [\"/bin/sh\", \"sh\"]\nwrite = [\"./out\"]\n\
+         read = [\".\"]\ntools = [\"read\", \"bash\"]\n",
     );
     setup.allow = "probe,read,bash".into();
     let out = setup.ws.path().join("out");
@@ -1188,7 +1194,8 @@ fn a_png_declaring_20000_by_20000_pixels_is_omitted_by_its_header_from_a_tool_an
 /// result kept). The host stays small, and the next call works.
 #[test]
 fn handler_output_is_counted_before_it_is_parsed() {
-    let setup = setup_bombs("");
+    // Granted the rewrite: what it rewrites to is counted and parsed (an ungranted rewrite is refused unread).
+    let setup = setup_bombs("[plugins.toolwright-test-bomb]\nrewrite = [\"bash\"]\n");
     let calls = [
         ("bash", json!({"command": ": bomb args 16"})),
         ("bash", json!({"command": ": bomb args 15"})),

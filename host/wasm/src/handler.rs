@@ -113,7 +113,7 @@ async fn run_tool_call(
                             "The handler plugin {} rewrote the arguments of {tool} to {}, not an object: the call \
                              is blocked",
                             plugin.name,
-                            json_kind(&other)
+                            toolwright_sdk::arguments::kind(&other)
                         );
                         return Ok(Some(refuse_rewrite(&ctx, by, reason)));
                     }
@@ -139,18 +139,6 @@ fn refuse_rewrite(ctx: &BeforeToolCallContext, by: String, reason: String) -> Be
     ctx.trail
         .step(Step::new(by, Stage::Before, Verdict::Blocked).with_reason(&reason));
     BeforeToolCallResult::block(reason)
-}
-
-/// What kind of JSON value `value` is, in words.
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The result as handlers see and change it (pi's working copy of the event).
