@@ -70,8 +70,25 @@ impl Clone {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    fn audit_log(&self) -> PathBuf {
+        self.root.path().join("audit.jsonl")
+    }
+
+    /// The last audit record of the call `id`.
+    fn audited(&self, id: &str) -> Value {
+        std::fs::read_to_string(self.audit_log())
+            .unwrap()
+            .lines()
+            .rev()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|r| r["id"] == id)
+            .unwrap()
+    }
+
     fn args(&self) -> Vec<String> {
         vec![
+            "--audit-log".into(),
+            self.audit_log().to_string_lossy().into_owned(),
             "--cache-dir".into(),
             test_cache_dir().to_string_lossy().into_owned(),
             "--allow".into(),
@@ -162,6 +179,16 @@ fn a_cloned_project_does_nothing_until_trusted_then_reaches_only_its_grants() {
         (false, format!("{}\n{}", refused("read"), refused("bash")))
     );
     assert_eq!(results[1], (false, "notes\n".into()), "the built-in read answers");
+    // The audit record names whose authority the nested call ran under, and the step that refused it.
+    let record = clone.audited("c0/1");
+    assert_eq!(record["authority"], format!("the plugin {NESTED_NAME}"));
+    assert_eq!(record["decision"][0]["by"], "authority");
+    assert_eq!(record["decision"][0]["verdict"], "refused");
+    assert_eq!(
+        clone.audited("c0")["authority"],
+        Value::Null,
+        "the model's call: the host's authority"
+    );
     assert!(!stderr.contains("skipped the project"), "{stderr}");
     assert!(
         stderr.contains("the tool `read` has the name of the built-in `read`; the built-in stays"),
