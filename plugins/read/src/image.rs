@@ -128,7 +128,7 @@ pub fn content(bytes: &[u8], mime: &str) -> Vec<Content> {
 /// pi's `normalizeToolResultImages` (auto-resize on): every image block goes through `processImage`; one whose
 /// data, type or hints change is replaced by the processed image followed by a text block with the hints (when
 /// there are any); one that cannot be processed is kept as it is, unless its header declares more than
-/// [`MAX_PIXELS`]: that one is replaced by the note saying so. `None` when nothing changed.
+/// `MAX_PIXELS` (25 megapixels): that one is replaced by the note saying so. `None` when nothing changed.
 pub fn normalize_images(content: &[Content]) -> Option<Vec<Content>> {
     let mut changed = false;
     let mut out = Vec::with_capacity(content.len());
