@@ -472,8 +472,9 @@ fn python_and_javascript_plugins_write_only_what_they_are_granted_and_make_neste
     let notes = workspace.join("notes");
     std::fs::create_dir(&notes).unwrap();
     // Granted reads of the workspace, writes of `notes/` only.
-    let policy = "[plugins.py-nested]\nread = [\".\"]\nwrite = [\"notes\"]\n\
-                  [plugins.js-nested]\nread = [\".\"]\nwrite = [\"notes\"]\n";
+    // Their nested `ls` runs within their own grants (`read = ["."]`).
+    let policy = "[plugins.py-nested]\nread = [\".\"]\nwrite = [\"notes\"]\ntools = [\"ls\"]\n\
+                  [plugins.js-nested]\nread = [\".\"]\nwrite = [\"notes\"]\ntools = [\"ls\"]\n";
     for (lang, write, nested) in [
         ("python", "py_write", "py_nested"),
         ("js", "js_write", "js_nested"),
