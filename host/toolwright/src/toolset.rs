@@ -147,13 +147,22 @@ pub enum ToolsetError {
 /// Step 1: the policy in force for `options` (trusted files, then the project's, confined unless trusted).
 /// What the project's file may not set is logged and left out.
 pub fn load_policy(options: &ToolsetOptions, host: &HostEnv) -> Result<Policy, ToolsetError> {
+    load_policy_trusted(options, host, project_trusted(options))
+}
+
+/// [`load_policy`] when whether the user trusted the project is already known (`trusted`).
+pub(crate) fn load_policy_trusted(
+    options: &ToolsetOptions,
+    host: &HostEnv,
+    trusted: bool,
+) -> Result<Policy, ToolsetError> {
     let cwd = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
     let policy = Policy::load_with_trusted_project(
         &options.policy_files,
         options.project_policy.as_deref(),
         &cwd,
         host.home.as_deref(),
-        project_trusted(options),
+        trusted,
     )?;
     for line in &policy.ignored {
         tracing::warn!("ignored from the project's untrusted toolwright.toml: {line}");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::background::{self, Deferred, Start};
 use super::{
-    BuiltinGrants, BuiltinMode, ToolsetError, ToolsetOptions, load_policy, native_builtins_granted,
+    BuiltinGrants, BuiltinMode, ToolsetError, ToolsetOptions, load_policy_trusted, native_builtins_granted,
     user_plugin_dir,
 };
 use crate::audit::{Origin, OriginKind, Runtime};
@@ -19,18 +19,14 @@ use crate::wasm::identity::{self, PinStatus, PluginIdentity, PluginLocation};
 use crate::wasm::lock::{LockError, Lockfile, Verdict};
 use crate::wasm::{Plugin, PluginError, PluginHost, Preopen, WasmGrants};
 
-/// Whether the project whose plugins `options` would load is trusted; none when no trust is needed (the
-/// options name no project directory, or do not ask for trust).
-fn project_trust(options: &ToolsetOptions) -> Option<crate::trust::ProjectTrust> {
-    if !options.require_project_trust || options.project_plugin_dir.is_none() {
-        return None;
-    }
-    // A project directory the user also named as a plugin directory was trusted on purpose.
-    let project = options.project_plugin_dir.as_deref()?;
-    if options.plugin_dirs.iter().any(|d| d == project) {
-        return None;
-    }
-    Some(crate::trust::check(&options.cwd))
+/// Whether loading `options` needs the user's trust in the project: they ask for it and name a project plugin
+/// directory the user did not also name as a plugin directory (that one was trusted on purpose).
+fn needs_project_trust(options: &ToolsetOptions) -> bool {
+    options.require_project_trust
+        && options
+            .project_plugin_dir
+            .as_deref()
+            .is_some_and(|project| !options.plugin_dirs.iter().any(|d| d == project))
 }
 
 impl ToolsetOptions {
@@ -121,12 +117,17 @@ impl Toolset {
     /// Load the built-ins and every plugin of the plugin directories. Plugins compile in parallel, or come from
     /// the cache.
     pub fn load(options: &ToolsetOptions) -> Result<Self, ToolsetError> {
-        // A project's own plugins do nothing until the user trusts it as it is now.
+        // A project's own plugins do nothing until the user trusts it as it is now. Checked once: the digest
+        // reads every file the project ships.
+        let trust = options
+            .require_project_trust
+            .then(|| crate::trust::check(&options.cwd));
+        let trusted = trust == Some(crate::trust::ProjectTrust::Trusted);
         let mut skipped_project = None;
         let untrusted;
-        let options = match project_trust(options) {
-            Some(trust) if trust != crate::trust::ProjectTrust::Trusted => {
-                skipped_project = crate::trust::skipped_line(&options.cwd, &trust);
+        let options = match &trust {
+            Some(trust) if !trusted && needs_project_trust(options) => {
+                skipped_project = crate::trust::skipped_line(&options.cwd, trust);
                 untrusted = ToolsetOptions {
                     project_plugin_dir: None,
                     ..options.clone()
@@ -136,7 +137,7 @@ impl Toolset {
             _ => options,
         };
         let host = HostEnv::current();
-        let policy = load_policy(options, &host)?;
+        let policy = load_policy_trusted(options, &host, trusted)?;
         if let Some(unknown) = options
             .wasm_builtins
             .iter()
