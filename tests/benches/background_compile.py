@@ -7,7 +7,7 @@ Installs PLUGIN.wasm with `toolwright plugins add` into a HOME of its own, then 
 a batch of one `ls` with a fresh `--cache-dir` each run: A with the plugin's `toolwright.lock` entry (it compiles
 in the background), B with the lockfile removed (it is compiled before the batch, as every plugin was before
 background compiles). Prints the medians of the first result, the end of stdout and the exit (docs/performance.md,
-issue 21's seventh round).
+"Starts and loads").
 """
 
 import os

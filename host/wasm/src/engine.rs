@@ -17,7 +17,7 @@ pub const MAX_MEMORY: usize = 256 << 20;
 /// as it ran instances at once, and a slot keeps only what its instances wrote: a Rust plugin some KiB). 4 MiB:
 /// a call of the Python example writes 192 pages spread over 3.9 MiB, which `crate::resident` merges into the 32
 /// runs wasmtime's reset reads, and every page past the bound faults again in the next instance (the JavaScript
-/// example needs 0.9 MiB; docs/performance.md, ninth, tenth and twelfth rounds).
+/// example needs 0.9 MiB; docs/performance.md, "Python and JavaScript plugins").
 pub const KEEP_RESIDENT: usize = 4 << 20;
 /// The same for an instance's tables.
 pub const TABLE_KEEP_RESIDENT: usize = 64 << 10;

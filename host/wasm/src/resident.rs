@@ -5,8 +5,8 @@
 //! it reads at most 32 runs of written pages (wasmtime 48's `MAX_REGIONS`, a constant), and decommits everything
 //! past the 32nd, which the next instance in the slot then faults back in, page by page. A Rust plugin writes a
 //! few runs; an interpreter writes many: a call of the JavaScript example writes 158 pages in 63 runs, one of the
-//! Python example 192 in 147, so every fresh call faulted 80 to 215 pages back (docs/performance.md, tenth to
-//! twelfth rounds).
+//! Python example 192 in 147, so every fresh call faulted 80 to 215 pages back (docs/performance.md,
+//! "Python and JavaScript plugins").
 //!
 //! Before a finished store is dropped (`crate::warm`, on the background thread), [`Image::keep_written_resident`]
 //! looks at the memory slots that hold the plugin's memory image (the `rw-p` mappings of its cached `.cwasm` file in
