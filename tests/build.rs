@@ -42,9 +42,28 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     wasm::ensure_target();
     let target_dir = wasm::target_dir(&out_dir);
+    // Every program and example in one cargo invocation: shared dependencies, both cores.
+    let dirs: Vec<PathBuf> = PROGRAMS
+        .iter()
+        .map(|p| {
+            root.join("tests/programs")
+                .join(p.trim_start_matches("toolwright-test-"))
+        })
+        .chain(EXAMPLES.iter().map(|p| {
+            root.join("plugins/examples")
+                .join(p.trim_start_matches("toolwright-example-"))
+        }))
+        .collect();
+    let packages: Vec<(&str, &std::path::Path)> = PROGRAMS
+        .iter()
+        .chain(EXAMPLES.iter())
+        .copied()
+        .zip(dirs.iter().map(PathBuf::as_path))
+        .collect();
+    let mut built = wasm::build_all(&packages, &target_dir).into_iter();
     let mut code = String::new();
     for package in PROGRAMS {
-        let wasm = wasm::build(&root, &target_dir, package);
+        let wasm = built.next().expect("one component per program");
         let name = package.trim_start_matches("toolwright-test-").to_uppercase();
         code.push_str(&format!(
             "/// The `{package}` component.\npub const {name}: &str = {:?};\n",
@@ -55,7 +74,7 @@ fn main() {
         "/// The example plugins: (package, component bytes).\npub const EXAMPLES: &[(&str, &[u8])] = &[\n",
     );
     for package in EXAMPLES {
-        let wasm = wasm::build(&root, &target_dir, package);
+        let wasm = built.next().expect("one component per example");
         code.push_str(&format!(
             "    ({package:?}, include_bytes!({:?})),\n",
             wasm.display().to_string()

@@ -68,13 +68,27 @@ fn main() {
     let mut digests = String::from(
         "/// The SHA-256 of each of [`BUILTINS`], in the same order, computed when they were built.\npub const BUILTIN_DIGESTS: Option<&[(&str, [u8; 32])]> = Some(&[\n",
     );
-    for plugin in PLUGINS {
-        let dir = source(&format!("tool-{plugin}"));
+    // One cargo invocation for all of them (codemode too, when asked): shared dependencies, both cores.
+    let mut packages: Vec<(String, PathBuf)> = PLUGINS
+        .iter()
+        .map(|plugin| {
+            (
+                format!("toolwright-tool-{plugin}"),
+                source(&format!("tool-{plugin}")),
+            )
+        })
+        .collect();
+    if codemode {
+        packages.push(("toolwright-tool-codemode".into(), source("tool-codemode")));
+    }
+    for (_, dir) in &packages {
         println!("cargo:rerun-if-changed={}", dir.display());
-        let wasm = embed(
-            &wasm::build(&dir, &target_dir, &format!("toolwright-tool-{plugin}")),
-            &out_dir,
-        );
+    }
+    let asked: Vec<(&str, &std::path::Path)> =
+        packages.iter().map(|(p, d)| (p.as_str(), d.as_path())).collect();
+    let mut built = wasm::build_all(&asked, &target_dir).into_iter();
+    for plugin in PLUGINS {
+        let wasm = embed(&built.next().expect("one component per plugin"), &out_dir);
         code.push_str(&format!(
             "    ({plugin:?}, include_bytes!({:?})),\n",
             wasm.display().to_string()
@@ -85,12 +99,7 @@ fn main() {
     digests.push_str("]);\n");
     code.push_str(&digests);
     if codemode {
-        let dir = source("tool-codemode");
-        println!("cargo:rerun-if-changed={}", dir.display());
-        let wasm = embed(
-            &wasm::build(&dir, &target_dir, "toolwright-tool-codemode"),
-            &out_dir,
-        );
+        let wasm = embed(&built.next().expect("the codemode component"), &out_dir);
         code.push_str(&format!(
             "/// The codemode tool (the Boa engine inside) as a wasm component.\npub const CODEMODE: Option<&[u8]> = Some(include_bytes!({:?}));\n\
              /// The SHA-256 of [`CODEMODE`], computed when it was built.\npub const CODEMODE_DIGEST: Option<[u8; 32]> = Some({});\n",
