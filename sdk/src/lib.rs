@@ -18,6 +18,7 @@
 //! - `export_tool!` / `export_handler!`: the one line that turns a crate into a wasm tool or handler plugin.
 //! - [`paths`] and [`truncate`]: pi's path resolution and output truncation, shared by the built-in tools.
 //! - [`arguments`]: how the built-ins read arguments no schema checked (a handler's rewrite), with pi's texts.
+//! - [`uri`]: `decodeURIComponent` and local `$ref` resolution, for schemas and `file://` paths.
 //!
 //! This crate knows nothing of wasmtime, tokio or the host: it compiles natively and for `wasm32-wasip2`.
 //!
@@ -48,6 +49,7 @@ mod plugin;
 mod result;
 mod tool;
 pub mod truncate;
+pub mod uri;
 mod usage;
 
 pub use content::Content;

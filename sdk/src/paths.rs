@@ -1,6 +1,8 @@
 //! pi's path handling (`path-utils.ts`, `utils/paths.ts`): what a path argument means, as plain string work on
 //! POSIX paths, so that it behaves the same natively and inside a wasm plugin.
 
+use crate::{ToolError, uri};
+
 /// Unicode spaces pi turns into ASCII spaces in path arguments.
 fn is_unicode_space(c: char) -> bool {
     matches!(
@@ -10,8 +12,25 @@ fn is_unicode_space(c: char) -> bool {
 }
 
 /// pi's `expandPath`: Unicode spaces to ASCII, one leading `@` stripped, `~` and `~/x` expanded, `file://` URLs
-/// to paths.
+/// to paths. A URL whose escapes do not decode keeps its path as written: pi throws there, and the built-ins
+/// meet that error first ([`check`]).
 pub fn expand(path: &str, home: Option<&str>) -> String {
+    expanded(path, home).unwrap_or_else(|undecoded| undecoded)
+}
+
+/// The error pi's `resolveToCwd` throws for `path` itself: Node's `fileURLToPath` fails with `URI malformed`
+/// on a `file://` URL whose escapes `decodeURIComponent` refuses.
+pub fn check(path: &str) -> Result<(), ToolError> {
+    if !path.contains("file://") {
+        return Ok(());
+    }
+    expanded(path, None)
+        .map(drop)
+        .map_err(|_| ToolError::new("URI malformed"))
+}
+
+/// [`expand`], or the undecoded path of a `file://` URL whose escapes do not decode.
+fn expanded(path: &str, home: Option<&str>) -> Result<String, String> {
     let spaced: String = path
         .chars()
         .map(|c| if is_unicode_space(c) { ' ' } else { c })
@@ -19,16 +38,17 @@ pub fn expand(path: &str, home: Option<&str>) -> String {
     let p = spaced.strip_prefix('@').unwrap_or(&spaced);
     if let Some(home) = home {
         if p == "~" {
-            return home.to_owned();
+            return Ok(home.to_owned());
         }
         if let Some(rest) = p.strip_prefix("~/") {
-            return join(home, rest);
+            return Ok(join(home, rest));
         }
     }
     if let Some(rest) = p.strip_prefix("file://") {
-        return percent_decode(rest.strip_prefix("localhost").unwrap_or(rest));
+        let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+        return uri::decode_component(rest).ok_or_else(|| rest.to_owned());
     }
-    p.to_owned()
+    Ok(p.to_owned())
 }
 
 /// pi's `resolveToCwd`: the expanded path made absolute against `cwd`, with `.` and `..` resolved lexically
@@ -90,25 +110,6 @@ pub fn relative(base: &str, path: &str) -> String {
     parts.join("/")
 }
 
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +124,25 @@ mod tests {
         assert_eq!(resolve_to_cwd("a\u{00A0}b", "/w", None), "/w/a b");
         assert_eq!(resolve_to_cwd("file:///tmp/a%20b", "/w", None), "/tmp/a b");
         assert_eq!(resolve_to_cwd("../../..", "/w", None), "/");
+        assert_eq!(resolve_to_cwd("file://localhost/tmp/x", "/w", None), "/tmp/x");
+    }
+
+    /// Node 20's `fileURLToPath` throws `URIError: URI malformed` for these; the path stays as written, and
+    /// [`check`] gives pi's error (it used to decode them leniently, and `%a\u{e9}` panicked).
+    #[test]
+    fn malformed_file_urls_fail_as_in_pi() {
+        for url in [
+            "file:///tmp/%zz",
+            "file:///tmp/%e9",
+            "file:///tmp/%a\u{e9}",
+            "@file:///tmp/a%4",
+        ] {
+            assert_eq!(check(url).unwrap_err().message(), "URI malformed", "{url}");
+        }
+        assert_eq!(resolve_to_cwd("file:///tmp/%zz", "/w", None), "/tmp/%zz");
+        assert_eq!(resolve_to_cwd("file:///tmp/%e9", "/w", None), "/tmp/%e9");
+        assert!(check("file:///tmp/%C3%A9").is_ok() && check("a%zz").is_ok());
+        assert_eq!(resolve_to_cwd("file:///tmp/%C3%A9", "/w", None), "/tmp/é");
     }
 
     #[test]

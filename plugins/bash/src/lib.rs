@@ -16,10 +16,9 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
+use toolwright_sdk::arguments::{self, Unchecked};
 use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size};
-use toolwright_sdk::{
-    Command, Content, Ctx, ProcessEvent, Tool, ToolError, ToolResult, ToolSpec, arguments, js,
-};
+use toolwright_sdk::{Command, Content, Ctx, ProcessEvent, Tool, ToolError, ToolResult, ToolSpec, js};
 
 use crate::accumulator::{OutputAccumulator, Snapshot, Spill};
 
@@ -69,12 +68,9 @@ impl Tool for Bash {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
-        arguments::object("bash", &args, "command")?;
+        let Args { command, timeout } = arguments::object("bash", args, "command")?;
         // pi runs `String(command)`: a missing command is the word `undefined`, never an empty script.
-        let command = arguments::string(&args, "command");
-        // pi's `Number.isFinite` is false for anything present that is not a number (a string, `null`, a
-        // boolean): such a timeout fails as a non-finite one instead of running unbounded.
-        let timeout = args.get("timeout").map(|t| js::as_f64(t).unwrap_or(f64::NAN));
+        let command = command.string();
         ctx.update(ToolResult::default());
         let timeout_ms = match timeout {
             None => None,
@@ -136,6 +132,17 @@ impl Tool for Bash {
             ..Default::default()
         })
     }
+}
+
+/// The arguments of `bash`, as pi destructures them.
+#[derive(serde::Deserialize)]
+struct Args {
+    #[serde(default)]
+    command: Unchecked,
+    /// pi's `Number.isFinite` is false for anything present that is not a number (a string, `null`, a
+    /// boolean): such a timeout fails as a non-finite one instead of running unbounded.
+    #[serde(default, deserialize_with = "arguments::number")]
+    timeout: Option<f64>,
 }
 
 /// Why a command stopped without an exit code.

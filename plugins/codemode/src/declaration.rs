@@ -5,6 +5,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use serde_json::{Map, Value};
+use toolwright_sdk::uri::resolve_ref;
 
 use crate::identifier;
 
@@ -68,43 +69,6 @@ fn is_identifier(name: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-}
-
-/// The subschema a local reference (`#`, `#/$defs/Item`) names in `root`; none for remote references and
-/// references that name nothing.
-pub fn resolve_ref<'a>(reference: &str, root: &'a Value) -> Option<&'a Value> {
-    if reference != "#" && !reference.starts_with("#/") {
-        return None;
-    }
-    let mut current = root;
-    for segment in reference
-        .get(2..)
-        .unwrap_or("")
-        .split('/')
-        .filter(|s| !s.is_empty())
-    {
-        let decoded = percent_decode(segment)?;
-        let key = decoded.replace("~1", "/").replace("~0", "~");
-        current = current.as_object()?.get(&key)?;
-    }
-    (current.is_object() || current.is_boolean()).then_some(current)
-}
-
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 struct Render<'a> {

@@ -17,9 +17,9 @@ mod diff;
 mod jsdiff;
 
 use serde_json::{Map, Value, json};
+use toolwright_sdk::arguments::{self, Unchecked};
 use toolwright_sdk::{
-    Access, ArgumentsShim, Ctx, FileMutations, Tool, ToolError, ToolResult, ToolSpec, arguments, node_code,
-    paths,
+    Access, ArgumentsShim, Ctx, FileMutations, Tool, ToolError, ToolResult, ToolSpec, node_code, paths,
 };
 
 use crate::apply::{apply_edits, apply_to_original, normalize_to_lf};
@@ -83,7 +83,8 @@ impl Tool for Edit {
         if args.is_null() {
             return Err(ToolError::new("Cannot read properties of null (reading 'edits')"));
         }
-        let items = match args.get("edits") {
+        let Args { edits, path } = arguments::fields(args)?;
+        let items = match edits.value() {
             Some(Value::Array(items)) if !items.is_empty() => items,
             _ => {
                 return Err(ToolError::new(
@@ -91,7 +92,7 @@ impl Tool for Edit {
                 ));
             }
         };
-        let path = arguments::path(&args, "path")?;
+        let path = path.path()?;
         let absolute = paths::resolve_to_cwd(path, ctx.cwd(), ctx.home().as_deref());
         let aborted = || {
             if ctx.is_cancelled() {
@@ -142,9 +143,20 @@ impl Tool for Edit {
     }
 }
 
+/// The arguments of `edit`, as pi reads them (`input.edits`, `input.path`).
+#[derive(serde::Deserialize)]
+struct Args {
+    #[serde(default)]
+    edits: Unchecked,
+    #[serde(default)]
+    path: Unchecked,
+}
+
 /// Each edit's texts as pi reads them (`normalizeToLF(edit.oldText)`, then `newText`), failing with the
 /// `TypeError` pi's JavaScript throws: a missing `newText` never becomes an empty replacement.
 fn edit_texts(items: &[Value]) -> Result<Vec<apply::Edit>, ToolError> {
+    // By hand: an element of `edits` may be `null` or not an object, and pi's property reads on it throw the
+    // `TypeError`s below, in order; a typed element would fail with serde's text instead.
     let text = |edit: &Value, key: &str| -> Result<String, ToolError> {
         match edit {
             Value::Null => Err(ToolError::new(format!(
@@ -181,6 +193,7 @@ impl ArgumentsShim for Edit {
 }
 
 impl FileMutations for Edit {
+    // By hand: the host asks before the call with borrowed arguments; a typed read would copy them all.
     fn mutated_path(&self, args: &Value) -> Option<String> {
         args.get("path").and_then(Value::as_str).map(str::to_owned)
     }

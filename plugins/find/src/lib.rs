@@ -13,14 +13,26 @@
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
 use serde_json::{Value, json};
+use toolwright_sdk::arguments::{self, Unchecked};
 use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, Notices, truncate_head};
-use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, arguments, paths};
+use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
 
 /// The `find` tool.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Find;
 
 const DEFAULT_LIMIT: f64 = 1000.0;
+
+/// The arguments of `find`, as pi destructures them.
+#[derive(serde::Deserialize)]
+struct Args {
+    #[serde(default)]
+    pattern: Unchecked,
+    #[serde(default)]
+    path: Unchecked,
+    #[serde(default, deserialize_with = "arguments::lenient")]
+    limit: Option<f64>,
+}
 
 impl Tool for Find {
     fn spec(&self) -> ToolSpec {
@@ -45,33 +57,15 @@ impl Tool for Find {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
-        arguments::destructure(&args, "pattern")?;
+        let Args { pattern, path, limit } = arguments::destructure(args, "pattern")?;
         if ctx.is_cancelled() {
             return Err(ToolError::new("Operation aborted"));
         }
-        let dir_arg = arguments::optional_path(&args, "path")?.unwrap_or(".");
+        let dir_arg = path.optional_path()?.unwrap_or(".");
         let search_path = paths::resolve_to_cwd(dir_arg, ctx.cwd(), ctx.home().as_deref());
-        let limit = args
-            .get("limit")
-            .and_then(Value::as_f64)
-            .unwrap_or(DEFAULT_LIMIT)
-            .floor()
-            .max(1.0);
+        let limit = limit.unwrap_or(DEFAULT_LIMIT).floor().max(1.0);
         // pi calls `pattern.replace(…)` before fd runs.
-        let mut pattern = match args.get("pattern") {
-            Some(Value::String(s)) => s.as_str(),
-            None => {
-                return Err(ToolError::new(
-                    "Cannot read properties of undefined (reading 'replace')",
-                ));
-            }
-            Some(Value::Null) => {
-                return Err(ToolError::new(
-                    "Cannot read properties of null (reading 'replace')",
-                ));
-            }
-            Some(_) => return Err(ToolError::new("effectivePattern.replace is not a function")),
-        };
+        let mut pattern = pattern.receiver("effectivePattern")?;
         while let Some(rest) = pattern.strip_prefix("./") {
             pattern = rest;
         }

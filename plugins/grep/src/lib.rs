@@ -17,16 +17,37 @@ use grep_searcher::{BinaryDetection, SearcherBuilder, Sink, SinkContext, SinkMat
 use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
 use serde_json::{Value, json};
+use toolwright_sdk::arguments::{self, Unchecked};
 use toolwright_sdk::truncate::{
     DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, Notices, truncate_head, truncate_line,
 };
-use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, arguments, paths};
+use toolwright_sdk::{Access, Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
 
 /// The `grep` tool.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Grep;
 
 const DEFAULT_LIMIT: f64 = 100.0;
+
+/// The arguments of `grep`, as pi destructures them.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    #[serde(default)]
+    pattern: Unchecked,
+    #[serde(default)]
+    path: Unchecked,
+    #[serde(default, deserialize_with = "arguments::lenient")]
+    glob: Option<String>,
+    #[serde(default, deserialize_with = "arguments::lenient")]
+    ignore_case: Option<bool>,
+    #[serde(default, deserialize_with = "arguments::lenient")]
+    literal: Option<bool>,
+    #[serde(default, deserialize_with = "arguments::lenient")]
+    context: Option<f64>,
+    #[serde(default, deserialize_with = "arguments::lenient")]
+    limit: Option<f64>,
+}
 
 impl Tool for Grep {
     fn spec(&self) -> ToolSpec {
@@ -55,13 +76,21 @@ impl Tool for Grep {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
-        arguments::object("grep", &args, "pattern")?;
+        let Args {
+            pattern,
+            path,
+            glob,
+            ignore_case,
+            literal,
+            context,
+            limit,
+        } = arguments::object("grep", args, "pattern")?;
         if ctx.is_cancelled() {
             return Err(ToolError::new("Operation aborted"));
         }
         // pi hands `String(pattern)` to rg: a missing pattern searches for "undefined", never for everything.
-        let pattern = &arguments::string(&args, "pattern");
-        let dir_arg = arguments::optional_path(&args, "path")?.unwrap_or(".");
+        let pattern = &pattern.string();
+        let dir_arg = path.optional_path()?.unwrap_or(".");
         let search_path = paths::resolve_to_cwd(dir_arg, ctx.cwd(), ctx.home().as_deref());
         let meta = ctx
             .files()
@@ -74,21 +103,16 @@ impl Tool for Grep {
             .files()
             .check(&search_path, Access::Read)
             .map_err(|e| ToolError::new(e.to_string()))?;
-        let context = match args.get("context").and_then(Value::as_f64) {
+        let context = match context {
             Some(c) if c > 0.0 => c.floor().min(9_007_199_254_740_991.0) as u64,
             _ => 0,
         };
-        let limit = args
-            .get("limit")
-            .and_then(Value::as_f64)
-            .unwrap_or(DEFAULT_LIMIT)
-            .floor()
-            .max(1.0);
+        let limit = limit.unwrap_or(DEFAULT_LIMIT).floor().max(1.0);
         let options = Search {
             pattern,
-            ignore_case: args.get("ignoreCase").and_then(Value::as_bool).unwrap_or(false),
-            literal: args.get("literal").and_then(Value::as_bool).unwrap_or(false),
-            glob: args.get("glob").and_then(Value::as_str).map(strip_dot_slash),
+            ignore_case: ignore_case.unwrap_or(false),
+            literal: literal.unwrap_or(false),
+            glob: glob.as_deref().map(strip_dot_slash),
             context,
             limit,
         };

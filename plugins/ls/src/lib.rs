@@ -15,14 +15,24 @@ use icu_collator::options::CollatorOptions;
 #[cfg(feature = "icu")]
 use icu_collator::{Collator, CollatorBorrowed};
 use serde_json::{Value, json};
+use toolwright_sdk::arguments::{self, Unchecked};
 use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, Notices, truncate_head};
-use toolwright_sdk::{Ctx, Tool, ToolError, ToolResult, ToolSpec, arguments, paths};
+use toolwright_sdk::{Ctx, Tool, ToolError, ToolResult, ToolSpec, paths};
 
 /// The `ls` tool.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Ls;
 
 const DEFAULT_LIMIT: f64 = 500.0;
+
+/// The arguments of `ls`, as pi destructures them.
+#[derive(serde::Deserialize)]
+struct Args {
+    #[serde(default)]
+    path: Unchecked,
+    #[serde(default, deserialize_with = "arguments::lenient")]
+    limit: Option<f64>,
+}
 
 impl Tool for Ls {
     fn spec(&self) -> ToolSpec {
@@ -45,18 +55,13 @@ impl Tool for Ls {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
-        arguments::object("ls", &args, "path")?;
+        let Args { path, limit } = arguments::object("ls", args, "path")?;
         if ctx.is_cancelled() {
             return Err(ToolError::new("Operation aborted"));
         }
-        let path = arguments::optional_path(&args, "path")?.unwrap_or(".");
+        let path = path.optional_path()?.unwrap_or(".");
         let dir = paths::resolve_to_cwd(path, ctx.cwd(), ctx.home().as_deref());
-        let limit = args
-            .get("limit")
-            .and_then(Value::as_f64)
-            .unwrap_or(DEFAULT_LIMIT)
-            .floor()
-            .max(1.0);
+        let limit = limit.unwrap_or(DEFAULT_LIMIT).floor().max(1.0);
         let files = ctx.files();
         let meta = files.metadata(&dir).map_err(|e| match e.get_ref() {
             Some(_) => ToolError::new(e.to_string()),

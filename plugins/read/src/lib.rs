@@ -13,8 +13,9 @@ mod image;
 pub use image::normalize_images;
 
 use serde_json::{Value, json};
+use toolwright_sdk::arguments::{self, Unchecked};
 use toolwright_sdk::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head};
-use toolwright_sdk::{Content, Ctx, Tool, ToolError, ToolResult, ToolSpec, arguments, js, paths};
+use toolwright_sdk::{Content, Ctx, Tool, ToolError, ToolResult, ToolSpec, js, paths};
 use unicode_normalization::UnicodeNormalization;
 
 /// The `read` tool.
@@ -67,13 +68,11 @@ impl Tool for Read {
     }
 
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
-        arguments::destructure(&args, "path")?;
+        let Args { path, offset, limit } = arguments::destructure(args, "path")?;
         if ctx.is_cancelled() {
             return Err(ToolError::new("Operation aborted"));
         }
-        let path = arguments::path(&args, "path")?;
-        let offset = args.get("offset").and_then(Value::as_f64);
-        let limit = args.get("limit").and_then(Value::as_f64);
+        let path = path.path()?;
         let files = ctx.files();
         let home = ctx.home();
         let (absolute, found) = resolve_read_path(path, ctx.cwd(), home.as_deref(), files);
@@ -124,6 +123,17 @@ impl Tool for Read {
             ..Default::default()
         })
     }
+}
+
+/// The arguments of `read`, as pi destructures them.
+#[derive(serde::Deserialize)]
+struct Args {
+    #[serde(default)]
+    path: Unchecked,
+    #[serde(default, deserialize_with = "arguments::lenient")]
+    offset: Option<f64>,
+    #[serde(default, deserialize_with = "arguments::lenient")]
+    limit: Option<f64>,
 }
 
 /// pi's `resolveReadPathAsync`: the resolved path, or the first existing variant of it (macOS screenshot

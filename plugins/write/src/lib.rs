@@ -8,7 +8,8 @@
 //! ```
 
 use serde_json::{Value, json};
-use toolwright_sdk::{Ctx, FileMutations, Tool, ToolError, ToolResult, ToolSpec, arguments, paths};
+use toolwright_sdk::arguments::{self, Unchecked};
+use toolwright_sdk::{Ctx, FileMutations, Tool, ToolError, ToolResult, ToolSpec, paths};
 
 /// The `write` tool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -44,9 +45,9 @@ impl Tool for Write {
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
         // pi checks in this order: destructuring, the path (resolveToCwd), then Node's `data` check, which pi
         // meets after creating the parent directories; here nothing is created for a call that cannot write.
-        arguments::destructure(&args, "path")?;
-        let path = arguments::path(&args, "path")?;
-        let content = arguments::data(&args, "content")?;
+        let Args { path, content } = arguments::destructure(args, "path")?;
+        let path = path.path()?;
+        let content = content.data()?;
         let absolute = paths::resolve_to_cwd(path, ctx.cwd(), ctx.home().as_deref());
         let dir = paths::parent(&absolute);
         let aborted = || {
@@ -69,7 +70,17 @@ impl Tool for Write {
     }
 }
 
+/// The arguments of `write`, as pi destructures them.
+#[derive(serde::Deserialize)]
+struct Args {
+    #[serde(default)]
+    path: Unchecked,
+    #[serde(default)]
+    content: Unchecked,
+}
+
 impl FileMutations for Write {
+    // By hand: a typed read would copy the whole arguments (the content too) to learn the path.
     fn mutated_path(&self, args: &Value) -> Option<String> {
         args.get("path").and_then(Value::as_str).map(str::to_owned)
     }

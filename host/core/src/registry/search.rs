@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::{Value, json};
+use toolwright_sdk::uri::resolve_ref;
 use toolwright_sdk::{Exposure, ToolNamespace};
 
 use super::WeakRegistry;
@@ -189,42 +190,6 @@ fn schema_text<'a>(
             }
         }
     }
-}
-
-/// pi-codemode's `resolveSchemaRef`: the subschema a local reference (`#`, `#/$defs/Item`) names.
-fn resolve_ref<'a>(reference: &str, root: &'a Value) -> Option<&'a Value> {
-    if reference != "#" && !reference.starts_with("#/") {
-        return None;
-    }
-    let mut current = root;
-    for segment in reference
-        .get(2..)
-        .unwrap_or("")
-        .split('/')
-        .filter(|s| !s.is_empty())
-    {
-        let key = percent_decode(segment)?.replace("~1", "/").replace("~0", "~");
-        current = current.as_object()?.get(&key)?;
-    }
-    (current.is_object() || current.is_boolean()).then_some(current)
-}
-
-/// `decodeURIComponent`: `None` for a malformed escape or bytes that are not UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 struct Indexed {
