@@ -354,11 +354,11 @@ fn mcp_writes_the_log_the_users_policy_names_and_records_a_cancelled_call() {
     assert!(cancelled.duration_ms < 20_000, "{cancelled:?}");
 }
 
-/// Under `toolwright mcp`, a built-in whose work runs in place (on the thread polling its call, see
-/// `Pipeline::with_work_in_place`) is still cancelled by the client: `find` over the whole filesystem, which
+/// Under `toolwright mcp`, a built-in whose work is placed here (on the thread polling its call, see
+/// `Pipeline::with_work_here`) is still cancelled by the client: `find` over the whole filesystem, which
 /// walks for many seconds on its own, settles as cancelled soon after `notifications/cancelled`.
 #[test]
-fn a_client_cancels_a_call_whose_work_runs_in_place() {
+fn a_client_cancels_a_call_whose_work_runs_here() {
     let setup = Setup::new();
     let log = setup.log();
     let mut command = setup.command("mcp");

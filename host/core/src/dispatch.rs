@@ -144,8 +144,8 @@ impl Dispatcher {
             .inner
             .pipeline
             .execute_tool_calls_recorded(&tools, message, sink, cancel, &**nested);
-        // Work a call runs in place writes the nested events itself while it waits for them (`alone`).
-        let batch = crate::pipeline::alone::owing(&outbox, batch);
+        // Work a call places here writes the nested events itself while it waits for them (`placement`).
+        let batch = crate::pipeline::placement::owing(&outbox, batch);
         tokio::pin!(batch);
         // (The outbox stays open while `forward` lives: its first branch never ends the loop.)
         let mut open = true;
@@ -205,7 +205,7 @@ struct OutboxState<'a> {
 impl Outbox<'_> {
     /// Write what was sent, in order, each acknowledged once written (a nested call waits for that): `Pending`
     /// while senders remain, ready once they are gone and everything is written. Polled by [`Dispatcher::run`]'s
-    /// loop, or by work a call runs in place, which blocks the loop (the lock is held only while polled).
+    /// loop, or by work a call places here, which blocks the loop (the lock is held only while polled).
     fn poll_write(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         use std::task::Poll;
         let mut state = self
@@ -232,7 +232,7 @@ impl Outbox<'_> {
     }
 }
 
-impl crate::pipeline::alone::Owed for Outbox<'_> {
+impl crate::pipeline::placement::Owed for Outbox<'_> {
     fn poll_serve(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         self.poll_write(cx)
     }

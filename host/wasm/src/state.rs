@@ -42,9 +42,9 @@ pub struct CallEnv {
     /// The session context of a tool call: nested calls go through it (none for handlers and loadout hooks, and
     /// for a call in place).
     pub session: Option<ToolContext>,
-    /// A built-in's call on the thread that polls its batch, or on one of the brief threads
+    /// A built-in's short call, on the thread that polls its batch or on a short-work thread
     /// ([`WasmGrants::in_place`](crate::WasmGrants)): an update never waits for room, and it makes no nested calls.
-    /// (Any other call in place hands its updates on itself: `toolwright_core::pipeline::serving`.)
+    /// (Any other call placed here hands its updates on itself: `toolwright_core::pipeline::runs_here`.)
     pub inline: bool,
 }
 
@@ -242,7 +242,7 @@ impl host::Host for PluginState {
         let call = &self.call;
         let sent = match tokio::runtime::Handle::try_current() {
             // On the thread that polls its batch, which waits for it: it hands the update on itself.
-            Ok(runtime) if toolwright_core::pipeline::serving() => {
+            Ok(runtime) if toolwright_core::pipeline::runs_here() => {
                 call.updates.update(result);
                 toolwright_core::pipeline::flush_owed(&runtime);
                 true
@@ -289,7 +289,7 @@ impl host::Host for PluginState {
         };
         // The message is the plugin's: bounded like everything it sends.
         self.call.updates.log(level, message);
-        if toolwright_core::pipeline::serving()
+        if toolwright_core::pipeline::runs_here()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             toolwright_core::pipeline::flush_owed(&runtime);
@@ -431,7 +431,7 @@ impl host::Host for PluginState {
             let first = {
                 let call = &self.call;
                 let receiver = &mut started.receiver;
-                toolwright_core::pipeline::block_on_serving(&runtime, async {
+                toolwright_core::pipeline::block_on_nested(&runtime, async {
                     tokio::select! {
                         // An outcome that is ready wins over a deadline passing at the same moment.
                         biased;
@@ -544,7 +544,7 @@ impl PluginState {
             .map(|(at, _)| tokio::time::Instant::from_std(at));
         let plugin = self.call.plugin.clone();
         let count = calls.len();
-        toolwright_core::pipeline::block_on_serving(&runtime, async move {
+        toolwright_core::pipeline::block_on_nested(&runtime, async move {
             let runs = futures::future::join_all(calls.into_iter().map(|(name, arguments)| {
                 let (scoped, plugin) = (&scoped, &plugin);
                 async move {

@@ -1,5 +1,5 @@
 //! Work a fresh instance needs that the call need not wait for, done on one background thread for a call that
-//! runs alone (`toolwright_core::pipeline::may_block_here`: a pipeline that works in place, as `exec` and `mcp`
+//! is placed here (`toolwright_core::pipeline::Placement::Here`: a pipeline that works here, as `exec` and `mcp`
 //! run theirs, with nothing beside the call; there a core is free, where beside others every core has calls to
 //! run): after it answers, its finished store is dropped there (wasmtime resets its memory and tables for the
 //! slot's next instance when it drops), then a *spare* is made there, an instance of the plugin under the call's

@@ -5,7 +5,7 @@ use std::time::Instant;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::alone;
+use super::placement;
 use super::prepare::{CallContext, Ready, panicked};
 use super::{EventSink, ToolLog};
 use crate::hooks::{AfterToolCallContext, merge_after};
@@ -123,13 +123,13 @@ pub(super) async fn execute(
         updates,
     };
     let outcome = {
-        // Work in place hands on what it sends itself: this loop is not polled while it runs.
+        // Work placed here hands on what it sends itself: this loop is not polled while it runs.
         let forwarding = Forwarding {
             receiver: &receiver,
             forward: &forward,
             call,
         };
-        let execution = alone::owing(&forwarding, ready.tool.execute(run));
+        let execution = placement::owing(&forwarding, ready.tool.execute(run));
         let execution = std::panic::AssertUnwindSafe(execution).catch_unwind();
         tokio::pin!(execution);
         loop {
@@ -151,15 +151,15 @@ pub(super) async fn execute(
     settle(&call.name, outcome, duration_ms)
 }
 
-/// What a call's execution owes while work it runs in place blocks [`execute`]'s loop: its partial results and log
-/// lines, handed on in the order they were sent (see [`alone`]).
+/// What a call's execution owes while work placed here blocks [`execute`]'s loop: its partial results and log
+/// lines, handed on in the order they were sent (see [`placement`]).
 struct Forwarding<'a> {
     receiver: &'a UpdateReceiver,
     forward: &'a Forward<'a>,
     call: &'a ToolCall,
 }
 
-impl alone::Owed for Forwarding<'_> {
+impl placement::Owed for Forwarding<'_> {
     fn flush(&self) -> Option<BoxFuture<'_, ()>> {
         Some(Box::pin(async move {
             while let Some(sent) = self.receiver.try_recv() {
