@@ -24,8 +24,8 @@ use toolwright::definition::{ToolSource, wrap_tool_definition};
 use toolwright::native::{NativeEnv, tool_definition};
 use toolwright::wasm::{PluginHost, WasmGrants};
 use toolwright::{
-    AgentTool, AssistantMessage, ExecutionMode, NoEvents, Pipeline, ToolCall, ToolExecution, ToolResult,
-    UpdateSink,
+    AgentTool, AssistantMessage, CallSink, ExecutionMode, NoEvents, Pipeline, ToolCall, ToolExecution,
+    ToolResult,
 };
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -134,7 +134,7 @@ async fn call(tool: &AgentTool, args: &Value) {
         call_id: "b".into(),
         params: args.clone(),
         cancel: CancellationToken::new(),
-        updates: UpdateSink::discard(),
+        updates: CallSink::discard(),
     };
     let result = tool.execute(run).await;
     assert!(result.as_ref().is_ok_and(|r| !r.is_error()), "{result:?}");

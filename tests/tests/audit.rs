@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolwright::audit::{AuditMemory, AuditRecord, OriginKind, Outcome, Runtime, Stage, Verdict};
+use toolwright::audit::{AuditMemory, AuditRecord, Machine, OriginKind, Outcome, Stage, Verdict};
 use toolwright::hooks::{BeforeToolCallResult, before_tool_call};
 use toolwright::{AssistantMessage, EventLog, Session, ToolCall};
 use toolwright_tests::golden::test_cache_dir;
@@ -180,8 +180,8 @@ fn exec_records_who_blocked_what_was_refused_the_nested_calls_and_no_secret() {
     assert!(c0.spawns.is_empty(), "{c0:?}");
     let source = c0.source.as_ref().unwrap();
     assert_eq!(
-        (source.kind, source.runtime),
-        (OriginKind::Builtin, Runtime::Native)
+        (source.kind, source.machine),
+        (OriginKind::Builtin, Machine::Native)
     );
 
     // The probe asked for a program it was not granted: refused, with the host's reason; the record names the

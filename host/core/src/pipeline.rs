@@ -20,7 +20,7 @@ use toolwright_sdk::ExecutionMode;
 
 use crate::hooks::{AfterToolCall, BeforeToolCall};
 use crate::record::CallRecords;
-use crate::tool::{AgentTool, BoxFuture, UpdateSink};
+use crate::tool::{AgentTool, BoxFuture, CallSink};
 use crate::types::{
     AgentEvent, AgentToolCallOutcome, AssistantMessage, ToolCall, ToolResult, ToolResultMessage,
 };
@@ -275,7 +275,7 @@ impl Pipeline {
         tools: &[AgentTool],
         call: &ToolCall,
         cancel: &CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
     ) -> AgentToolCallOutcome {
         self.run_one(
             tools,
@@ -297,7 +297,7 @@ impl Pipeline {
         call: &ToolCall,
         (parent, authority): (&str, Option<Arc<crate::authority::Authority>>),
         cancel: &CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
         sink: &dyn EventSink,
     ) -> AgentToolCallOutcome {
         let forward = execute::Forward::Nested {

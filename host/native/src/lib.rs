@@ -52,7 +52,7 @@ pub use scope::CallScope;
 use crate::grants::GrantedFiles;
 use toolwright_core::definition::{ToolContext, ToolDefinition, ToolSource};
 use toolwright_core::pipeline::{Blocked, Placement, Work};
-use toolwright_core::tool::{ToolExecution, UpdateSink};
+use toolwright_core::tool::{CallSink, ToolExecution};
 
 /// What grants are made from in the host's own process environment: read once, by whoever assembles a
 /// session ([`HostEnv::current`]), and passed down, so nothing below reads `std::env` to decide a grant.
@@ -145,7 +145,7 @@ struct NativeCtx {
     env: NativeEnv,
     cwd: String,
     cancel: CancellationToken,
-    updates: UpdateSink,
+    updates: CallSink,
     tool: String,
     /// Who starts its programs, as refusals name it: the tool, and the plugin whose authority it runs under.
     who: String,
@@ -169,7 +169,7 @@ impl NativeCtx {
         self.runtime.block_on(futures::future::join_all(calls.iter().map(
             |(name, args)| async move {
                 let outcome = session
-                    .execute_tool(name, args.clone(), UpdateSink::discard())
+                    .execute_tool(name, args.clone(), CallSink::discard())
                     .await;
                 CallOutcome {
                     result: outcome.result,
@@ -473,7 +473,7 @@ mod tests {
                     call_id: format!("c{i}"),
                     params: serde_json::json!({}),
                     cancel: CancellationToken::new(),
-                    updates: UpdateSink::discard(),
+                    updates: CallSink::discard(),
                 },
                 None,
             )

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolwright_core::dispatch::{CallOutcome, Dispatcher};
+use toolwright_core::dispatch::{Dispatched, Dispatcher};
 
 use crate::audit::{AuditLog, AuditSink};
 use crate::hooks::{AfterToolCall, BeforeToolCall, HookChain};
@@ -390,7 +390,7 @@ impl Session {
     }
 
     /// Run one call of `name` with `args`, without events.
-    pub async fn call(&self, name: &str, args: Value) -> CallOutcome {
+    pub async fn call(&self, name: &str, args: Value) -> Dispatched {
         self.dispatcher.call(name, args, &CancellationToken::new()).await
     }
 

@@ -20,7 +20,7 @@ use super::state::PluginState;
 use super::{PluginInner, WasmGrants};
 use toolwright_core::definition::ToolContext;
 use toolwright_core::pipeline::{Placement, Work};
-use toolwright_core::tool::UpdateSink;
+use toolwright_core::tool::CallSink;
 
 /// How long a plugin may take to describe itself at load (its `metadata` and `list-tools`) when its policy sets
 /// no `timeout-ms`: a plugin that loops there is skipped after this, so it cannot hold a start hostage.
@@ -36,7 +36,7 @@ pub(crate) struct Entry {
     /// The call's cancellation.
     pub cancel: CancellationToken,
     /// Where partial results go.
-    pub updates: UpdateSink,
+    pub updates: CallSink,
     /// The session context (nested calls), for tool executions only.
     pub session: Option<ToolContext>,
     /// Whether an idle instance may serve it and it may leave its instance for the next, when the grants say
@@ -52,7 +52,7 @@ impl Entry {
         Entry {
             export,
             cancel: CancellationToken::new(),
-            updates: UpdateSink::discard(),
+            updates: CallSink::discard(),
             session: None,
             reusable: false,
             inline: false,

@@ -11,7 +11,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::bindings::{host, types};
 use super::convert;
 use toolwright_core::definition::ToolContext;
-use toolwright_core::tool::UpdateSink;
+use toolwright_core::tool::CallSink;
 use toolwright_core::types::AgentToolCallOutcome;
 use toolwright_native::ProgramGrant;
 
@@ -32,7 +32,7 @@ pub struct CallEnv {
     /// The call's cancellation.
     pub cancel: CancellationToken,
     /// Where partial results go.
-    pub updates: UpdateSink,
+    pub updates: CallSink,
     /// The programs the plugin may start.
     pub programs: ProgramGrant,
     /// The environment its processes get.
@@ -104,7 +104,7 @@ pub struct PluginState {
     /// too).
     pub(super) output_from: (usize, usize),
     /// Where a connection's audit goes: the current call's updates.
-    pub(super) audit: Arc<std::sync::Mutex<UpdateSink>>,
+    pub(super) audit: Arc<std::sync::Mutex<CallSink>>,
     /// Whether the epoch callback saw the call cancelled (it gets one more tick to wind down).
     pub(super) cancel_seen: bool,
     /// Every process the call started, and their descendants: killed when the store (the call) ends.
@@ -204,14 +204,14 @@ impl PluginState {
     pub fn end_call(&mut self) {
         self.processes = toolwright_native::CallScope::new();
         self.started = None;
-        self.call.updates = UpdateSink::discard();
+        self.call.updates = CallSink::discard();
         self.call.session = None;
         self.call.cancel = CancellationToken::new();
         self.call.deadline = None;
         *self
             .audit
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = UpdateSink::discard();
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = CallSink::discard();
     }
 
     /// What a fresh instance's call owes at its end, before its store is dropped off the call's path
@@ -403,7 +403,7 @@ impl host::Host for PluginState {
         scoped.cancel = started.cancel.clone();
         // Beside its caller: a nested call never runs in place, even polled on the caller's thread.
         let mut run = Box::pin(toolwright_core::pipeline::beside(async move {
-            let outcome = scoped.execute_tool(&name, args, UpdateSink::discard()).await;
+            let outcome = scoped.execute_tool(&name, args, CallSink::discard()).await;
             // Only what the plugin will see waits for it (the arguments go with the call).
             let _ = sender.send((number, outcome_to_wit(outcome)));
         }));
@@ -550,7 +550,7 @@ impl PluginState {
                 async move {
                     match serde_json::from_str::<serde_json::Value>(&arguments) {
                         Ok(args) => {
-                            outcome_to_wit(scoped.execute_tool(&name, args, UpdateSink::discard()).await)
+                            outcome_to_wit(scoped.execute_tool(&name, args, CallSink::discard()).await)
                         }
                         Err(e) => error_outcome(&format!(
                             "The plugin {plugin} passed arguments for {name} that are not JSON: {e}"

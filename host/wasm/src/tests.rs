@@ -204,7 +204,7 @@ fn spares_hold_at_most_half_of_the_idle_instances_and_give_way_to_reuse_and_to_m
             .store(
                 &reusing,
                 tokio_util::sync::CancellationToken::new(),
-                toolwright_core::tool::UpdateSink::discard(),
+                toolwright_core::tool::CallSink::discard(),
                 None,
             )
             .expect("a store");

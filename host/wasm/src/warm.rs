@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
-use toolwright_core::tool::UpdateSink;
+use toolwright_core::tool::CallSink;
 use wasmtime::Store;
 
 use crate::state::PluginState;
@@ -300,7 +300,7 @@ impl PluginInner {
         let Ok(linked) = self.linked() else {
             return;
         };
-        let Ok(mut store) = self.store(grants, CancellationToken::new(), UpdateSink::discard(), None) else {
+        let Ok(mut store) = self.store(grants, CancellationToken::new(), CallSink::discard(), None) else {
             return;
         };
         // A start function that loops holds this thread no longer than a load's description may take, whatever

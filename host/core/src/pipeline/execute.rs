@@ -9,7 +9,7 @@ use super::placement;
 use super::prepare::{CallContext, Ready, panicked};
 use super::{EventSink, ToolLog};
 use crate::hooks::{AfterToolCallContext, merge_after};
-use crate::tool::{BoxFuture, LogLine, Sent, ToolExecution, UpdateReceiver, UpdateSink};
+use crate::tool::{BoxFuture, CallSink, LogLine, Sent, ToolExecution, UpdateReceiver};
 use crate::types::{AgentEvent, ToolCall, ToolResult};
 
 /// The outcome of `execute`.
@@ -41,12 +41,12 @@ pub(super) enum Forward<'a> {
         parent: Option<&'a str>,
     },
     /// To the caller's update sink.
-    Updates(UpdateSink),
+    Updates(CallSink),
     /// A nested call's: to the calling tool's sink, and as events with the parent.
     Nested {
         sink: &'a dyn EventSink,
         parent: &'a str,
-        updates: UpdateSink,
+        updates: CallSink,
     },
 }
 
@@ -114,7 +114,7 @@ pub(super) async fn execute(
     cancel: &CancellationToken,
     forward: Forward<'_>,
 ) -> Executed {
-    let (updates, mut receiver) = UpdateSink::channel();
+    let (updates, mut receiver) = CallSink::channel();
     let started = Instant::now();
     let run = ToolExecution {
         call_id: call.id.clone(),

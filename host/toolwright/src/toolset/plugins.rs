@@ -9,7 +9,7 @@ use super::{
     BuiltinGrants, BuiltinMode, ToolsetError, ToolsetOptions, load_policy_trusted, native_builtins_granted,
     user_plugin_dir,
 };
-use crate::audit::{Origin, OriginKind, Runtime};
+use crate::audit::{Machine, Origin, OriginKind};
 use crate::definition::{ToolDefinition, ToolSource, wrap_tool_definition};
 use crate::hooks::HookChain;
 use crate::native::{FileMutationQueue, HostEnv, ProgramGrant};
@@ -304,7 +304,7 @@ impl Toolset {
             } else {
                 OriginKind::Plugin
             },
-            runtime: Runtime::Wasm,
+            machine: Machine::Wasm,
             plugin: Some(plugin.metadata.name.clone()),
             sha256: Some(sha256),
             grants: Some(granted_words),
