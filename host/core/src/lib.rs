@@ -25,7 +25,9 @@
 //!   and [`HookChain`]s of them.
 //! - [`record`]: the `nestedCalls` record of one model-issued call, and the [`CallRecords`](record::CallRecords)
 //!   the pipeline takes it from.
-//! - [`pipeline`]: [`Pipeline`], running a batch of calls in parallel or sequentially, with pi's event order.
+//! - [`pipeline`]: [`Pipeline`], running a batch of calls in parallel or sequentially, with pi's event order;
+//!   where a call's blocking work runs, [`Placement`](pipeline::Placement) (`Here`, `Short`, `Blocking`), decided
+//!   once in [`Placement::of`](pipeline::Placement::of) and used by the native and wasm tools alike.
 //! - [`nested`]: nested tool calls: ids, events with parents, the exclusive queue; [`NestedCalls`] is the
 //!   [`ToolCaller`] of a session.
 //! - [`registry`]: registered, active and callable tools, allow/deny, loadouts, tool search, the prompt's tool

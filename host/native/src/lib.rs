@@ -6,7 +6,7 @@
 //! ## Map
 //!
 //! - this file: [`NativeEnv`] (what a native tool may touch) and [`tool_definition`], the adapter (what a tool's
-//!   work may do, [`Work`], decides where its calls run: `toolwright_core::pipeline::placement`).
+//!   work may do, [`Work`], decides where its calls run: [`Placement::of`]).
 //! - [`grants`]: directories as cap-std capabilities ([`grants::GrantedFiles`]), and the refusal texts that name
 //!   the grant which would allow an access.
 //! - [`builtins`]: the seven built-in tools, linked natively from their plugin crates.
