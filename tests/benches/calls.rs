@@ -24,8 +24,8 @@ use toolwright::definition::{ToolSource, wrap_tool_definition};
 use toolwright::native::{NativeEnv, tool_definition};
 use toolwright::wasm::{PluginHost, WasmGrants};
 use toolwright::{
-    AgentTool, AssistantMessage, ExecutionMode, NoEvents, Pipeline, ToolCall, ToolExecution, ToolResult,
-    UpdateSink,
+    AgentTool, AssistantMessage, CallSink, ExecutionMode, NoEvents, Pipeline, ToolCall, ToolExecution,
+    ToolResult,
 };
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -134,7 +134,7 @@ async fn call(tool: &AgentTool, args: &Value) {
         call_id: "b".into(),
         params: args.clone(),
         cancel: CancellationToken::new(),
-        updates: UpdateSink::discard(),
+        updates: CallSink::discard(),
     };
     let result = tool.execute(run).await;
     assert!(result.as_ref().is_ok_and(|r| !r.is_error()), "{result:?}");
@@ -276,11 +276,11 @@ fn tools(c: &mut Criterion) {
         group.finish();
     }
 
-    // The trivial call as its batch's only call, through a pipeline that works in place (as `exec` and `mcp` run
+    // The trivial call as its batch's only call, through a pipeline that works here (as `exec` and `mcp` run
     // theirs): each side runs on the thread that polls the batch, with no thread hop; the native tool as the
-    // built-ins run (`brief_tool_definition`).
+    // built-ins run (`short_tool_definition`).
     let native = wrap_tool_definition(
-        &toolwright::native::brief_tool_definition(
+        &toolwright::native::short_tool_definition(
             Arc::new(toolwright_example_wordcount::WordCount),
             set.env.clone(),
             ToolSource::Builtin,
@@ -291,7 +291,7 @@ fn tools(c: &mut Criterion) {
         Arc::new(toolwright_example_wordcount::WordCount),
         "toolwright-example-wordcount",
     );
-    let pipeline = Pipeline::new().with_work_in_place(true);
+    let pipeline = Pipeline::new().with_work_here(true);
     let message = AssistantMessage {
         tool_calls: vec![ToolCall::new(
             "c0",

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use toolwright::definition::{ToolSource, wrap_tool_definition};
 use toolwright::native::{NativeEnv, tool_definition};
 use toolwright::wasm::{PluginHost, WasmGrants};
-use toolwright::{AgentTool, ToolExecution, UpdateSink};
+use toolwright::{AgentTool, CallSink, ToolExecution};
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -36,7 +36,7 @@ async fn call(tool: &AgentTool, args: &Value) -> Duration {
         call_id: "b".into(),
         params: args.clone(),
         cancel: CancellationToken::new(),
-        updates: UpdateSink::discard(),
+        updates: CallSink::discard(),
     };
     let started = Instant::now();
     let result = tool.execute(run).await;

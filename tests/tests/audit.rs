@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolwright::audit::{AuditMemory, AuditRecord, OriginKind, Outcome, Runtime, Stage, Verdict};
+use toolwright::audit::{AuditMemory, AuditRecord, Machine, OriginKind, Outcome, Stage, Verdict};
 use toolwright::hooks::{BeforeToolCallResult, before_tool_call};
 use toolwright::{AssistantMessage, EventLog, Session, ToolCall};
 use toolwright_tests::golden::test_cache_dir;
@@ -180,8 +180,8 @@ fn exec_records_who_blocked_what_was_refused_the_nested_calls_and_no_secret() {
     assert!(c0.spawns.is_empty(), "{c0:?}");
     let source = c0.source.as_ref().unwrap();
     assert_eq!(
-        (source.kind, source.runtime),
-        (OriginKind::Builtin, Runtime::Native)
+        (source.kind, source.machine),
+        (OriginKind::Builtin, Machine::Native)
     );
 
     // The probe asked for a program it was not granted: refused, with the host's reason; the record names the
@@ -354,11 +354,11 @@ fn mcp_writes_the_log_the_users_policy_names_and_records_a_cancelled_call() {
     assert!(cancelled.duration_ms < 20_000, "{cancelled:?}");
 }
 
-/// Under `toolwright mcp`, a built-in whose work runs in place (on the thread polling its call, see
-/// `Pipeline::with_work_in_place`) is still cancelled by the client: `find` over the whole filesystem, which
+/// Under `toolwright mcp`, a built-in whose work is placed here (on the thread polling its call, see
+/// `Pipeline::with_work_here`) is still cancelled by the client: `find` over the whole filesystem, which
 /// walks for many seconds on its own, settles as cancelled soon after `notifications/cancelled`.
 #[test]
-fn a_client_cancels_a_call_whose_work_runs_in_place() {
+fn a_client_cancels_a_call_whose_work_runs_here() {
     let setup = Setup::new();
     let log = setup.log();
     let mut command = setup.command("mcp");

@@ -144,7 +144,7 @@ async fn a_result_carries_the_record_of_its_nested_calls() {
         |_run, ctx: Option<toolwright::ToolContext>| async move {
             let ctx = ctx.expect("a session context");
             let outcome = ctx
-                .execute_tool("inner", json!({}), toolwright::UpdateSink::discard())
+                .execute_tool("inner", json!({}), toolwright::CallSink::discard())
                 .await;
             Ok(ToolResult::text(format!(
                 "outer heard: {}",

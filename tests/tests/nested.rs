@@ -21,17 +21,17 @@ use toolwright_tests::programs;
 enum Variant {
     Native,
     Wasm,
-    /// The wasm component under a pipeline that runs work in place: a call that runs alone runs on the thread
+    /// The wasm component under a pipeline that works here: a call that runs alone is placed on the thread
     /// that polls its batch, and serves its own updates and its nested calls' events while it waits for them.
-    WasmInPlace,
+    WasmHere,
 }
 
-const VARIANTS: [Variant; 3] = [Variant::Native, Variant::Wasm, Variant::WasmInPlace];
+const VARIANTS: [Variant; 3] = [Variant::Native, Variant::Wasm, Variant::WasmHere];
 
 fn program_tools(variant: Variant, cwd: &Path) -> Vec<ToolDefinition> {
     match variant {
         Variant::Native => programs::native(toolwright_test_nested::tools(), cwd),
-        Variant::Wasm | Variant::WasmInPlace => programs::wasm(programs::NESTED, cwd),
+        Variant::Wasm | Variant::WasmHere => programs::wasm(programs::NESTED, cwd),
     }
 }
 
@@ -68,7 +68,7 @@ impl Session {
     }
 
     fn program(variant: Variant, pipeline: Pipeline, cwd: &Path) -> Self {
-        let pipeline = pipeline.with_work_in_place(variant == Variant::WasmInPlace);
+        let pipeline = pipeline.with_work_here(variant == Variant::WasmHere);
         Session::new(Vec::new(), program_tools(variant, cwd), pipeline, cwd)
     }
 
@@ -462,7 +462,7 @@ async fn cancelling_the_parent_reaches_its_children() {
         assert_eq!(record.calls[0].status, "ok", "{variant:?}");
         match variant {
             Variant::Native => assert_eq!(record.calls[1].error.as_deref(), Some("Operation aborted")),
-            Variant::Wasm | Variant::WasmInPlace => assert!(
+            Variant::Wasm | Variant::WasmHere => assert!(
                 record.calls.len() == 1 || record.calls[1].error.as_deref() == Some("Operation aborted"),
                 "{record:?}"
             ),
@@ -514,13 +514,13 @@ async fn wasm_tools_call_native_tools_and_native_tools_call_wasm_tools() {
     std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
     for (caller, builtin) in [
         (Variant::Wasm, BuiltinMode::Native),
-        (Variant::WasmInPlace, BuiltinMode::Native),
+        (Variant::WasmHere, BuiltinMode::Native),
         (Variant::Native, BuiltinMode::Wasm),
     ] {
         let session = Session::new(
             builtins(builtin, dir.path()),
             program_tools(caller, dir.path()),
-            Pipeline::new().with_work_in_place(caller == Variant::WasmInPlace),
+            Pipeline::new().with_work_here(caller == Variant::WasmHere),
             dir.path(),
         );
         let messages = session

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use toolwright::native::NativeEnv;
 use toolwright::registry::transcript::{ToolChanges, ToolDeclaration, ToolReference};
 use toolwright::registry::{NoTools, Registry, RegistrySources, Selection, SharedRegistry};
-use toolwright::{ToolDefinition, ToolExecution, UpdateSink};
+use toolwright::{CallSink, ToolDefinition, ToolExecution};
 
 #[derive(Clone, Copy, Debug)]
 enum Variant {
@@ -85,7 +85,7 @@ async fn tool_search(registry: &SharedRegistry, step: &Value) -> Value {
         call_id: "search".into(),
         params,
         cancel: CancellationToken::new(),
-        updates: UpdateSink::discard(),
+        updates: CallSink::discard(),
     };
     match definition.execute.execute(run, None).await {
         Ok(result) => json!({"text": result.text_content(), "details": result.details}),

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use toolwright::ToolExecution;
 use toolwright::definition::ToolDefinition;
 use toolwright::policy::InstanceReuse;
-use toolwright::tool::UpdateSink;
+use toolwright::tool::CallSink;
 use toolwright::wasm::{PluginHost, WasmGrants};
 use toolwright_tests::golden::test_cache_dir;
 use toolwright_tests::programs::PROBE;
@@ -32,7 +32,7 @@ async fn call(tool: &ToolDefinition, args: Value) -> Result<String, String> {
         call_id: "c".into(),
         params: args,
         cancel: CancellationToken::new(),
-        updates: UpdateSink::discard(),
+        updates: CallSink::discard(),
     };
     match tool.execute.execute(run, None).await {
         Ok(result) => Ok(result.content[0].as_text().unwrap().to_owned()),
@@ -179,7 +179,7 @@ async fn a_cancelled_call_leaves_no_instance_to_reuse() {
         call_id: "c".into(),
         params: json!({"action": "loop"}),
         cancel: cancel.clone(),
-        updates: UpdateSink::discard(),
+        updates: CallSink::discard(),
     };
     let trigger = cancel.clone();
     tokio::spawn(async move {

@@ -302,11 +302,11 @@ async fn cancellation_stops_a_busy_loop_promptly() {
     assert_eq!(text(&out[0]), "Operation aborted");
 }
 
-/// A plugin's call that runs alone runs on the thread that polls its batch (a pipeline that works in place, as
+/// A plugin's call that runs alone is placed on the thread that polls its batch (a pipeline that works here, as
 /// `toolwright exec` and `mcp` run theirs): nothing forwards its updates while it runs there, so it hands each on
 /// itself. All 10 000 arrive, in order, before its end: none is coalesced or waits for room that never comes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_alone_in_place_streams_every_update_in_order_before_its_end() {
+async fn a_call_placed_here_streams_every_update_in_order_before_its_end() {
     let s = sandbox("[plugins.toolwright-test-probe]\nread = [\".\"]\n");
     let message = AssistantMessage {
         tool_calls: vec![ToolCall::new("p0", "probe", json!({"action": "flood"}))],
@@ -317,7 +317,7 @@ async fn a_call_alone_in_place_streams_every_update_in_order_before_its_end() {
     let out = s
         .toolset
         .pipeline()
-        .with_work_in_place(true)
+        .with_work_here(true)
         .execute_tool_calls(&tools, &message, &log, &CancellationToken::new())
         .await
         .messages;

@@ -63,7 +63,7 @@ async fn a_typed_tool_validates_against_its_derived_schema_and_upgrades_old_argu
         builder = builder.tool(definition);
     }
     let session = builder.build().unwrap();
-    let text = |outcome: toolwright::CallOutcome| {
+    let text = |outcome: toolwright::Dispatched| {
         let text = outcome.result.content[0].as_text().unwrap_or_default().to_owned();
         (outcome.is_error(), text)
     };

@@ -276,7 +276,7 @@ impl ToolArgs {
             .selection(self.selection())
             .execution_mode(mode)
             // exec and mcp stop a batch through its cancellation token only.
-            .work_in_place(true);
+            .work_here(true);
         if let Some(path) = audit_log {
             // Relative to where the command runs, not to the workspace (`--cwd`).
             let path = std::path::absolute(path)

@@ -10,7 +10,7 @@
 //!   [`HookChain`](crate::hooks::HookChain) records each named hook's verdict, a handler-plugin hook each
 //!   plugin's, the pipeline its own refusals (unknown tool, invalid arguments);
 //! - the **activity** ([`Spawn`]s and [`Connection`]s), which the tool's runtime reports through the call's
-//!   [`UpdateSink`](crate::tool::UpdateSink) as it checks each start and connection against the grants.
+//!   [`CallSink`](crate::tool::CallSink) as it checks each start and connection against the grants.
 //!
 //! Environment values never reach the log: grants name variables, not values, and every string that is
 //! written (arguments of a started program, error texts, reasons) has the values of the variables the tool was
@@ -44,8 +44,9 @@ const COLLECTED_BYTES: usize = 64 * 1024;
 pub struct Origin {
     /// `builtin`, `plugin` or `embedder`.
     pub kind: OriginKind,
-    /// `native` (the host's own code) or `wasm` (a sandboxed component).
-    pub runtime: Runtime,
+    /// `native` (the host's own code) or `wasm` (a sandboxed component); written as `runtime`.
+    #[serde(rename = "runtime")]
+    pub machine: Machine,
     /// The plugin's name, for a plugin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin: Option<String>,
@@ -74,10 +75,10 @@ pub enum OriginKind {
     Embedder,
 }
 
-/// How a tool's code runs.
+/// The machine a tool's code runs on: the host's own, or wasm's in a sandbox.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Runtime {
+pub enum Machine {
     /// In the host process.
     #[default]
     Native,
@@ -90,7 +91,7 @@ impl std::fmt::Debug for Origin {
         let secrets: Vec<&str> = self.secrets.iter().map(|(name, _)| name.as_str()).collect();
         f.debug_struct("Origin")
             .field("kind", &self.kind)
-            .field("runtime", &self.runtime)
+            .field("machine", &self.machine)
             .field("plugin", &self.plugin)
             .field("sha256", &self.sha256)
             .field("grants", &self.grants)
@@ -824,7 +825,7 @@ mod tests {
         trail.add_activity(activity);
         let origin = Origin {
             kind: OriginKind::Plugin,
-            runtime: Runtime::Wasm,
+            machine: Machine::Wasm,
             plugin: Some("probe".into()),
             sha256: Some("ab".repeat(32)),
             grants: Some(vec!["env TOKEN".into()]),
@@ -864,7 +865,7 @@ mod tests {
     #[test]
     fn a_handlers_activity_and_secrets_reach_the_record_of_the_call_it_decides_on() {
         let trail = Trail::on();
-        let sink = crate::tool::UpdateSink::for_trail(trail.clone(), "handler plugin g");
+        let sink = crate::tool::CallSink::for_trail(trail.clone(), "handler plugin g");
         assert!(!sink.is_connected(), "nobody reads its partial results");
         sink.update(crate::types::ToolResult::text("dropped"));
         sink.log(crate::tool::LogLevel::Info, "dropped");
@@ -892,7 +893,7 @@ mod tests {
         assert_eq!(record.connections[0].by.as_deref(), Some("handler plugin g"));
         assert!(!serde_json::to_string(&record).unwrap().contains("handler-secret"));
         // Off: nothing is recorded, and the sink is the discarding one.
-        assert!(!crate::tool::UpdateSink::for_trail(Trail::off(), "x").is_connected());
+        assert!(!crate::tool::CallSink::for_trail(Trail::off(), "x").is_connected());
     }
 
     #[test]

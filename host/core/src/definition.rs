@@ -9,11 +9,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 
-use crate::audit::{Origin, OriginKind, Runtime};
+use crate::audit::{Machine, Origin, OriginKind};
 use crate::authority::Authority;
-use crate::tool::{
-    AgentTool, BoxFuture, PrepareArguments, ToolError, ToolExecution, ToolExecutor, UpdateSink,
-};
+use crate::tool::{AgentTool, BoxFuture, CallSink, PrepareArguments, ToolError, ToolExecution, ToolExecutor};
 use crate::types::{AgentToolCallOutcome, ToolResult};
 
 /// What a tool's `execute` gets besides its arguments (pi's `ExtensionToolContext`): its call id, the session's
@@ -47,7 +45,7 @@ pub trait ToolCaller: Send + Sync {
         args: Value,
         authority: Option<Arc<Authority>>,
         cancel: &'a CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
     ) -> BoxFuture<'a, AgentToolCallOutcome>;
 
     /// The tools a call can reach now, as callers see them.
@@ -93,7 +91,7 @@ impl ToolContext {
     /// pi's `ctx.executeTool`: run `name` with `args` as a nested call of this call, through the full pipeline,
     /// cancelled with this call. Without a runner the outcome is pi's error `Nested tool calls are not available
     /// in this context` (id `<call id>/0`).
-    pub async fn execute_tool(&self, name: &str, args: Value, updates: UpdateSink) -> AgentToolCallOutcome {
+    pub async fn execute_tool(&self, name: &str, args: Value, updates: CallSink) -> AgentToolCallOutcome {
         match &self.caller {
             Some(caller) => {
                 caller
@@ -189,7 +187,7 @@ impl ToolSource {
             },
             ToolSource::Plugin { path } => Origin {
                 kind: OriginKind::Plugin,
-                runtime: Runtime::Wasm,
+                machine: Machine::Wasm,
                 plugin: path.file_stem().map(|s| s.to_string_lossy().into_owned()),
                 grants: Some(Vec::new()),
                 ..Default::default()
@@ -485,7 +483,7 @@ pub fn definition_from_agent_tool(tool: &AgentTool) -> ToolDefinition {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::UpdateSink;
+    use crate::tool::CallSink;
     use serde_json::json;
 
     #[tokio::test]
@@ -507,7 +505,7 @@ mod tests {
             call_id: id.into(),
             params: json!({}),
             cancel: CancellationToken::new(),
-            updates: UpdateSink::discard(),
+            updates: CallSink::discard(),
         };
 
         let with_ctx = wrap_tool_definition(&definition, Some(factory));

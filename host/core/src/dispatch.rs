@@ -42,16 +42,17 @@ impl std::fmt::Debug for Dispatcher {
     }
 }
 
-/// The outcome of one call made with [`Dispatcher::call`].
+/// What one call made with [`Dispatcher::call`] ended with: its final result and its result message (not the
+/// SDK's [`CallOutcome`](toolwright_sdk::CallOutcome) of a nested call, which a tool sees).
 #[derive(Debug, Clone)]
-pub struct CallOutcome {
+pub struct Dispatched {
     /// The final result, with its structured content.
     pub result: ToolResult,
     /// The result message, as the transcript would get it (with the record of the nested calls made).
     pub message: ToolResultMessage,
 }
 
-impl CallOutcome {
+impl Dispatched {
     /// Whether the call ended in an error.
     pub fn is_error(&self) -> bool {
         self.message.is_error
@@ -144,8 +145,8 @@ impl Dispatcher {
             .inner
             .pipeline
             .execute_tool_calls_recorded(&tools, message, sink, cancel, &**nested);
-        // Work a call runs in place writes the nested events itself while it waits for them (`alone`).
-        let batch = crate::pipeline::alone::owing(&outbox, batch);
+        // Work a call places here writes the nested events itself while it waits for them (`placement`).
+        let batch = crate::pipeline::placement::owing(&outbox, batch);
         tokio::pin!(batch);
         // (The outbox stays open while `forward` lives: its first branch never ends the loop.)
         let mut open = true;
@@ -173,7 +174,7 @@ impl Dispatcher {
     }
 
     /// Run one call of `name` with `args` (id `call-N`), without events: its result and result message.
-    pub async fn call(&self, name: &str, args: Value, cancel: &CancellationToken) -> CallOutcome {
+    pub async fn call(&self, name: &str, args: Value, cancel: &CancellationToken) -> Dispatched {
         let n = self.inner.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let message = AssistantMessage {
             tool_calls: vec![ToolCall::new(format!("call-{n}"), name, args)],
@@ -183,7 +184,7 @@ impl Dispatcher {
         // A batch of one call with no stop reason always has one result and one message.
         let pair = outcome.results.into_iter().zip(outcome.messages).next();
         let (result, message) = pair.unwrap_or_else(|| unreachable!("one call, one result"));
-        CallOutcome { result, message }
+        Dispatched { result, message }
     }
 }
 
@@ -205,7 +206,7 @@ struct OutboxState<'a> {
 impl Outbox<'_> {
     /// Write what was sent, in order, each acknowledged once written (a nested call waits for that): `Pending`
     /// while senders remain, ready once they are gone and everything is written. Polled by [`Dispatcher::run`]'s
-    /// loop, or by work a call runs in place, which blocks the loop (the lock is held only while polled).
+    /// loop, or by work a call places here, which blocks the loop (the lock is held only while polled).
     fn poll_write(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         use std::task::Poll;
         let mut state = self
@@ -232,7 +233,7 @@ impl Outbox<'_> {
     }
 }
 
-impl crate::pipeline::alone::Owed for Outbox<'_> {
+impl crate::pipeline::placement::Owed for Outbox<'_> {
     fn poll_serve(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         self.poll_write(cx)
     }
@@ -321,7 +322,7 @@ mod tests {
     use crate::definition::{ToolContext, ToolDefinition};
     use crate::pipeline::event_sink;
     use crate::registry::{Registry, RegistrySources, Selection};
-    use crate::tool::{ToolExecution, UpdateSink};
+    use crate::tool::{CallSink, ToolExecution};
 
     fn dispatcher() -> Dispatcher {
         let inner = ToolDefinition::new(
@@ -336,7 +337,7 @@ mod tests {
             json!({"type": "object"}),
             |_run: ToolExecution, ctx: Option<ToolContext>| async move {
                 let ctx = ctx.expect("a context");
-                let outcome = ctx.execute_tool("inner", json!({}), UpdateSink::discard()).await;
+                let outcome = ctx.execute_tool("inner", json!({}), CallSink::discard()).await;
                 Ok(ToolResult::text(format!(
                     "heard: {}",
                     outcome.result.text_lines()

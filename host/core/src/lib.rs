@@ -25,7 +25,9 @@
 //!   and [`HookChain`]s of them.
 //! - [`record`]: the `nestedCalls` record of one model-issued call, and the [`CallRecords`](record::CallRecords)
 //!   the pipeline takes it from.
-//! - [`pipeline`]: [`Pipeline`], running a batch of calls in parallel or sequentially, with pi's event order.
+//! - [`pipeline`]: [`Pipeline`], running a batch of calls in parallel or sequentially, with pi's event order;
+//!   where a call's blocking work runs, [`Placement`](pipeline::Placement) (`Here`, `Short`, `Blocking`), decided
+//!   once in [`Placement::of`](pipeline::Placement::of) and used by the native and wasm tools alike.
 //! - [`nested`]: nested tool calls: ids, events with parents, the exclusive queue; [`NestedCalls`] is the
 //!   [`ToolCaller`] of a session.
 //! - [`registry`]: registered, active and callable tools, allow/deny, loadouts, tool search, the prompt's tool
@@ -34,7 +36,7 @@
 //! - [`dispatch`]: [`Dispatcher`], the registry, pipeline and nested-call runner of a session wired together:
 //!   `run` a batch, `call` one tool.
 //! - [`policy`]: policy files, typed: what each plugin is granted (requests ∩ grants, deny wins, decided once
-//!   in [`policy::decide`] for plugins and built-ins alike).
+//!   in [`policy::intersect`] for plugins and built-ins alike).
 //!
 //! ## Features
 //!
@@ -85,14 +87,14 @@ pub use definition::{
     ContextFactory, DefinitionExecutor, ToolCaller, ToolContext, ToolDefinition, ToolSource,
     definition_from_agent_tool, wrap_tool_definition,
 };
-pub use dispatch::{CallOutcome, Dispatcher};
+pub use dispatch::{Dispatched, Dispatcher};
 pub use hooks::{
     AfterToolCall, AfterToolCallContext, AfterToolCallResult, BeforeToolCall, BeforeToolCallContext,
     BeforeToolCallResult, HookChain, after_tool_call, before_tool_call,
 };
 pub use nested::NestedCalls;
 pub use pipeline::{BatchOutcome, EventLog, EventSink, NoEvents, Pipeline, event_sink};
-pub use tool::{AgentTool, BoxFuture, HostFault, ToolError, ToolExecution, ToolExecutor, UpdateSink};
+pub use tool::{AgentTool, BoxFuture, CallSink, HostFault, ToolError, ToolExecution, ToolExecutor};
 pub use toolwright_sdk::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 pub use types::{
     AgentEvent, AgentToolCallOutcome, AssistantMessage, Content, StopReason, ToolCall, ToolResult,

@@ -23,7 +23,7 @@ use crate::authority::Authority;
 use crate::definition::{ContextFactory, ToolCaller, ToolContext};
 use crate::pipeline::{EventSink, Pipeline};
 pub use crate::record::{CallRecords, NestedCallRecorder, NestedRecord, limits};
-use crate::tool::{AgentTool, BoxFuture, UpdateSink};
+use crate::tool::{AgentTool, BoxFuture, CallSink};
 use crate::types::{AgentEvent, AgentToolCallOutcome, ToolCall};
 
 struct Scope {
@@ -104,7 +104,7 @@ impl NestedCalls {
         args: Value,
         authority: Option<Arc<Authority>>,
         cancel: &CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
     ) -> AgentToolCallOutcome {
         let (call, recorder, index, holds_queue, root) = {
             let mut scopes = self.scopes();
@@ -260,7 +260,7 @@ impl ToolCaller for NestedCalls {
         args: Value,
         authority: Option<Arc<Authority>>,
         cancel: &'a CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
     ) -> BoxFuture<'a, AgentToolCallOutcome> {
         Box::pin(self.execute(caller_id, name, args, authority, cancel, updates))
     }

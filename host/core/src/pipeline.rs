@@ -6,10 +6,10 @@
 //! order, messages in call order) or sequentially. Every failure becomes an error result with pi's exact text;
 //! nothing a tool or hook does makes the pipeline fail.
 
-pub(crate) mod alone;
 mod audited;
 mod batch;
 mod execute;
+pub(crate) mod placement;
 mod prepare;
 
 use std::sync::{Arc, Mutex};
@@ -20,14 +20,13 @@ use toolwright_sdk::ExecutionMode;
 
 use crate::hooks::{AfterToolCall, BeforeToolCall};
 use crate::record::CallRecords;
-use crate::tool::{AgentTool, BoxFuture, UpdateSink};
+use crate::tool::{AgentTool, BoxFuture, CallSink};
 use crate::types::{
     AgentEvent, AgentToolCallOutcome, AssistantMessage, ToolCall, ToolResult, ToolResultMessage,
 };
 
-pub use alone::{
-    Blocked, beside, block_on_serving, flush_owed, may_block_here, run_blocking, runs_alone, serve_others,
-    serving,
+pub use placement::{
+    Blocked, Placement, Work, beside, block_on_nested, flush_owed, runs_here, serve_others, short_threads,
 };
 
 /// The texts the pipeline itself produces, byte for byte as pi 1.6.0's (§7.12).
@@ -170,8 +169,8 @@ pub struct Pipeline {
     /// settles.
     pub audit: Option<Arc<dyn crate::audit::AuditSink>>,
     /// Whether a call that runs alone does a tool's blocking work on the thread that polls the batch (see
-    /// [`Pipeline::with_work_in_place`]).
-    pub work_in_place: bool,
+    /// [`Pipeline::with_work_here`]).
+    pub work_here: bool,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -181,7 +180,7 @@ impl std::fmt::Debug for Pipeline {
             .field("before_tool_call", &self.before_tool_call.is_some())
             .field("after_tool_call", &self.after_tool_call.is_some())
             .field("audit", &self.audit.is_some())
-            .field("work_in_place", &self.work_in_place)
+            .field("work_here", &self.work_here)
             .finish()
     }
 }
@@ -199,13 +198,13 @@ impl Pipeline {
     }
 
     /// This pipeline letting a call that runs alone (the current call of a sequential batch, the only call a
-    /// batch executes) do a native built-in's blocking work on the thread that polls the batch, instead of a
-    /// round trip through tokio's blocking pool (see [`runs_alone`]). The trade: while that work runs, nothing
+    /// batch executes) do a tool's blocking work on the thread that polls the batch ([`Placement::Here`]), instead
+    /// of a round trip through another thread (see [`Placement::of`]). The trade: while that work runs, nothing
     /// else in the task polling the batch is polled, so a batch must be stopped through its cancellation token
     /// (the tools check it), not by dropping its future or by a `timeout` around it, which fire only when the
     /// work returns. Off by default; `toolwright exec` and `toolwright mcp` turn it on.
-    pub fn with_work_in_place(mut self, on: bool) -> Self {
-        self.work_in_place = on;
+    pub fn with_work_here(mut self, on: bool) -> Self {
+        self.work_here = on;
         self
     }
 
@@ -276,7 +275,7 @@ impl Pipeline {
         tools: &[AgentTool],
         call: &ToolCall,
         cancel: &CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
     ) -> AgentToolCallOutcome {
         self.run_one(
             tools,
@@ -298,7 +297,7 @@ impl Pipeline {
         call: &ToolCall,
         (parent, authority): (&str, Option<Arc<crate::authority::Authority>>),
         cancel: &CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
         sink: &dyn EventSink,
     ) -> AgentToolCallOutcome {
         let forward = execute::Forward::Nested {
@@ -307,7 +306,7 @@ impl Pipeline {
             updates,
         };
         // A nested call runs beside its parent and its siblings, whatever its parent does.
-        alone::scoped(
+        placement::scoped(
             false,
             self.run_one(tools, call, Some(parent.to_owned()), authority, cancel, forward),
         )

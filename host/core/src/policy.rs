@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use decide::within;
-pub use decide::{Decision, DirGrant, Effective, decide, decide_granted, resolve};
+pub use decide::{Decision, DirGrant, Effective, intersect, intersect_granted, resolve};
 pub use rules::{NetPattern, SpawnRule};
 
 /// A policy file's contents.

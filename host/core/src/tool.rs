@@ -21,8 +21,8 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub use toolwright_sdk::{HostFault, ToolError};
 
 /// How many partial results may wait for the consumer of one call. A tool that sends faster than they are
-/// consumed is slowed down ([`UpdateSink::update_blocking`]) or has its newest pending update replaced
-/// ([`UpdateSink::update`]): memory stays bounded whatever a plugin sends.
+/// consumed is slowed down ([`CallSink::update_blocking`]) or has its newest pending update replaced
+/// ([`CallSink::update`]): memory stays bounded whatever a plugin sends.
 pub const PENDING_UPDATES: usize = 64;
 
 /// How many log lines may wait for the consumer of one call; later ones are dropped (and counted) until it
@@ -34,7 +34,7 @@ pub const LOG_LINE_MAX_BYTES: usize = 8 * 1024;
 
 pub use toolwright_sdk::LogLevel;
 
-/// A line a running tool wrote to the host's log ([`UpdateSink::log`]): what an MCP client receives as
+/// A line a running tool wrote to the host's log ([`CallSink::log`]): what an MCP client receives as
 /// `notifications/message`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogLine {
@@ -44,22 +44,23 @@ pub struct LogLine {
     pub message: String,
 }
 
-/// Where a running tool sends partial results (pi's `onUpdate`) and log lines.
+/// Where a running call sends all it reports besides its result: partial results (pi's `onUpdate`), log lines,
+/// and the activity the audit log records (programs started, connections opened).
 ///
 /// Updates sent after the call settled are ignored, as pi ignores late `onUpdate` calls. At most
-/// [`PENDING_UPDATES`] wait for the consumer at a time. Cloning is cheap; a sink from [`UpdateSink::discard`]
+/// [`PENDING_UPDATES`] wait for the consumer at a time. Cloning is cheap; a sink from [`CallSink::discard`]
 /// drops everything.
 #[derive(Clone, Default)]
-pub struct UpdateSink {
-    inner: Option<Arc<UpdateChannel>>,
-    /// Sees every partial result first and decides what goes on ([`UpdateSink::tapped`]).
+pub struct CallSink {
+    inner: Option<Arc<CallChannel>>,
+    /// Sees every partial result first and decides what goes on ([`CallSink::tapped`]).
     tap: Option<UpdateTap>,
 }
 
-/// What [`UpdateSink::tapped`] runs on each partial result: what it returns goes on, `None` nothing.
+/// What [`CallSink::tapped`] runs on each partial result: what it returns goes on, `None` nothing.
 pub type UpdateTap = Arc<dyn Fn(ToolResult) -> Option<ToolResult> + Send + Sync>;
 
-struct UpdateChannel {
+struct CallChannel {
     accepting: AtomicBool,
     queue: Mutex<VecDeque<ToolResult>>,
     /// Log lines waiting, and how many were dropped since the consumer last took one.
@@ -70,11 +71,11 @@ struct UpdateChannel {
     room: Notify,
     /// Programs started and connections opened, for the audit log.
     activity: Mutex<crate::audit::Activity>,
-    /// For a sink no consumer reads ([`UpdateSink::for_trail`]): the trail its activity goes to, and who it is.
+    /// For a sink no consumer reads ([`CallSink::for_trail`]): the trail its activity goes to, and who it is.
     report: Option<(crate::audit::Trail, String)>,
 }
 
-impl UpdateChannel {
+impl CallChannel {
     fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<ToolResult>> {
         // A panic while holding the lock leaves a valid queue behind.
         self.queue
@@ -95,10 +96,10 @@ impl UpdateChannel {
     }
 }
 
-impl UpdateSink {
+impl CallSink {
     /// A sink that drops every update.
     pub fn discard() -> Self {
-        UpdateSink {
+        CallSink {
             inner: None,
             tap: None,
         }
@@ -113,7 +114,7 @@ impl UpdateSink {
             None => Arc::new(tap),
             Some(outer) => Arc::new(move |partial| tap(partial).and_then(|p| outer(p))),
         };
-        UpdateSink {
+        CallSink {
             inner: self.inner.clone(),
             tap: Some(tap),
         }
@@ -183,13 +184,13 @@ impl UpdateSink {
 
     /// A sink for code that runs on behalf of another call and has no consumer of its own (a handler plugin
     /// deciding on a call): partial results and log lines are dropped, and what it starts and connects to goes
-    /// to `trail`, the decided call's, marked as `by`'s. A trail that is off gives [`UpdateSink::discard`].
+    /// to `trail`, the decided call's, marked as `by`'s. A trail that is off gives [`CallSink::discard`].
     pub fn for_trail(trail: crate::audit::Trail, by: impl Into<String>) -> Self {
         if !trail.is_on() {
             return Self::discard();
         }
-        UpdateSink {
-            inner: Some(Arc::new(UpdateChannel {
+        CallSink {
+            inner: Some(Arc::new(CallChannel {
                 accepting: AtomicBool::new(true),
                 queue: Mutex::new(VecDeque::new()),
                 logs: Mutex::new((VecDeque::new(), 0)),
@@ -202,8 +203,8 @@ impl UpdateSink {
         }
     }
 
-    /// Hand what was recorded to the trail of a [`UpdateSink::for_trail`] sink; false for other sinks.
-    fn reported(inner: &UpdateChannel) -> bool {
+    /// Hand what was recorded to the trail of a [`CallSink::for_trail`] sink; false for other sinks.
+    fn reported(inner: &CallChannel) -> bool {
         let Some((trail, by)) = &inner.report else {
             return false;
         };
@@ -281,7 +282,7 @@ impl UpdateSink {
         }
     }
 
-    /// [`UpdateSink::update_or_stop`] for a tool running on a blocking thread of `runtime` (never call it from
+    /// [`CallSink::update_or_stop`] for a tool running on a blocking thread of `runtime` (never call it from
     /// async code: it blocks the thread).
     pub fn update_blocking(
         &self,
@@ -297,7 +298,7 @@ impl UpdateSink {
 
     /// A connected sink and the receiving end of its updates.
     pub(crate) fn channel() -> (Self, UpdateReceiver) {
-        let inner = Arc::new(UpdateChannel {
+        let inner = Arc::new(CallChannel {
             accepting: AtomicBool::new(true),
             queue: Mutex::new(VecDeque::new()),
             logs: Mutex::new((VecDeque::new(), 0)),
@@ -307,7 +308,7 @@ impl UpdateSink {
             report: None,
         });
         (
-            UpdateSink {
+            CallSink {
                 inner: Some(inner.clone()),
                 tap: None,
             },
@@ -316,17 +317,17 @@ impl UpdateSink {
     }
 }
 
-impl fmt::Debug for UpdateSink {
+impl fmt::Debug for CallSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UpdateSink")
+        f.debug_struct("CallSink")
             .field("connected", &self.inner.is_some())
             .finish()
     }
 }
 
-/// The receiving end of an [`UpdateSink`].
+/// The receiving end of an [`CallSink`].
 pub(crate) struct UpdateReceiver {
-    inner: Arc<UpdateChannel>,
+    inner: Arc<CallChannel>,
 }
 
 /// What a running call sent: a partial result or a log line. (Taken off a queue and handed on at once.)
@@ -402,7 +403,7 @@ pub struct ToolExecution {
     /// Cancelled when the batch is aborted; long-running tools should watch it.
     pub cancel: CancellationToken,
     /// Where partial results go.
-    pub updates: UpdateSink,
+    pub updates: CallSink,
 }
 
 /// The code behind an [`AgentTool`]: does the work of one call.
@@ -632,7 +633,7 @@ mod tests {
 
     #[test]
     fn log_lines_come_in_order_bounded_and_cut_and_the_consumer_hears_of_what_was_dropped() {
-        let (sink, mut receiver) = UpdateSink::channel();
+        let (sink, mut receiver) = CallSink::channel();
         sink.log(LogLevel::Info, "first");
         sink.update(ToolResult::text("partial"));
         sink.log(LogLevel::Error, "x".repeat(LOG_LINE_MAX_BYTES + 10));
@@ -659,7 +660,7 @@ mod tests {
 
     #[tokio::test]
     async fn taps_see_every_partial_result_first_and_stack_newest_first() {
-        let (sink, receiver) = UpdateSink::channel();
+        let (sink, receiver) = CallSink::channel();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         let outer = sink.tapped(move |r: ToolResult| {
@@ -695,7 +696,7 @@ mod tests {
         );
         // A tap on a sink with no consumer still runs (it may be the only reader of its side channel).
         let log = seen.clone();
-        let alone = UpdateSink::discard().tapped(move |r: ToolResult| {
+        let alone = CallSink::discard().tapped(move |r: ToolResult| {
             log.lock().unwrap().push(r.text_lines());
             None
         });
@@ -705,7 +706,7 @@ mod tests {
 
     #[test]
     fn a_flood_without_a_consumer_keeps_the_oldest_and_the_newest_within_the_bound() {
-        let (sink, receiver) = UpdateSink::channel();
+        let (sink, receiver) = CallSink::channel();
         for i in 0..10_000 {
             sink.update(ToolResult::text(format!("{i}")));
         }
@@ -722,7 +723,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_blocking_producer_waits_for_room_and_loses_nothing() {
-        let (sink, receiver) = UpdateSink::channel();
+        let (sink, receiver) = CallSink::channel();
         let runtime = tokio::runtime::Handle::current();
         let producer = tokio::task::spawn_blocking(move || {
             (0..1000).all(|i| {
@@ -748,7 +749,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiting_producer_gives_up_when_stopped_or_when_the_call_settles() {
-        let (sink, mut receiver) = UpdateSink::channel();
+        let (sink, mut receiver) = CallSink::channel();
         for i in 0..PENDING_UPDATES {
             sink.update(ToolResult::text(format!("{i}")));
         }

@@ -488,8 +488,8 @@ impl McpServer {
             let (dispatcher, client, cancel) =
                 (self.inner.dispatcher.clone(), context.ct.clone(), cancel.clone());
             let Some(task) = self.spawn_call(async move {
-                // The client's cancellation reaches the token from a task of its own: a call doing its work in
-                // place (see `Pipeline::with_work_in_place`) keeps this task from polling anything else.
+                // The client's cancellation reaches the token from a task of its own: a call whose work is placed
+                // here (see `Pipeline::with_work_here`) keeps this task from polling anything else.
                 let bridge = {
                     let cancel = cancel.clone();
                     tokio::spawn(async move {

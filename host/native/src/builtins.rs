@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use toolwright_sdk::Tool;
 
-use crate::{NativeEnv, Runs, definition};
+use crate::{NativeEnv, definition};
 use toolwright_core::definition::{ToolDefinition, ToolSource, wrap_tool_definition};
 use toolwright_core::hooks::{AfterToolCall, AfterToolCallContext, AfterToolCallResult, after_tool_call};
+use toolwright_core::pipeline::Work;
 use toolwright_core::tool::AgentTool;
 
 /// The built-in tools' names, in pi's order.
@@ -41,10 +42,14 @@ pub fn normalize_images() -> AfterToolCall {
     })
 }
 
-/// Whether the built-in `name` may run on the thread that polls its batch when its call runs alone, natively or as
-/// wasm: it never sends updates nor makes nested calls. All but `bash`, which streams its output as updates.
-pub fn runs_in_place(name: &str) -> bool {
-    name != "bash"
+/// What the built-in `name`'s work may do, natively or as wasm: [`Work::Short`] for all but `bash`, which streams
+/// its output as updates ([`Work::Waiting`] natively; as wasm it relays them itself).
+pub fn work(name: &str) -> Work {
+    if name == "bash" {
+        Work::Waiting
+    } else {
+        Work::Short
+    }
 }
 
 /// The built-in tools' definitions, running natively in `env`.
@@ -52,12 +57,8 @@ pub fn definitions(env: &NativeEnv) -> Vec<ToolDefinition> {
     tools()
         .into_iter()
         .map(|tool| {
-            let runs = if runs_in_place(&tool.spec().name) {
-                Runs::HereWhenAlone
-            } else {
-                Runs::OnTheBlockingPool
-            };
-            definition(tool, env.clone(), ToolSource::Builtin, runs)
+            let work = work(&tool.spec().name);
+            definition(tool, env.clone(), ToolSource::Builtin, work)
         })
         .collect()
 }

@@ -1,11 +1,12 @@
 //! # toolwright-native
 //!
 //! Native tools: an [`sdk::Tool`](toolwright_sdk::Tool) linked into the host becomes a [`ToolDefinition`]
-//! whose calls run on a blocking thread with a [`Ctx`] backed by cap-std grants and real processes.
+//! whose calls run where their [`Placement`] says, with a [`Ctx`] backed by cap-std grants and real processes.
 //!
 //! ## Map
 //!
-//! - this file: [`NativeEnv`] (what a native tool may touch) and [`tool_definition`], the adapter.
+//! - this file: [`NativeEnv`] (what a native tool may touch) and [`tool_definition`], the adapter (what a tool's
+//!   work may do, [`Work`], decides where its calls run: [`Placement::of`]).
 //! - [`grants`]: directories as cap-std capabilities ([`grants::GrantedFiles`]), and the refusal texts that name
 //!   the grant which would allow an access.
 //! - [`builtins`]: the seven built-in tools, linked natively from their plugin crates.
@@ -17,10 +18,7 @@
 //!   queue ([`FileMutationQueue`]).
 //! - [`reach`]: what a plugin may touch as its nested calls carry it ([`Reach`]), and the intersections that
 //!   keep a built-in it calls within it ([`NativeEnv::narrowed`]).
-//! - [`brief`]: a few threads for the short work of calls that run beside others (native, and the wasm
-//!   built-ins').
 
-pub mod brief;
 pub mod builtins;
 mod confine;
 pub mod grants;
@@ -53,8 +51,8 @@ pub use scope::CallScope;
 
 use crate::grants::GrantedFiles;
 use toolwright_core::definition::{ToolContext, ToolDefinition, ToolSource};
-use toolwright_core::pipeline::{Blocked, may_block_here, run_blocking};
-use toolwright_core::tool::{ToolExecution, UpdateSink};
+use toolwright_core::pipeline::{Blocked, Placement, Work};
+use toolwright_core::tool::{CallSink, ToolExecution};
 
 /// What grants are made from in the host's own process environment: read once, by whoever assembles a
 /// session ([`HostEnv::current`]), and passed down, so nothing below reads `std::env` to decide a grant.
@@ -141,12 +139,13 @@ impl NativeEnv {
 
 /// The [`Ctx`] of one native call.
 struct NativeCtx {
-    /// The call runs on the thread that polls its batch: it may not wait for the batch (updates, nested calls).
-    inline: bool,
+    /// Its work is [placed here](Placement::Here), on the thread that polls its batch: it may not wait for the
+    /// batch (updates, nested calls).
+    here: bool,
     env: NativeEnv,
     cwd: String,
     cancel: CancellationToken,
-    updates: UpdateSink,
+    updates: CallSink,
     tool: String,
     /// Who starts its programs, as refusals name it: the tool, and the plugin whose authority it runs under.
     who: String,
@@ -160,7 +159,7 @@ struct NativeCtx {
 
 impl NativeCtx {
     fn run_nested(&self, calls: &[(String, Value)]) -> Vec<CallOutcome> {
-        let Some(session) = self.session.as_ref().filter(|_| !self.inline) else {
+        let Some(session) = self.session.as_ref().filter(|_| !self.here) else {
             return calls
                 .iter()
                 .map(|_| CallOutcome::error(toolwright_sdk::NESTED_CALLS_UNAVAILABLE))
@@ -170,7 +169,7 @@ impl NativeCtx {
         self.runtime.block_on(futures::future::join_all(calls.iter().map(
             |(name, args)| async move {
                 let outcome = session
-                    .execute_tool(name, args.clone(), UpdateSink::discard())
+                    .execute_tool(name, args.clone(), CallSink::discard())
                     .await;
                 CallOutcome {
                     result: outcome.result,
@@ -196,9 +195,9 @@ impl Ctx for NativeCtx {
     }
 
     fn update(&self, partial: ToolResult) {
-        if self.inline {
+        if self.here {
             // Nothing consumes updates until the call returns: one the queue has no room for is dropped, never
-            // waited for. (The tools that run in place send none.)
+            // waited for. (The tools placed here send none.)
             self.updates.update(partial);
             return;
         }
@@ -285,38 +284,29 @@ fn random_u64() -> u64 {
     hasher.finish()
 }
 
-/// The [`ToolDefinition`] of a native tool: calls run on a blocking thread; calls modifying the same file wait
-/// for each other in call order.
+/// The [`ToolDefinition`] of a native tool: calls run on a thread of tokio's blocking pool ([`Work::Waiting`]);
+/// calls modifying the same file wait for each other in call order.
 pub fn tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) -> ToolDefinition {
-    definition(tool, env, source, Runs::OnTheBlockingPool)
+    definition(tool, env, source, Work::Waiting)
 }
 
-/// [`tool_definition`] for a tool whose work is brief and never sends updates, makes nested calls nor waits for
-/// another call (as the built-ins but `bash`): a call that runs alone runs on the thread that polls its batch
-/// (under a pipeline [`with_work_in_place`](toolwright_core::Pipeline::with_work_in_place)), and beside others on
-/// one of a few [`brief`] threads, instead of a thread of tokio's blocking pool and back.
-pub fn brief_tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) -> ToolDefinition {
-    definition(tool, env, source, Runs::HereWhenAlone)
+/// [`tool_definition`] for a tool whose work is [short](Work::Short): brief, and never sends updates, makes
+/// nested calls nor waits for another call (as the built-ins but `bash`). A call that runs alone is placed on
+/// the thread that polls its batch (under a pipeline
+/// [`with_work_here`](toolwright_core::Pipeline::with_work_here)), and beside others on one of a few short-work
+/// threads, instead of a thread of tokio's blocking pool and back.
+pub fn short_tool_definition(tool: Arc<dyn Tool>, env: NativeEnv, source: ToolSource) -> ToolDefinition {
+    definition(tool, env, source, Work::Short)
 }
 
-/// Where a native tool's calls run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Runs {
-    /// Always on a thread of tokio's blocking pool.
-    OnTheBlockingPool,
-    /// On the calling thread when the call runs alone ([`toolwright_core::pipeline::runs_alone`]), otherwise on
-    /// one of a few threads (`brief`): only for a tool that never sends updates nor makes nested calls (both
-    /// wait for the batch to be polled) and never waits for another call.
-    HereWhenAlone,
-}
-
+/// The [`ToolDefinition`] of a native tool whose work may do what `work` says (never [`Work::Relaying`]: a
+/// native tool's context hands nothing on by itself).
 pub(crate) fn definition(
     tool: Arc<dyn Tool>,
     env: NativeEnv,
     source: ToolSource,
-    runs: Runs,
+    work: Work,
 ) -> ToolDefinition {
-    let here = runs == Runs::HereWhenAlone;
     // Native code has the host's authority: the audit log keeps out what looks like a secret in its environment.
     let origin = Arc::new(toolwright_core::audit::Origin {
         secrets: Arc::new(toolwright_core::audit::secret_looking(&env.env)),
@@ -360,16 +350,16 @@ pub(crate) fn definition(
                 ),
                 None => None,
             };
-            // Whether the work runs on the calling thread, in a call that runs alone (no thread hop there and
-            // back). A tool allowed to never sends updates nor makes nested calls; in place, it is refused both.
-            let in_place = here && may_block_here();
+            // Placed here (no thread hop there and back), a short tool is refused updates that wait and nested
+            // calls; it makes neither.
+            let placement = Placement::of(work);
             let cancel = run.cancel;
             let who = match &authority {
                 Some(a) => format!("{name}, called by {}", a.principal()),
                 None => name.clone(),
             };
             let ctx = NativeCtx {
-                inline: in_place,
+                here: placement == Placement::Here,
                 tool: name,
                 who,
                 env,
@@ -382,13 +372,8 @@ pub(crate) fn definition(
             };
             let call_id = run.call_id;
             let params = run.params;
-            let work = move || tool.execute(&call_id, params, &ctx);
-            // Beside others, such a call's work goes to one of a few threads (`brief`).
-            let ran = if here && !in_place {
-                brief::run(&cancel, work).await
-            } else {
-                run_blocking(in_place, work).await
-            };
+            let job = move || tool.execute(&call_id, params, &ctx);
+            let ran = placement.run(&cancel, job).await;
             match ran {
                 Ok(result) => result,
                 Err(Blocked::Panicked(payload)) => Err(ToolError::new(format!(
@@ -476,19 +461,19 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_beside_others_share_a_few_threads_but_calls_that_wait_for_each_other_all_run() {
-        // More calls than `brief` has threads, each waiting for all the others (as `read`s of a FIFO wait
+        // More calls than there are short-work threads, each waiting for all the others (as `read`s of a FIFO wait
         // for the `write` that opens it): a bound that made them wait for a thread for ever would never end.
-        let calls = brief::thread_count() * 3;
+        let calls = toolwright_core::pipeline::short_threads() * 3;
         let meet = Arc::new(Meet(Arc::default(), calls));
         let env = NativeEnv::builtin(&std::env::temp_dir()).unwrap();
-        let definition = definition(meet, env, ToolSource::Builtin, Runs::HereWhenAlone);
+        let definition = definition(meet, env, ToolSource::Builtin, Work::Short);
         let runs = (0..calls).map(|i| {
             definition.execute.execute(
                 ToolExecution {
                     call_id: format!("c{i}"),
                     params: serde_json::json!({}),
                     cancel: CancellationToken::new(),
-                    updates: UpdateSink::discard(),
+                    updates: CallSink::discard(),
                 },
                 None,
             )

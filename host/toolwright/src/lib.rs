@@ -57,7 +57,7 @@ pub use toolwright_core::definition::{
     ContextFactory, DefinitionExecutor, ToolCaller, ToolContext, ToolDefinition, ToolSource,
     definition_from_agent_tool, wrap_tool_definition,
 };
-pub use toolwright_core::dispatch::{CallOutcome, Dispatcher};
+pub use toolwright_core::dispatch::{Dispatched, Dispatcher};
 pub use toolwright_core::hooks::{
     AfterToolCall, AfterToolCallContext, AfterToolCallResult, BeforeToolCall, BeforeToolCallContext,
     BeforeToolCallResult, HookChain, after_tool_call, before_tool_call,
@@ -65,7 +65,7 @@ pub use toolwright_core::hooks::{
 pub use toolwright_core::nested::NestedCalls;
 pub use toolwright_core::pipeline::{BatchOutcome, EventLog, EventSink, NoEvents, Pipeline, event_sink};
 pub use toolwright_core::tool::{
-    AgentTool, BoxFuture, HostFault, ToolError, ToolExecution, ToolExecutor, UpdateSink,
+    AgentTool, BoxFuture, CallSink, HostFault, ToolError, ToolExecution, ToolExecutor,
 };
 pub use toolwright_core::types::{
     AgentEvent, AgentToolCallOutcome, AssistantMessage, Content, StopReason, ToolCall, ToolResult,

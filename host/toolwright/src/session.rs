@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolwright_core::dispatch::{CallOutcome, Dispatcher};
+use toolwright_core::dispatch::{Dispatched, Dispatcher};
 
 use crate::audit::{AuditLog, AuditSink};
 use crate::hooks::{AfterToolCall, BeforeToolCall, HookChain};
@@ -56,7 +56,7 @@ pub struct SessionBuilder {
     before: Vec<BeforeToolCall>,
     after: Vec<AfterToolCall>,
     mode: ExecutionMode,
-    work_in_place: bool,
+    work_here: bool,
     exposures: Vec<(String, Exposure)>,
     audit: Vec<Arc<dyn AuditSink>>,
 }
@@ -69,7 +69,7 @@ impl std::fmt::Debug for SessionBuilder {
             .field("tools", &self.tools.len())
             .field("hooks", &(self.before.len(), self.after.len()))
             .field("mode", &self.mode)
-            .field("work_in_place", &self.work_in_place)
+            .field("work_here", &self.work_here)
             .finish_non_exhaustive()
     }
 }
@@ -168,12 +168,12 @@ impl SessionBuilder {
     }
 
     /// Let a call that runs alone (the current call of a sequential batch, the only call a batch executes) do
-    /// a native built-in's blocking work on the thread that polls the batch, without a round trip through
-    /// tokio's blocking pool: a small call gets much cheaper. The trade: stop a running batch through the
+    /// a tool's blocking work on the thread that polls the batch, without a round trip through another thread:
+    /// a small call gets much cheaper. The trade: stop a running batch through the
     /// cancellation token [`Session::run`] takes, not by dropping its future or with a `timeout` around it,
-    /// which take effect only when that work returns. See [`Pipeline::with_work_in_place`].
-    pub fn work_in_place(mut self, on: bool) -> Self {
-        self.work_in_place = on;
+    /// which take effect only when that work returns. See [`Pipeline::with_work_here`].
+    pub fn work_here(mut self, on: bool) -> Self {
+        self.work_here = on;
         self
     }
 
@@ -223,7 +223,7 @@ impl SessionBuilder {
         chain.push_after_named("image normalisation", crate::builtins::normalize_images());
         let mut pipeline = Pipeline::new()
             .with_tool_execution(self.mode)
-            .with_work_in_place(self.work_in_place)
+            .with_work_here(self.work_here)
             .with_hooks(&chain);
         pipeline.audit = match audit.len() {
             0 => None,
@@ -372,7 +372,7 @@ impl Session {
             before: Vec::new(),
             after: Vec::new(),
             mode: ExecutionMode::Parallel,
-            work_in_place: false,
+            work_here: false,
             exposures: Vec::new(),
             audit: Vec::new(),
         }
@@ -390,7 +390,7 @@ impl Session {
     }
 
     /// Run one call of `name` with `args`, without events.
-    pub async fn call(&self, name: &str, args: Value) -> CallOutcome {
+    pub async fn call(&self, name: &str, args: Value) -> Dispatched {
         self.dispatcher.call(name, args, &CancellationToken::new()).await
     }
 

@@ -248,7 +248,7 @@ pub(crate) fn program_words(programs: &ProgramGrant) -> Vec<String> {
 }
 
 /// What a policy's `[builtins]` section gives the built-ins: decided by the same rule as a plugin's requests
-/// ([`crate::policy::decide_granted`]: what the section grants, deny wins), then made concrete here, once per
+/// ([`crate::policy::intersect_granted`]: what the section grants, deny wins), then made concrete here, once per
 /// load (programs are resolved on the host's `PATH`) for the native and the wasm built-ins alike.
 #[cfg_attr(not(feature = "wasm"), allow(dead_code))]
 pub(crate) struct BuiltinGrants {
@@ -263,7 +263,7 @@ pub(crate) struct BuiltinGrants {
 impl BuiltinGrants {
     pub(crate) fn decide(section: &PluginPolicy, cwd: &Path, host: &HostEnv) -> Self {
         let cwd_text = toolwright_sdk::paths::normalize(&cwd.to_string_lossy());
-        let effective = crate::policy::decide_granted(section, &cwd_text, host.home.as_deref());
+        let effective = crate::policy::intersect_granted(section, &cwd_text, host.home.as_deref());
         let dirs: Vec<Grant> = effective
             .dirs
             .iter()

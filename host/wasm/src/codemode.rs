@@ -27,7 +27,7 @@ pub use toolwright_tool_codemode::{Mode, Settings};
 
 use crate::{Plugin, PluginHost, Preopen, WasmGrants};
 use toolwright_core::definition::{ToolCaller, ToolContext, ToolDefinition, ToolLoadout, ToolSource};
-use toolwright_core::tool::{ToolError, ToolExecution, UpdateSink};
+use toolwright_core::tool::{CallSink, ToolError, ToolExecution};
 use toolwright_core::types::{AgentToolCallOutcome, ToolResult};
 
 pub use toolwright_tool_codemode::CODEMODE_TOOL_NAME;
@@ -275,7 +275,7 @@ pub fn definition(options: CodemodeOptions) -> ToolDefinition {
     }));
     // A script reaches nothing but the tools it calls (each audited as a nested call) and its own output.
     definition.origin = Some(Arc::new(toolwright_core::audit::Origin {
-        runtime: toolwright_core::audit::Runtime::Wasm,
+        machine: toolwright_core::audit::Machine::Wasm,
         grants: Some(Vec::new()),
         ..Default::default()
     }));
@@ -319,7 +319,7 @@ impl Kept {
 
     /// `updates` with the engine's output channel taken off into `output`: a partial result carrying it goes no
     /// further.
-    fn streaming(&self, updates: &UpdateSink) -> UpdateSink {
+    fn streaming(&self, updates: &CallSink) -> CallSink {
         let output = self.output.clone();
         updates.tapped(move |partial: ToolResult| {
             let item = partial.details.as_ref().and_then(|d| d.get(STREAM_KEY));
@@ -412,7 +412,7 @@ impl ToolCaller for Recording {
         args: Value,
         authority: Option<Arc<toolwright_core::Authority>>,
         cancel: &'a tokio_util::sync::CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
     ) -> BoxFuture<'a, AgentToolCallOutcome> {
         Box::pin(async move {
             // The record is bounded (a script may make calls for as long as its deadline allows); calls past it

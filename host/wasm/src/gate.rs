@@ -19,7 +19,8 @@ use wasmtime::component::Instance;
 use super::state::PluginState;
 use super::{PluginInner, WasmGrants};
 use toolwright_core::definition::ToolContext;
-use toolwright_core::tool::UpdateSink;
+use toolwright_core::pipeline::{Placement, Work};
+use toolwright_core::tool::CallSink;
 
 /// How long a plugin may take to describe itself at load (its `metadata` and `list-tools`) when its policy sets
 /// no `timeout-ms`: a plugin that loops there is skipped after this, so it cannot hold a start hostage.
@@ -35,13 +36,13 @@ pub(crate) struct Entry {
     /// The call's cancellation.
     pub cancel: CancellationToken,
     /// Where partial results go.
-    pub updates: UpdateSink,
+    pub updates: CallSink,
     /// The session context (nested calls), for tool executions only.
     pub session: Option<ToolContext>,
     /// Whether an idle instance may serve it and it may leave its instance for the next, when the grants say
     /// `instance = "reuse"` (tool executions and the handler hooks; never a description or a rendering).
     pub reusable: bool,
-    /// It runs on the thread that polls its batch or on a brief thread (see [`WasmGrants::in_place`]).
+    /// A built-in's short call, wherever it is placed (see [`WasmGrants::in_place`]).
     pub inline: bool,
 }
 
@@ -51,7 +52,7 @@ impl Entry {
         Entry {
             export,
             cancel: CancellationToken::new(),
-            updates: UpdateSink::discard(),
+            updates: CallSink::discard(),
             session: None,
             reusable: false,
             inline: false,
@@ -98,9 +99,9 @@ impl PluginInner {
     }
 
     /// The gate's asynchronous side: the slot is awaited (ending with the call's cancellation, so a nested call
-    /// queued behind its own ancestors is released by them), then the call runs right here when it runs alone
-    /// ([`toolwright_core::pipeline::may_block_here`]: no thread hop), else on one of the brief threads for a
-    /// built-in ([`WasmGrants::in_place`]) or on a blocking thread.
+    /// queued behind its own ancestors is released by them), then the call runs where its
+    /// [`Placement`](toolwright_core::pipeline::Placement) says: right here when it runs alone (no thread hop),
+    /// else on a short-work thread for a built-in ([`WasmGrants::in_place`]) or on a blocking thread.
     pub(crate) async fn enter_async<T: Send + 'static>(
         self: &Arc<Self>,
         grants: Arc<WasmGrants>,
@@ -116,13 +117,17 @@ impl PluginInner {
         let inner = self.clone();
         let export = entry.export;
         let cancel = entry.cancel.clone();
-        // A call that runs alone runs here: what it sends and the nested calls it waits for, it serves itself
-        // (`toolwright_core::pipeline::serving`), so it may stream and nest.
-        let here = toolwright_core::pipeline::may_block_here();
-        // Beside others, a built-in's call goes to one of a few threads, as its native twin does: a thousand at
-        // once do not each wake (or start) a thread of tokio's blocking pool. (A third party's may wait for its
-        // nested calls: it takes a thread of its own.)
-        let brief = grants.in_place && !here;
+        // A call that runs alone is placed here: what it sends and the nested calls it waits for, it serves itself
+        // (`toolwright_core::pipeline::runs_here`), so it may stream and nest. Beside others, a built-in's call
+        // goes to a short-work thread, as its native twin does: a thousand at once do not each wake (or start) a
+        // thread of tokio's blocking pool. (A third party's may wait for its nested calls: it takes a thread of
+        // its own.)
+        let placement = Placement::of(if grants.in_place {
+            Work::Short
+        } else {
+            Work::Relaying
+        });
+        let here = placement == Placement::Here;
         let mut entry = entry;
         if grants.in_place {
             entry.inline = true;
@@ -152,16 +157,12 @@ impl PluginInner {
                 ),
             ))
         };
-        let ran = if brief {
-            toolwright_native::brief::run(&cancel, work).await
-        } else {
-            toolwright_core::pipeline::run_blocking(here, work).await
-        };
+        let ran = placement.run(&cancel, work).await;
         crate::warm::call_ended();
         match ran {
             Ok(outcome) => outcome,
             Err(toolwright_core::pipeline::Blocked::Panicked(_)) => failed("the host panicked".into()),
-            // Cancelled while it waited for one of the brief threads: it never started.
+            // Cancelled while it waited for a short-work thread: it never started.
             Err(toolwright_core::pipeline::Blocked::Aborted) if cancel.is_cancelled() => {
                 Err(ToolError::host(HostFault::Cancelled, "Operation aborted"))
             }

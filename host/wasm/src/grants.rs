@@ -54,11 +54,12 @@ pub struct WasmGrants {
     /// Whether an instance that finished a tool call or a hook cleanly may serve the plugin's next one (policy
     /// `instance = "reuse"`), and for how long; none: a fresh instance for every call.
     pub reuse: Option<InstanceReuse>,
-    /// Whether its tools' calls, beside others, run on one of a few brief threads (`toolwright_native::brief`)
-    /// instead of a thread of tokio's blocking pool each: for tools that never send updates nor make nested
-    /// calls, as the wasm built-ins but `bash` (the native built-ins run so too). There, an update the queue has no
-    /// room for is dropped, never waited for, and nested calls are refused. (Every plugin's call that runs alone
-    /// runs on the thread that polls its batch: [`toolwright_core::pipeline::may_block_here`].)
+    /// Whether its tools' work is short ([`Work::Short`](toolwright_core::pipeline::Work::Short)): beside others
+    /// it runs on a short-work thread instead of a thread of tokio's blocking pool each. For tools that never send
+    /// updates nor make nested calls, as the wasm built-ins but `bash` (the native built-ins run so too). There, an
+    /// update the queue has no room for is dropped, never waited for, and nested calls are refused. (Every
+    /// plugin's call that runs alone is placed on the thread that polls its batch:
+    /// [`Placement::of`](toolwright_core::pipeline::Placement::of).)
     pub in_place: bool,
     /// Which tools its nested calls may reach, and under whose authority they run.
     pub calls: Calls,

@@ -16,7 +16,7 @@ use toolwright_core::hooks::{
     AfterToolCall, AfterToolCallContext, AfterToolCallResult, BeforeToolCall, BeforeToolCallContext,
     BeforeToolCallResult, after_tool_call, before_tool_call,
 };
-use toolwright_core::tool::UpdateSink;
+use toolwright_core::tool::CallSink;
 use toolwright_core::types::ToolResult;
 
 type HandlerList = Arc<Vec<(Arc<PluginInner>, Arc<WasmGrants>)>>;
@@ -59,7 +59,7 @@ async fn run_tool_call(
         };
         let by = format!("handler plugin {}", plugin.name);
         ctx.trail.add_secrets(&grants.env);
-        let updates = UpdateSink::for_trail(ctx.trail.clone(), &by);
+        let updates = CallSink::for_trail(ctx.trail.clone(), &by);
         let decision = match plugin
             .tool_call(grants.clone(), event, cancel.clone(), updates)
             .await
@@ -187,7 +187,7 @@ async fn run_tool_result(
         // that silently stops (say, a redactor) must be seen.
         let by = format!("handler plugin {}", plugin.name);
         ctx.trail.add_secrets(&grants.env);
-        let updates = UpdateSink::for_trail(ctx.trail.clone(), &by);
+        let updates = CallSink::for_trail(ctx.trail.clone(), &by);
         let changes = match plugin
             .tool_result(grants.clone(), event, cancel.clone(), updates)
             .await
@@ -285,7 +285,7 @@ impl PluginInner {
         grants: Arc<WasmGrants>,
         event: bindings::handler::ToolCallEvent,
         cancel: CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
     ) -> Result<bindings::handler::ToolCallDecision, ToolError> {
         let entry = Entry {
             cancel,
@@ -318,7 +318,7 @@ impl PluginInner {
         grants: Arc<WasmGrants>,
         event: bindings::handler::ToolResultEvent,
         cancel: CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
     ) -> Result<Option<bindings::handler::ToolResultChanges>, ToolError> {
         let entry = Entry {
             cancel,

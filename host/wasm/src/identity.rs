@@ -154,7 +154,7 @@ pub fn pin_status(policy: Option<&PluginPolicy>, sha256: &str) -> PinStatus {
 }
 
 /// What the plugin `name` (from `identity`) gets of its `requests` under `policy` (from [`policy_for`]): the
-/// intersection as [`toolwright_core::policy::decide`] computes it, nothing but the restrictions when a pin does not
+/// intersection as [`toolwright_core::policy::intersect`] computes it, nothing but the restrictions when a pin does not
 /// match, and refusals that say why a grant of the trusted files does not reach a project's plugin.
 pub fn decide(
     name: &str,
@@ -167,7 +167,7 @@ pub fn decide(
     let entry = policy_for(policy, name, identity.location);
     if let PinStatus::Mismatch { pinned, actual } = &identity.pin {
         let stripped = entry.as_ref().map(restrictions);
-        let mut effective = toolwright_core::policy::decide(name, requests, stripped.as_ref(), cwd, home);
+        let mut effective = toolwright_core::policy::intersect(name, requests, stripped.as_ref(), cwd, home);
         let why = format!(
             "not granted: [plugins.{name}] pins sha256 = \"{pinned}\", but this file's SHA-256 is {actual}; \
              update the pin if you trust this file"
@@ -177,7 +177,7 @@ pub fn decide(
         }
         return effective;
     }
-    let mut effective = toolwright_core::policy::decide(name, requests, entry.as_ref(), cwd, home);
+    let mut effective = toolwright_core::policy::intersect(name, requests, entry.as_ref(), cwd, home);
     let withheld = policy.plugins.get(name).is_some_and(|p| {
         !(p.read.is_empty()
             && p.write.is_empty()

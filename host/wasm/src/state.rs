@@ -11,7 +11,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::bindings::{host, types};
 use super::convert;
 use toolwright_core::definition::ToolContext;
-use toolwright_core::tool::UpdateSink;
+use toolwright_core::tool::CallSink;
 use toolwright_core::types::AgentToolCallOutcome;
 use toolwright_native::ProgramGrant;
 
@@ -32,7 +32,7 @@ pub struct CallEnv {
     /// The call's cancellation.
     pub cancel: CancellationToken,
     /// Where partial results go.
-    pub updates: UpdateSink,
+    pub updates: CallSink,
     /// The programs the plugin may start.
     pub programs: ProgramGrant,
     /// The environment its processes get.
@@ -42,9 +42,9 @@ pub struct CallEnv {
     /// The session context of a tool call: nested calls go through it (none for handlers and loadout hooks, and
     /// for a call in place).
     pub session: Option<ToolContext>,
-    /// A built-in's call on the thread that polls its batch, or on one of the brief threads
+    /// A built-in's short call, on the thread that polls its batch or on a short-work thread
     /// ([`WasmGrants::in_place`](crate::WasmGrants)): an update never waits for room, and it makes no nested calls.
-    /// (Any other call in place hands its updates on itself: `toolwright_core::pipeline::serving`.)
+    /// (Any other call placed here hands its updates on itself: `toolwright_core::pipeline::runs_here`.)
     pub inline: bool,
 }
 
@@ -104,7 +104,7 @@ pub struct PluginState {
     /// too).
     pub(super) output_from: (usize, usize),
     /// Where a connection's audit goes: the current call's updates.
-    pub(super) audit: Arc<std::sync::Mutex<UpdateSink>>,
+    pub(super) audit: Arc<std::sync::Mutex<CallSink>>,
     /// Whether the epoch callback saw the call cancelled (it gets one more tick to wind down).
     pub(super) cancel_seen: bool,
     /// Every process the call started, and their descendants: killed when the store (the call) ends.
@@ -204,14 +204,14 @@ impl PluginState {
     pub fn end_call(&mut self) {
         self.processes = toolwright_native::CallScope::new();
         self.started = None;
-        self.call.updates = UpdateSink::discard();
+        self.call.updates = CallSink::discard();
         self.call.session = None;
         self.call.cancel = CancellationToken::new();
         self.call.deadline = None;
         *self
             .audit
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = UpdateSink::discard();
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = CallSink::discard();
     }
 
     /// What a fresh instance's call owes at its end, before its store is dropped off the call's path
@@ -242,7 +242,7 @@ impl host::Host for PluginState {
         let call = &self.call;
         let sent = match tokio::runtime::Handle::try_current() {
             // On the thread that polls its batch, which waits for it: it hands the update on itself.
-            Ok(runtime) if toolwright_core::pipeline::serving() => {
+            Ok(runtime) if toolwright_core::pipeline::runs_here() => {
                 call.updates.update(result);
                 toolwright_core::pipeline::flush_owed(&runtime);
                 true
@@ -289,7 +289,7 @@ impl host::Host for PluginState {
         };
         // The message is the plugin's: bounded like everything it sends.
         self.call.updates.log(level, message);
-        if toolwright_core::pipeline::serving()
+        if toolwright_core::pipeline::runs_here()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             toolwright_core::pipeline::flush_owed(&runtime);
@@ -403,7 +403,7 @@ impl host::Host for PluginState {
         scoped.cancel = started.cancel.clone();
         // Beside its caller: a nested call never runs in place, even polled on the caller's thread.
         let mut run = Box::pin(toolwright_core::pipeline::beside(async move {
-            let outcome = scoped.execute_tool(&name, args, UpdateSink::discard()).await;
+            let outcome = scoped.execute_tool(&name, args, CallSink::discard()).await;
             // Only what the plugin will see waits for it (the arguments go with the call).
             let _ = sender.send((number, outcome_to_wit(outcome)));
         }));
@@ -431,7 +431,7 @@ impl host::Host for PluginState {
             let first = {
                 let call = &self.call;
                 let receiver = &mut started.receiver;
-                toolwright_core::pipeline::block_on_serving(&runtime, async {
+                toolwright_core::pipeline::block_on_nested(&runtime, async {
                     tokio::select! {
                         // An outcome that is ready wins over a deadline passing at the same moment.
                         biased;
@@ -544,13 +544,13 @@ impl PluginState {
             .map(|(at, _)| tokio::time::Instant::from_std(at));
         let plugin = self.call.plugin.clone();
         let count = calls.len();
-        toolwright_core::pipeline::block_on_serving(&runtime, async move {
+        toolwright_core::pipeline::block_on_nested(&runtime, async move {
             let runs = futures::future::join_all(calls.into_iter().map(|(name, arguments)| {
                 let (scoped, plugin) = (&scoped, &plugin);
                 async move {
                     match serde_json::from_str::<serde_json::Value>(&arguments) {
                         Ok(args) => {
-                            outcome_to_wit(scoped.execute_tool(&name, args, UpdateSink::discard()).await)
+                            outcome_to_wit(scoped.execute_tool(&name, args, CallSink::discard()).await)
                         }
                         Err(e) => error_outcome(&format!(
                             "The plugin {plugin} passed arguments for {name} that are not JSON: {e}"

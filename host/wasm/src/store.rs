@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
-use toolwright_core::tool::UpdateSink;
+use toolwright_core::tool::CallSink;
 use toolwright_sdk::{PluginMetadata, ToolSpec};
 use wasmtime::{Store, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::filesystem::WasiFilesystemCtx;
@@ -27,7 +27,7 @@ impl PluginInner {
         &self,
         grants: &WasmGrants,
         cancel: CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
         session: Option<toolwright_core::definition::ToolContext>,
     ) -> wasmtime::Result<Store<PluginState>> {
         // No variables here: the guest asks the call for them (`crate::environment`).
@@ -117,7 +117,7 @@ impl PluginInner {
         &self,
         grants: &WasmGrants,
         cancel: CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
         session: Option<toolwright_core::definition::ToolContext>,
     ) -> CallEnv {
         CallEnv {
@@ -162,7 +162,7 @@ impl PluginInner {
         store: &mut Store<PluginState>,
         grants: &WasmGrants,
         cancel: CancellationToken,
-        updates: UpdateSink,
+        updates: CallSink,
         session: Option<toolwright_core::definition::ToolContext>,
     ) -> wasmtime::Result<()> {
         let state = store.data_mut();

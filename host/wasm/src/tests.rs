@@ -136,7 +136,7 @@ async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_after_the_one_b
         &plugin.tool_definitions(&grants)[0],
         None,
     )];
-    let pipeline = Pipeline::new().with_work_in_place(true);
+    let pipeline = Pipeline::new().with_work_here(true);
     let message = AssistantMessage {
         tool_calls: vec![ToolCall::new("c", "ls", serde_json::json!({}))],
         ..Default::default()
@@ -204,7 +204,7 @@ fn spares_hold_at_most_half_of_the_idle_instances_and_give_way_to_reuse_and_to_m
             .store(
                 &reusing,
                 tokio_util::sync::CancellationToken::new(),
-                toolwright_core::tool::UpdateSink::discard(),
+                toolwright_core::tool::CallSink::discard(),
                 None,
             )
             .expect("a store");

@@ -1,5 +1,5 @@
 //! Work a fresh instance needs that the call need not wait for, done on one background thread for a call that
-//! runs alone (`toolwright_core::pipeline::may_block_here`: a pipeline that works in place, as `exec` and `mcp`
+//! is placed here (`toolwright_core::pipeline::Placement::Here`: a pipeline that works here, as `exec` and `mcp`
 //! run theirs, with nothing beside the call; there a core is free, where beside others every core has calls to
 //! run): after it answers, its finished store is dropped there (wasmtime resets its memory and tables for the
 //! slot's next instance when it drops), then a *spare* is made there, an instance of the plugin under the call's
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
-use toolwright_core::tool::UpdateSink;
+use toolwright_core::tool::CallSink;
 use wasmtime::Store;
 
 use crate::state::PluginState;
@@ -300,7 +300,7 @@ impl PluginInner {
         let Ok(linked) = self.linked() else {
             return;
         };
-        let Ok(mut store) = self.store(grants, CancellationToken::new(), UpdateSink::discard(), None) else {
+        let Ok(mut store) = self.store(grants, CancellationToken::new(), CallSink::discard(), None) else {
             return;
         };
         // A start function that loops holds this thread no longer than a load's description may take, whatever

@@ -183,11 +183,11 @@ fn render(record: &AuditRecord) -> String {
                 OriginKind::Plugin => "plugin",
                 OriginKind::Embedder => "embedder",
             };
-            let runtime = match s.runtime {
-                toolwright::audit::Runtime::Native => "native",
-                toolwright::audit::Runtime::Wasm => "wasm",
+            let machine = match s.machine {
+                toolwright::audit::Machine::Native => "native",
+                toolwright::audit::Machine::Wasm => "wasm",
             };
-            let mut text = format!("{kind} ({runtime})");
+            let mut text = format!("{kind} ({machine})");
             if let Some(plugin) = &s.plugin {
                 text.push_str(&format!(" {}", escape(plugin)));
             }

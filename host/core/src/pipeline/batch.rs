@@ -7,9 +7,9 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::ExecutionMode;
 
-use super::alone::scoped;
 use super::audited::CallAudit;
 use super::execute::{execute_with_events, finalize};
+use super::placement::scoped;
 use super::prepare::{CallContext, Prepared, prepare};
 use super::{BatchOutcome, EventSink, Pipeline, texts};
 use crate::record::CallRecords;
@@ -47,7 +47,7 @@ async fn run_prepared<'a>(
     alone: bool,
 ) -> Finalized<'a> {
     // Only the execution runs alone: the hooks around it run as they always do.
-    let alone = alone && ctx.pipeline.work_in_place;
+    let alone = alone && ctx.pipeline.work_here;
     let executed = scoped(alone, execute_with_events(&ready, call, ctx.cancel, sink, None)).await;
     let (result, is_error) = finalize(ctx, call, &ready, executed.result, executed.is_error).await;
     audit.finish(ctx, &result, is_error, executed.fault);

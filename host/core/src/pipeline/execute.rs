@@ -5,11 +5,11 @@ use std::time::Instant;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::alone;
+use super::placement;
 use super::prepare::{CallContext, Ready, panicked};
 use super::{EventSink, ToolLog};
 use crate::hooks::{AfterToolCallContext, merge_after};
-use crate::tool::{BoxFuture, LogLine, Sent, ToolExecution, UpdateReceiver, UpdateSink};
+use crate::tool::{BoxFuture, CallSink, LogLine, Sent, ToolExecution, UpdateReceiver};
 use crate::types::{AgentEvent, ToolCall, ToolResult};
 
 /// The outcome of `execute`.
@@ -41,12 +41,12 @@ pub(super) enum Forward<'a> {
         parent: Option<&'a str>,
     },
     /// To the caller's update sink.
-    Updates(UpdateSink),
+    Updates(CallSink),
     /// A nested call's: to the calling tool's sink, and as events with the parent.
     Nested {
         sink: &'a dyn EventSink,
         parent: &'a str,
-        updates: UpdateSink,
+        updates: CallSink,
     },
 }
 
@@ -114,7 +114,7 @@ pub(super) async fn execute(
     cancel: &CancellationToken,
     forward: Forward<'_>,
 ) -> Executed {
-    let (updates, mut receiver) = UpdateSink::channel();
+    let (updates, mut receiver) = CallSink::channel();
     let started = Instant::now();
     let run = ToolExecution {
         call_id: call.id.clone(),
@@ -123,13 +123,13 @@ pub(super) async fn execute(
         updates,
     };
     let outcome = {
-        // Work in place hands on what it sends itself: this loop is not polled while it runs.
+        // Work placed here hands on what it sends itself: this loop is not polled while it runs.
         let forwarding = Forwarding {
             receiver: &receiver,
             forward: &forward,
             call,
         };
-        let execution = alone::owing(&forwarding, ready.tool.execute(run));
+        let execution = placement::owing(&forwarding, ready.tool.execute(run));
         let execution = std::panic::AssertUnwindSafe(execution).catch_unwind();
         tokio::pin!(execution);
         loop {
@@ -151,15 +151,15 @@ pub(super) async fn execute(
     settle(&call.name, outcome, duration_ms)
 }
 
-/// What a call's execution owes while work it runs in place blocks [`execute`]'s loop: its partial results and log
-/// lines, handed on in the order they were sent (see [`alone`]).
+/// What a call's execution owes while work placed here blocks [`execute`]'s loop: its partial results and log
+/// lines, handed on in the order they were sent (see [`placement`]).
 struct Forwarding<'a> {
     receiver: &'a UpdateReceiver,
     forward: &'a Forward<'a>,
     call: &'a ToolCall,
 }
 
-impl alone::Owed for Forwarding<'_> {
+impl placement::Owed for Forwarding<'_> {
     fn flush(&self) -> Option<BoxFuture<'_, ()>> {
         Some(Box::pin(async move {
             while let Some(sent) = self.receiver.try_recv() {

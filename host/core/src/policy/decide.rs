@@ -1,5 +1,5 @@
-//! The decision: what a plugin's requests and a policy entry give it together ([`decide`]), deny winning, and
-//! the same rule for the built-ins' own section ([`decide_granted`]).
+//! The decision: what a plugin's requests and a policy entry give it together ([`intersect`]), deny winning, and
+//! the same rule for the built-ins' own section ([`intersect_granted`]).
 
 use std::path::{Path, PathBuf};
 
@@ -99,7 +99,7 @@ pub fn resolve(path: &str, cwd: &str, home: Option<&str>) -> String {
 }
 
 /// The intersection of `requests` and `policy` for a plugin named `name` (deny wins), in workspace `cwd`.
-pub fn decide(
+pub fn intersect(
     name: &str,
     requests: &[CapabilityRequest],
     policy: Option<&PluginPolicy>,
@@ -284,8 +284,8 @@ pub fn decide(
 }
 
 /// The built-ins' decision under their `[builtins]` section: everything it grants, taken as if requested, with
-/// the same rule as a plugin's requests (so deny wins in one place, [`decide`]).
-pub fn decide_granted(section: &PluginPolicy, cwd: &str, home: Option<&str>) -> Effective {
+/// the same rule as a plugin's requests (so deny wins in one place, [`intersect`]).
+pub fn intersect_granted(section: &PluginPolicy, cwd: &str, home: Option<&str>) -> Effective {
     let request = |capability| CapabilityRequest {
         capability,
         reason: String::new(),
@@ -314,5 +314,5 @@ pub fn decide_granted(section: &PluginPolicy, cwd: &str, home: Option<&str>) -> 
                 .map(|a| request(Capability::Network(a.clone()))),
         )
         .collect();
-    decide("builtins", &requests, Some(section), cwd, home)
+    intersect("builtins", &requests, Some(section), cwd, home)
 }

@@ -28,7 +28,7 @@ fn intersection_of_requests_and_grants() {
         env: vec!["LANG".into()],
         ..Default::default()
     };
-    let e = decide(
+    let e = intersect(
         "p",
         &[
             req(Capability::Read("/".into())),
@@ -67,7 +67,7 @@ fn deny_wins() {
         spawn: vec!["git".into()],
         ..Default::default()
     };
-    let e = decide(
+    let e = intersect(
         "p",
         &[
             req(Capability::Read(".".into())),
@@ -88,7 +88,7 @@ fn deny_wins() {
 
 #[test]
 fn nothing_without_a_policy() {
-    let e = decide(
+    let e = intersect(
         "p",
         &[
             req(Capability::Read(".".into())),
@@ -260,7 +260,7 @@ fn spawn_grants_are_names_or_tables_with_argument_prefixes() {
     assert_eq!(any.args, None);
 
     // What only a name grants: `*` does not count.
-    let e = decide(
+    let e = intersect(
         "p",
         &[req(Capability::Spawn("git".into()))],
         Some(&PluginPolicy {
@@ -304,7 +304,7 @@ fn network_patterns_parse_and_nest() {
     assert!(p("127.0.0.1:80").within(&p("*:*")));
     assert!(!p("127.0.0.1:*").within(&p("127.0.0.1:80")));
     assert!(!p("10.0.0.1:80").within(&p("127.0.0.1:*")));
-    let e = decide(
+    let e = intersect(
         "p",
         &[
             req(Capability::Network("*:443".into())),

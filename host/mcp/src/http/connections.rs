@@ -25,11 +25,12 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub(super) struct Connections {
     max: usize,
-    open: Mutex<(u64, BTreeMap<u64, Slot>)>,
+    open: Mutex<(u64, BTreeMap<u64, Held>)>,
 }
 
+/// What the table keeps of one admitted connection: whether it sent the token, and how to close it.
 #[derive(Debug)]
-struct Slot {
+struct Held {
     authorized: Arc<AtomicBool>,
     evict: CancellationToken,
 }
@@ -59,7 +60,7 @@ impl Connections {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, (u64, BTreeMap<u64, Slot>)> {
+    fn lock(&self) -> MutexGuard<'_, (u64, BTreeMap<u64, Held>)> {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -71,25 +72,25 @@ impl Connections {
             let oldest = open
                 .1
                 .iter()
-                .find(|(_, slot)| !slot.authorized.load(Ordering::Relaxed))
+                .find(|(_, held)| !held.authorized.load(Ordering::Relaxed))
                 .map(|(number, _)| *number)?;
-            if let Some(slot) = open.1.remove(&oldest) {
-                slot.evict.cancel();
+            if let Some(held) = open.1.remove(&oldest) {
+                held.evict.cancel();
             }
         }
         let number = open.0;
         open.0 += 1;
-        let slot = Slot {
+        let held = Held {
             authorized: Arc::default(),
             evict: CancellationToken::new(),
         };
         let admitted = Admitted {
-            authorized: slot.authorized.clone(),
-            evict: slot.evict.clone(),
+            authorized: held.authorized.clone(),
+            evict: held.evict.clone(),
             number,
             connections: self.clone(),
         };
-        open.1.insert(number, slot);
+        open.1.insert(number, held);
         Some(admitted)
     }
 

@@ -9,7 +9,7 @@ use super::{
     BuiltinGrants, BuiltinMode, ToolsetError, ToolsetOptions, load_policy_trusted, native_builtins_granted,
     user_plugin_dir,
 };
-use crate::audit::{Origin, OriginKind, Runtime};
+use crate::audit::{Machine, Origin, OriginKind};
 use crate::definition::{ToolDefinition, ToolSource, wrap_tool_definition};
 use crate::hooks::HookChain;
 use crate::native::{FileMutationQueue, HostEnv, ProgramGrant};
@@ -285,13 +285,13 @@ impl Toolset {
         let sha256 = identity.sha256.clone();
         self.identities.push(identity);
         grants.mutations = mutations.clone();
-        // A wasm built-in runs in place when its native twin does (never a third party's tool: it may stream or
+        // A wasm built-in's work is short when its native twin's is (never a third party's tool: it may stream or
         // call tools).
         grants.in_place = is_builtin
             && plugin
                 .tools
                 .iter()
-                .all(|t| crate::builtins::runs_in_place(&t.name));
+                .all(|t| crate::builtins::work(&t.name) == crate::pipeline::Work::Short);
         if let Some(mib) = self.policy.limits.result_mib {
             grants.result_cap = mib_bytes(mib);
         }
@@ -304,7 +304,7 @@ impl Toolset {
             } else {
                 OriginKind::Plugin
             },
-            runtime: Runtime::Wasm,
+            machine: Machine::Wasm,
             plugin: Some(plugin.metadata.name.clone()),
             sha256: Some(sha256),
             grants: Some(granted_words),

@@ -1,5 +1,5 @@
-//! A few threads for the short work of calls that run beside others (a parallel batch of `read`s), native or the
-//! wasm built-ins'.
+//! The few threads where short work beside others runs ([`Placement::Short`](super::Placement::Short)): a
+//! parallel batch of `read`s, native or the wasm built-ins'.
 //!
 //! Each such call used to take a permit of a small semaphore, then a thread of tokio's blocking pool: with
 //! 1000 calls at once, every permit handed on woke the batch's task, which then woke a blocking thread — two
@@ -16,16 +16,16 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
+use super::Blocked;
 use tokio_util::sync::CancellationToken;
-use toolwright_core::pipeline::Blocked;
 
 /// How long queued work waits for one of the threads before it takes a thread of its own.
 const WAIT: Duration = Duration::from_millis(20);
 
-/// How long a thread of the pool waits for work before it ends.
+/// How long one of the threads waits for work before it ends.
 const IDLE: Duration = Duration::from_secs(10);
 
-/// How many threads the pool runs at most: twice the cores, at least four.
+/// How many threads there are at most: twice the cores, at least four.
 pub fn thread_count() -> usize {
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     (cores * 2).max(4)
@@ -33,16 +33,17 @@ pub fn thread_count() -> usize {
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// One call's work: taken once, by a thread of the pool or by the call itself when it gives up waiting.
-struct Slot(Mutex<Option<Job>>);
+/// One call's queued work: taken once, by one of the threads or by the call itself when it gives up waiting.
+struct Queued(Mutex<Option<Job>>);
 
-impl Slot {
+impl Queued {
     fn take(&self) -> Option<Job> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
 
-struct Pool {
+/// The short-work threads and their queue.
+struct Threads {
     state: Mutex<State>,
     work: Condvar,
     /// How many threads it runs at most.
@@ -51,19 +52,19 @@ struct Pool {
 
 #[derive(Default)]
 struct State {
-    queue: VecDeque<Arc<Slot>>,
+    queue: VecDeque<Arc<Queued>>,
     threads: usize,
     idle: usize,
 }
 
-fn pool() -> &'static Pool {
-    static POOL: OnceLock<Pool> = OnceLock::new();
-    POOL.get_or_init(|| Pool::new(thread_count()))
+fn threads() -> &'static Threads {
+    static THREADS: OnceLock<Threads> = OnceLock::new();
+    THREADS.get_or_init(|| Threads::new(thread_count()))
 }
 
-impl Pool {
+impl Threads {
     fn new(max: usize) -> Self {
-        Pool {
+        Threads {
             state: Mutex::default(),
             work: Condvar::new(),
             max,
@@ -74,9 +75,9 @@ impl Pool {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn submit(&'static self, slot: Arc<Slot>) {
+    fn submit(&'static self, queued: Arc<Queued>) {
         let mut state = self.state();
-        state.queue.push_back(slot);
+        state.queue.push_back(queued);
         if state.idle > 0 {
             drop(state);
             self.work.notify_one();
@@ -95,11 +96,11 @@ impl Pool {
 
     fn serve(&self) {
         loop {
-            let slot = {
+            let queued = {
                 let mut state = self.state();
                 loop {
-                    if let Some(slot) = state.queue.pop_front() {
-                        break slot;
+                    if let Some(queued) = state.queue.pop_front() {
+                        break queued;
                     }
                     state.idle += 1;
                     let (next, waited) = self
@@ -114,25 +115,25 @@ impl Pool {
                     }
                 }
             };
-            if let Some(job) = slot.take() {
+            if let Some(job) = queued.take() {
                 job();
             }
         }
     }
 }
 
-/// Run `work` on one of the pool's threads (or, after `WAIT` in the queue, on a thread of its own); while it
+/// Run `work` on one of the threads (or, after `WAIT` in the queue, on a thread of its own); while it
 /// is queued, `cancel` takes it back. The threads are not the runtime's: `work` must not need it (no updates
 /// that wait for room, no nested calls).
 pub async fn run<T: Send + 'static>(
     cancel: &CancellationToken,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Blocked> {
-    run_on(pool(), cancel, work).await
+    run_on(threads(), cancel, work).await
 }
 
 async fn run_on<T: Send + 'static>(
-    pool: &'static Pool,
+    threads: &'static Threads,
     cancel: &CancellationToken,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Blocked> {
@@ -140,18 +141,18 @@ async fn run_on<T: Send + 'static>(
     let job: Job = Box::new(move || {
         let _ = sender.send(std::panic::catch_unwind(AssertUnwindSafe(work)));
     });
-    let slot = Arc::new(Slot(Mutex::new(Some(job))));
-    pool.submit(slot.clone());
+    let queued = Arc::new(Queued(Mutex::new(Some(job))));
+    threads.submit(queued.clone());
     let ran = tokio::select! {
         ran = &mut done => ran,
         () = tokio::time::sleep(WAIT) => {
-            // Not started yet: it runs on a thread of its own. (Started: it is the pool's, and ends there.)
-            if let Some(job) = slot.take() {
+            // Not started yet: it runs on a thread of its own. (Started: it is the threads', and ends there.)
+            if let Some(job) = queued.take() {
                 drop(tokio::task::spawn_blocking(job));
             }
             (&mut done).await
         }
-        () = cancel.cancelled() => match slot.take() {
+        () = cancel.cancelled() => match queued.take() {
             Some(_) => return Err(Blocked::Aborted),
             None => done.await,
         },
@@ -180,13 +181,17 @@ mod tests {
 
     type Gate = Arc<(Mutex<bool>, Condvar)>;
 
-    /// A pool of one thread, and a call that holds it until the gate opens (for at most 20 s).
-    async fn one_thread_held() -> (&'static Pool, Gate, tokio::task::JoinHandle<Result<(), Blocked>>) {
-        let pool: &'static Pool = Box::leak(Box::new(Pool::new(1)));
+    /// Short-work threads of one thread, and a call that holds it until the gate opens (for at most 20 s).
+    async fn one_thread_held() -> (
+        &'static Threads,
+        Gate,
+        tokio::task::JoinHandle<Result<(), Blocked>>,
+    ) {
+        let threads: &'static Threads = Box::leak(Box::new(Threads::new(1)));
         let gate: Gate = Arc::default();
         let held = gate.clone();
         let busy = tokio::spawn(async move {
-            run_on(pool, &CancellationToken::new(), move || {
+            run_on(threads, &CancellationToken::new(), move || {
                 let (open, opened) = &*held;
                 let guard = open.lock().unwrap_or_else(PoisonError::into_inner);
                 let _unused = opened
@@ -197,12 +202,12 @@ mod tests {
         });
         // Until its thread has taken the held call's work.
         while {
-            let state = pool.state();
+            let state = threads.state();
             state.threads == 0 || state.idle > 0 || !state.queue.is_empty()
         } {
             tokio::task::yield_now().await;
         }
-        (pool, gate, busy)
+        (threads, gate, busy)
     }
 
     fn open(gate: &Gate) {
@@ -213,25 +218,25 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn work_cancelled_while_it_waits_for_a_thread_never_runs() {
-        let (pool, gate, busy) = one_thread_held().await;
+        let (threads, gate, busy) = one_thread_held().await;
         let cancel = CancellationToken::new();
         cancel.cancel();
         let ran = Arc::new(AtomicBool::new(false));
         let flag = ran.clone();
-        let outcome = run_on(pool, &cancel, move || flag.store(true, Ordering::SeqCst)).await;
+        let outcome = run_on(threads, &cancel, move || flag.store(true, Ordering::SeqCst)).await;
         open(&gate);
         assert!(matches!(busy.await, Ok(Ok(()))));
         assert!(matches!(outcome, Err(Blocked::Aborted)));
-        // The emptied slot stays queued until the freed thread comes to it; wait until that thread has taken it
+        // The emptied entry stays queued until the freed thread comes to it; wait until that thread has taken it
         // and gone idle (the held call's result is sent before its thread looks at the queue again).
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while {
-            let state = pool.state();
+            let state = threads.state();
             !state.queue.is_empty() || state.idle == 0
         } {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the pool's thread never came back to its queue"
+                "the one thread never came back to its queue"
             );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -240,11 +245,11 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn work_that_waits_too_long_for_the_pool_runs_on_a_thread_of_its_own() {
-        // The pool's one thread is held until this second call has run: only a thread of its own can run it.
-        let (pool, gate, busy) = one_thread_held().await;
+        // The one thread is held until this second call has run: only a thread of its own can run it.
+        let (threads, gate, busy) = one_thread_held().await;
         let started = std::time::Instant::now();
         let opener = gate.clone();
-        let outcome = run_on(pool, &CancellationToken::new(), move || open(&opener)).await;
+        let outcome = run_on(threads, &CancellationToken::new(), move || open(&opener)).await;
         assert!(matches!(outcome, Ok(())));
         assert!(started.elapsed() >= WAIT);
         assert!(matches!(busy.await, Ok(Ok(()))));
