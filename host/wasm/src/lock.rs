@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use toolwright_sdk::{Capability, ToolSpec};
+use toolwright_sdk::ToolSpec;
 
 use crate::Plugin;
 
@@ -287,17 +287,6 @@ pub enum Verdict {
     Held(Vec<Change>),
 }
 
-/// A capability in the lockfile's words.
-pub fn capability_words(c: &Capability) -> String {
-    match c {
-        Capability::Read(p) => format!("read {p}"),
-        Capability::Write(p) => format!("write {p}"),
-        Capability::Spawn(p) => format!("spawn {p}"),
-        Capability::Env(v) => format!("env {v}"),
-        Capability::Network(h) => format!("network {h}"),
-    }
-}
-
 fn digest(value: &serde_json::Value) -> String {
     let hash = Sha256::digest(value.to_string().as_bytes());
     format!("sha256:{}", crate::identity::hex(&hash.into()))
@@ -348,7 +337,7 @@ pub fn entry(plugin: &Plugin, source: &str) -> LockEntry {
             .metadata
             .capabilities
             .iter()
-            .map(|c| capability_words(&c.capability))
+            .map(|c| c.capability.to_string())
             .collect(),
         tools: plugin
             .tools

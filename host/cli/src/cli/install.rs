@@ -370,7 +370,7 @@ fn show(out: &mut impl Write, plugin: &toolwright::wasm::Plugin) -> std::io::Res
         writeln!(
             out,
             "  requests: {} (because: {})",
-            super::plugins::describe(&c.capability),
+            escape(&c.capability.describe()),
             escape(&c.reason)
         )?;
     }
@@ -396,7 +396,7 @@ fn choose(grant: &GrantArgs, requested: &[&Capability]) -> anyhow::Result<Vec<Ca
     let mut lines = stdin.lock().lines();
     let mut ask = std::io::stderr().lock();
     for c in requested {
-        write!(ask, "grant: {}? [y/N] ", super::plugins::describe(c))?;
+        write!(ask, "grant: {}? [y/N] ", escape(&c.describe()))?;
         ask.flush()?;
         let answer = lines.next().transpose()?.unwrap_or_default();
         if matches!(answer.trim(), "y" | "Y" | "yes") {
@@ -456,13 +456,7 @@ fn section<'a>(document: &'a mut toml_edit::DocumentMut, name: &str) -> &'a mut 
 fn grant_and_pin(document: &mut toml_edit::DocumentMut, name: &str, granted: &[Capability], sha256: &str) {
     let table = section(document, name);
     for c in granted {
-        let (key, value) = match c {
-            Capability::Read(v) => ("read", v),
-            Capability::Write(v) => ("write", v),
-            Capability::Spawn(v) => ("spawn", v),
-            Capability::Env(v) => ("env", v),
-            Capability::Network(v) => ("network", v),
-        };
+        let (key, value) = (c.kind(), c.target());
         let array = table
             .entry(key)
             .or_insert_with(|| toml_edit::value(toml_edit::Array::new()))
@@ -470,7 +464,7 @@ fn grant_and_pin(document: &mut toml_edit::DocumentMut, name: &str, granted: &[C
         if let Some(array) = array
             && !array.iter().any(|e| e.as_str() == Some(value))
         {
-            array.push(value.as_str());
+            array.push(value);
         }
     }
     table.insert("sha256", toml_edit::value(sha256));
@@ -584,7 +578,7 @@ fn report_grants(
         )?;
     }
     for c in granted {
-        writeln!(out, "granted: {}", super::plugins::describe(c))?;
+        writeln!(out, "granted: {}", escape(&c.describe()))?;
     }
     writeln!(
         out,
@@ -636,7 +630,7 @@ fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
         .capabilities
         .iter()
         .map(|c| &c.capability)
-        .filter(|c| !approved.capabilities.contains(&lock::capability_words(c)))
+        .filter(|c| !approved.capabilities.contains(&c.to_string()))
         .collect();
     let granted = choose(&args.grant, &new)?;
     let done = format!("approved {name} {}", entry.version);

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 use toolwright::identity::PinStatus;
-use toolwright::sdk::Capability;
 use toolwright::text::escape;
 
 /// Arguments of `toolwright plugins`.
@@ -25,18 +24,6 @@ pub struct PluginsArgs {
     json: bool,
     #[command(flatten)]
     tools: super::ToolArgs,
-}
-
-/// A capability in words, as `plugins` and `check` show it: its value is the plugin's, escaped.
-pub fn describe(capability: &Capability) -> String {
-    use toolwright::text::escape;
-    match capability {
-        Capability::Read(p) => format!("read files below {}", escape(p)),
-        Capability::Write(p) => format!("write files below {}", escape(p)),
-        Capability::Spawn(p) => format!("start {}", escape(p)),
-        Capability::Env(v) => format!("see the environment variable {}", escape(v)),
-        Capability::Network(h) => format!("connect to {}", escape(h)),
-    }
 }
 
 /// How the programs granted to a plugin run: confined by Landlock, refused, or unconfined by the policy's
@@ -250,7 +237,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "  requests: {} (because: {})",
-                describe(&c.capability),
+                escape(&c.capability.describe()),
                 escape(&c.reason)
             )?;
             match decisions.and_then(|d| d.get(i)) {
@@ -260,7 +247,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                 )?,
                 Some(d) => {
                     for g in &d.granted {
-                        writeln!(out, "    granted: {}", describe(g))?;
+                        writeln!(out, "    granted: {}", escape(&g.describe()))?;
                     }
                     if let Some(why) = &d.refused {
                         writeln!(out, "    refused: {}", escape(why))?;

@@ -262,7 +262,7 @@ impl Toolset {
             let words = effective
                 .decisions
                 .iter()
-                .flat_map(|d| d.granted.iter().map(crate::wasm::lock::capability_words))
+                .flat_map(|d| d.granted.iter().map(ToString::to_string))
                 .collect();
             self.grants.push((name.clone(), effective));
             (grants, words)
