@@ -446,7 +446,7 @@ impl Session {
 
     /// The plugins that could not be loaded, and why.
     #[cfg(feature = "wasm")]
-    pub fn plugin_errors(&self) -> &[crate::wasm::PluginError] {
+    pub fn plugin_errors(&self) -> &[crate::toolset::LoadError] {
         &self.parts.errors
     }
 

@@ -5,7 +5,7 @@
 //! `--yes`, or a terminal prompt; nothing by default). It installs the file into the user's plugin directory (the
 //! project's with `--project`), writes the grant pinned by digest into the policy file (`[plugins.NAME]`, edited
 //! in place with its comments kept), and records the approval in `toolwright.lock` beside it
-//! (`toolwright::wasm::lock`). At load a plugin that no longer matches its approval is held until `approve`.
+//! (`toolwright::trust::lock`). At load a plugin that no longer matches its approval is held until `approve`.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use toolwright::sdk::Capability;
 use toolwright::text::escape;
-use toolwright::wasm::lock::{self, LockEntry, Lockfile};
+use toolwright::trust::lock::{self, LockEntry, Lockfile};
 
 /// `toolwright plugins` subcommands.
 #[derive(Debug, Subcommand)]
@@ -306,7 +306,7 @@ fn fetch(source: &str, dir: &Path) -> anyhow::Result<Fetched> {
     written(&staged)?;
     Ok(Fetched {
         staged,
-        sha256: toolwright::identity::hex(&hasher.finalize().into()),
+        sha256: toolwright::trust::identity::hex(&hasher.finalize().into()),
         resolved: String::new(),
         source: path.to_string_lossy().into_owned(),
     })
@@ -679,7 +679,7 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let current = std::fs::read(&file).map(|b| toolwright::identity::hex(&sha256(&b)));
+        let current = std::fs::read(&file).map(|b| toolwright::trust::identity::hex(&sha256(&b)));
         if current.as_deref().ok() == Some(fetched.sha256.as_str()) {
             writeln!(out, "{name}: up to date ({})", escape(&entry.source))?;
             continue;

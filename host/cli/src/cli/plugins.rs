@@ -6,8 +6,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 use serde_json::json;
-use toolwright::identity::PinStatus;
 use toolwright::text::escape;
+use toolwright::toolset::LoadError;
+use toolwright::trust::TrustError;
+use toolwright::trust::identity::PinStatus;
 
 /// Arguments of `toolwright plugins`.
 #[derive(Debug, Args)]
@@ -126,12 +128,12 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             .errors
             .iter()
             .filter_map(|e| match e {
-                toolwright::wasm::PluginError::Held {
+                LoadError::Trust(TrustError::Held {
                     path,
                     name,
                     changes,
                     lockfile,
-                } => Some(json!({
+                }) => Some(json!({
                     "name": name,
                     "path": path,
                     "changes": changes,
