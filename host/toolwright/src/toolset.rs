@@ -29,7 +29,7 @@ pub use background::{Deferred, must_wait};
 #[cfg(feature = "wasm")]
 use builtins::{BuiltinGrants, load_policy_trusted, native_builtins_granted};
 pub use builtins::{load_policy, native_builtins};
-pub use options::{BuiltinMode, ToolsetOptions, project_plugin_dir, user_plugin_dir};
+pub use options::{BuiltinMode, ToolsetOptions, audit_logs, project_plugin_dir, user_plugin_dir};
 
 #[cfg(feature = "wasm")]
 use crate::audit::{Origin, OriginKind, Runtime};
@@ -283,9 +283,8 @@ impl Toolset {
         Ok(())
     }
 
-    /// Deciding grants: a wasm built-in's from `[builtins]`; a third party's from its requests and the policy
-    /// entry that applies where it came from (its pin status recorded in `identity`), refused whole when a write
-    /// grant covers what is trusted. The grants with their words for the audit log.
+    /// Deciding grants: a wasm built-in's from `[builtins]`, a third party's from its identity and the policy
+    /// ([`Toolset::plugin_grants`]); with the host's limits. The grants with their words for the audit log.
     fn decide_grants(
         &mut self,
         options: &ToolsetOptions,
@@ -294,11 +293,37 @@ impl Toolset {
         plugin: &Plugin,
         identity: &mut PluginIdentity,
     ) -> Result<(WasmGrants, Vec<String>), TrustError> {
-        if identity.location == PluginLocation::Builtin {
+        let is_builtin = identity.location == PluginLocation::Builtin;
+        let (mut grants, words) = if is_builtin {
             let grants = builtins::wasm_builtin_grants(&self.policy, &options.cwd, host, builtin_section);
             let words = builtins::builtin_words(&grants);
-            return Ok((grants, words));
+            (grants, words)
+        } else {
+            self.plugin_grants(options, host, plugin, identity)?
+        };
+        // A wasm built-in runs in place when its native twin does (never a third party's tool: it may stream or
+        // call tools).
+        grants.in_place = is_builtin
+            && plugin
+                .tools
+                .iter()
+                .all(|t| crate::builtins::runs_in_place(&t.name));
+        if let Some(mib) = self.policy.limits.result_mib {
+            grants.result_cap = mib_bytes(mib);
         }
+        Ok((grants, words))
+    }
+
+    /// A third party's grants: what it requests, intersected with the policy entry that applies where it came from
+    /// (its pin status recorded in `identity`), refused whole when a write grant covers what is trusted. Its
+    /// decisions are kept for `toolwright plugins` ([`Toolset::grants`]).
+    fn plugin_grants(
+        &mut self,
+        options: &ToolsetOptions,
+        host: &HostEnv,
+        plugin: &Plugin,
+        identity: &mut PluginIdentity,
+    ) -> Result<(WasmGrants, Vec<String>), TrustError> {
         let cwd = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
         let name = &plugin.metadata.name;
         let entry = identity::policy_for(&self.policy, name, identity.location);
@@ -360,16 +385,6 @@ impl Toolset {
         let sha256 = identity.sha256.clone();
         self.identities.push(identity);
         grants.mutations = mutations.clone();
-        // A wasm built-in runs in place when its native twin does (never a third party's tool: it may stream or
-        // call tools).
-        grants.in_place = is_builtin
-            && plugin
-                .tools
-                .iter()
-                .all(|t| crate::builtins::runs_in_place(&t.name));
-        if let Some(mib) = self.policy.limits.result_mib {
-            grants.result_cap = mib_bytes(mib);
-        }
         if plugin.is_handler {
             self.handler_grants.push(grants.clone());
         }
@@ -399,42 +414,45 @@ impl Toolset {
                     Some(native) => *native = definition,
                     None => self.builtins.push(definition),
                 }
-                continue;
+            } else {
+                self.add_extension_tool(definition, &plugin.path);
             }
-            // pi's precedence: an extension's tool replaces a built-in of the same name; between extensions,
-            // the first in load order wins.
-            if let Some(existing) = self.extension_tools.iter().find(|d| d.name == definition.name) {
+        }
+        self.plugins.push(plugin);
+    }
+
+    /// A third party's tool from the plugin at `path`, by pi's precedence: an extension's tool replaces a built-in
+    /// of the same name (where the user's `replace` allows it); between extensions, the first in load order wins.
+    fn add_extension_tool(&mut self, definition: ToolDefinition, path: &std::path::Path) {
+        if let Some(existing) = self.extension_tools.iter().find(|d| d.name == definition.name) {
+            self.errors.push(
+                PluginError::ToolClash {
+                    path: path.to_owned(),
+                    tool: definition.name.clone(),
+                    other: match &existing.source {
+                        ToolSource::Plugin { path } => path.clone(),
+                        _ => PathBuf::from("builtin"),
+                    },
+                }
+                .into(),
+            );
+            return;
+        }
+        if self.builtins.iter().any(|d| d.name == definition.name) {
+            // A plugin takes a built-in's name only where the user's config says so (`replace`).
+            if !self.policy.replace.contains(&definition.name) {
                 self.errors.push(
-                    PluginError::ToolClash {
-                        path: plugin.path.clone(),
+                    PluginError::ReplacesBuiltin {
+                        path: path.to_owned(),
                         tool: definition.name.clone(),
-                        other: match &existing.source {
-                            ToolSource::Plugin { path } => path.clone(),
-                            _ => PathBuf::from("builtin"),
-                        },
                     }
                     .into(),
                 );
-                continue;
+                return;
             }
-            if self.builtins.iter().any(|d| d.name == definition.name) {
-                // A plugin takes a built-in's name only where the user's config says so (`replace`).
-                if !self.policy.replace.contains(&definition.name) {
-                    self.errors.push(
-                        PluginError::ReplacesBuiltin {
-                            path: plugin.path.clone(),
-                            tool: definition.name.clone(),
-                        }
-                        .into(),
-                    );
-                    continue;
-                }
-                self.overrides
-                    .push((definition.name.clone(), plugin.path.clone()));
-            }
-            self.extension_tools.push(definition);
+            self.overrides.push((definition.name.clone(), path.to_owned()));
         }
-        self.plugins.push(plugin);
+        self.extension_tools.push(definition);
     }
 
     /// Where `plugin` came from, its digest and pin status.

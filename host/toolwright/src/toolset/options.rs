@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::policy::Policy;
+
 #[cfg(feature = "wasm")]
 use crate::trust::identity::PluginLocation;
 #[cfg(feature = "wasm")]
@@ -143,4 +145,24 @@ impl ToolsetOptions {
             })
             .collect()
     }
+}
+
+/// The audit logs to open: the policy's `audit` (`~/` is the home directory) and `options.audit_log` (relative to
+/// the workspace), each file once.
+pub fn audit_logs(options: &ToolsetOptions, policy: &Policy) -> Vec<PathBuf> {
+    let home = crate::native::HostEnv::current().home;
+    let mut logs = Vec::new();
+    if let Some(path) = &policy.audit {
+        logs.push(match (path.strip_prefix("~"), &home) {
+            (Ok(rest), Some(home)) => Path::new(home).join(rest),
+            _ => path.clone(),
+        });
+    }
+    if let Some(extra) = &options.audit_log {
+        let extra = options.cwd.join(extra);
+        if !logs.contains(&extra) {
+            logs.push(extra);
+        }
+    }
+    logs
 }

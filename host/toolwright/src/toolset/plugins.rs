@@ -28,7 +28,7 @@ pub(super) struct Loaded {
 /// it did; a grant of the directory that holds one is refused with it).
 pub(super) fn trusted_paths(options: &ToolsetOptions, policy: &Policy) -> Vec<(PathBuf, &'static str)> {
     let mut paths = Vec::new();
-    for log in crate::session::audit_logs(options, policy) {
+    for log in super::audit_logs(options, policy) {
         paths.push((log, "the audit log"));
     }
     if let Some(cache) = &options.cache_dir {
