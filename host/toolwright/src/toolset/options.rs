@@ -52,9 +52,9 @@ pub struct ToolsetOptions {
     /// is confined. On in [`ToolsetOptions::new`], what the command line loads.
     pub require_project_trust: bool,
     /// Compile installed plugins that are not in the cache on threads of their own, leaving them out of the
-    /// toolset until they are done ([`Toolset::deferred`]; only with a cache, and only plugins whose
-    /// `toolwright.lock` entry approved exactly their file and says they are no handler). Off: every plugin is
-    /// loaded before the toolset is.
+    /// toolset until they are done ([`Toolset::deferred`](super::Toolset::deferred); only with a cache, and
+    /// only plugins whose `toolwright.lock` entry approved exactly their file and says they are no handler).
+    /// Off: every plugin is loaded before the toolset is.
     pub compile_in_background: bool,
 }
 
