@@ -13,7 +13,8 @@
 //! - [`Loadout`] and [`LoadoutChanges`]: what a tool's loadout hook sees and may change.
 //! - [`Ctx`]: a tool's only door to files ([`Files`]), processes ([`Process`]), updates, cancellation and logs.
 //! - [`js`]: JavaScript number, string and JSON semantics that pi's texts depend on.
-//! - [`PluginMetadata`] and [`Capability`]: what a plugin says about itself and asks for.
+//! - [`PluginMetadata`] and [`Capability`]: what a plugin says about itself and asks for ([`Capability::describe`]
+//!   for people, `Display` in a policy's and a lockfile's words).
 //! - [`Handler`]: a plugin in the call path (pi's `tool_call` / `tool_result` hooks).
 //! - `export_tool!` / `export_handler!`: the one line that turns a crate into a wasm tool or handler plugin.
 //! - [`paths`] and [`truncate`]: pi's path resolution and output truncation, shared by the built-in tools.

@@ -19,6 +19,59 @@ pub enum Capability {
     Network(String),
 }
 
+impl Capability {
+    /// The capability for the person deciding whether to grant it: `read files below ./docs`, `start git`,
+    /// `connect to api.example.com:443` (what `toolwright plugins`, `check` and `plugins add` show). The value is
+    /// the plugin's own text, as it gave it: escape it before a terminal shows it.
+    ///
+    /// ```
+    /// use toolwright_sdk::Capability;
+    /// let docs = Capability::Read("./docs".into());
+    /// assert_eq!(docs.describe(), "read files below ./docs");
+    /// assert_eq!(docs.to_string(), "read ./docs");
+    /// ```
+    pub fn describe(&self) -> String {
+        let target = self.target();
+        match self {
+            Capability::Read(_) => format!("read files below {target}"),
+            Capability::Write(_) => format!("write files below {target}"),
+            Capability::Spawn(_) => format!("start {target}"),
+            Capability::Env(_) => format!("see the environment variable {target}"),
+            Capability::Network(_) => format!("connect to {target}"),
+        }
+    }
+
+    /// Its kind as a policy file's key names it: `read`, `write`, `spawn`, `env`, `network`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Capability::Read(_) => "read",
+            Capability::Write(_) => "write",
+            Capability::Spawn(_) => "spawn",
+            Capability::Env(_) => "env",
+            Capability::Network(_) => "network",
+        }
+    }
+
+    /// What it is for: the directory, program, variable or `HOST:PORT` pattern.
+    pub fn target(&self) -> &str {
+        match self {
+            Capability::Read(t)
+            | Capability::Write(t)
+            | Capability::Spawn(t)
+            | Capability::Env(t)
+            | Capability::Network(t) => t,
+        }
+    }
+}
+
+/// The capability in the words of a policy file and a lockfile: its [`kind`](Capability::kind) and its
+/// [`target`](Capability::target), `read ./docs`, `spawn git`, `env HOME`, `network host:443`.
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind(), self.target())
+    }
+}
+
 /// A requested capability and the reason given for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CapabilityRequest {

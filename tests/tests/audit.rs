@@ -200,7 +200,7 @@ fn exec_records_who_blocked_what_was_refused_the_nested_calls_and_no_secret() {
     let source = c1.source.as_ref().unwrap();
     assert_eq!(source.kind, OriginKind::Plugin);
     assert_eq!(source.plugin.as_deref(), Some(PROBE_NAME));
-    let digest = toolwright::identity::hex(&sha256(&std::fs::read(PROBE).unwrap()));
+    let digest = toolwright::trust::identity::hex(&sha256(&std::fs::read(PROBE).unwrap()));
     assert_eq!(source.sha256.as_deref(), Some(digest.as_str()));
     assert_eq!(source.grants.as_deref().unwrap(), ["spawn echo", "env PATH"]);
     assert_eq!(

@@ -1089,7 +1089,7 @@ fn lying_registry(limit: u64) -> (u16, std::sync::Arc<std::sync::atomic::AtomicU
     let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counter = sent.clone();
     let config = b"{}";
-    let config_digest = toolwright::identity::hex(&sha256(config));
+    let config_digest = toolwright::trust::identity::hex(&sha256(config));
     let manifest = json!({
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use toolwright::toolset::{Toolset, ToolsetOptions};
+use toolwright::toolset::{LoadError, Toolset, ToolsetOptions};
+use toolwright::trust::TrustError;
 use toolwright::wasm::{Origin, PluginError, PluginHost};
 use toolwright::{AssistantMessage, EventLog, Pipeline, ToolCall};
 use toolwright_tests::golden::test_cache_dir;
@@ -152,7 +153,7 @@ fn bad_files_are_reported_by_name_and_the_others_load() {
         errors[2]
     );
     assert!(
-        matches!(&toolset.errors[3], PluginError::NameClash { name, .. } if name == "toolwright-example-wordcount")
+        matches!(&toolset.errors[3], LoadError::Trust(TrustError::NameClash { name, .. }) if name == "toolwright-example-wordcount")
     );
     assert!(errors[3].contains(&file("a-good.wasm")), "{}", errors[3]);
 }

@@ -1,4 +1,4 @@
-//! Command-line parsing and dispatch. Only the binary uses `clap` and `anyhow`.
+//! Command-line parsing and dispatch. Only this crate uses `clap` and `anyhow`.
 
 mod audit;
 mod cache;
@@ -369,6 +369,8 @@ pub fn workspace(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(std::path::absolute(&cwd).unwrap_or(cwd))
 }
 
+/// Run the command line of this process: parse its arguments, run the command, and end as it says (2 when it
+/// failed with an error, printed to stderr).
 pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("TOOLWRIGHT_LOG"))

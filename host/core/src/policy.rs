@@ -33,7 +33,7 @@
 //! granting it `spawn = ["sh"]` would hand that plugin the machine.
 //!
 //! Grants of the trusted files reach only plugins from trusted locations; the project's grants are kept apart in
-//! [`Policy::project_plugins`]. Which entry applies to which plugin is decided in `toolwright_wasm::identity`.
+//! [`Policy::project_plugins`]. Which entry applies to which plugin is decided in `toolwright::trust::identity`.
 
 mod decide;
 mod rules;
@@ -60,7 +60,7 @@ pub struct Policy {
     #[serde(skip)]
     pub ignored: Vec<String>,
     /// Grants by plugin name, from the trusted files (the user's config, `--policy` files): they apply only to
-    /// plugins from trusted locations (see `toolwright_wasm::identity`).
+    /// plugins from trusted locations (see `toolwright::trust::identity`).
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginPolicy>,
     /// Grants by plugin name from the project's `toolwright.toml` (confined unless the project is trusted): they
@@ -78,7 +78,7 @@ pub struct Policy {
     #[serde(default)]
     pub limits: HostLimits,
     /// Which changes to an installed plugin keep its approval without asking (honoured in the user's files only;
-    /// see `toolwright_wasm::lock`).
+    /// see `toolwright::trust::lock`).
     #[serde(default, rename = "auto-approve")]
     pub auto_approve: Option<AutoApprove>,
     /// Where the audit log goes: one JSON line per tool call ([`crate::audit`]). Relative to the file's
@@ -490,7 +490,7 @@ impl Policy {
             }
         }
         // The project's grants are kept apart: a trusted file's grants are for plugins from trusted locations
-        // only, the project's for any plugin of the name (crate::identity).
+        // only, the project's for any plugin of the name (toolwright::trust::identity).
         let project_plugins = std::mem::take(&mut theirs.plugins);
         policy.merge(theirs);
         for (name, p) in project_plugins {

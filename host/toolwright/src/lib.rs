@@ -9,12 +9,13 @@
 //! - [`session`]: [`Session`] and its [`SessionBuilder`]: the registry, the pipeline, nested calls, the plugin
 //!   host and the hooks in one object. Start here.
 //! - [`toolset`]: the tools of a session as loaded: built-ins (native or wasm) and plugins (feature `wasm`).
-//! - [`trust`]: project trust (feature `wasm`): a project's own plugins and grants do nothing until the user
-//!   trusts it (`toolwright trust`), by path and the digest of what it ships.
+//! - [`trust`] (feature `wasm`): which plugin a grant is for ([`trust::identity`]), what the user approved of it
+//!   ([`trust::lock`], `toolwright.lock`), and project trust ([`trust::project`]): a project's own plugins and
+//!   grants do nothing until the user trusts it (`toolwright trust`). The runtime runs only what it let through.
 //! - From `toolwright-core`: [`types`], [`schema`], [`audit`], [`tool`], [`definition`], [`hooks`], [`record`],
 //!   [`pipeline`], [`nested`], [`registry`], [`dispatch`], [`policy`].
 //! - From `toolwright-native` (feature `native`): [`native`], [`grants`], [`builtins`].
-//! - From `toolwright-wasm` (feature `wasm`): [`wasm`], [`identity`], and [`codemode`] (feature `codemode`).
+//! - From `toolwright-wasm` (feature `wasm`): [`wasm`], and [`codemode`] (feature `codemode`).
 //! - From `toolwright-mcp` (feature `mcp`): [`mcp`].
 //!
 //! ## Features
@@ -41,8 +42,6 @@ pub use toolwright_native::{builtins, grants};
 pub use toolwright_wasm as wasm;
 #[cfg(feature = "codemode")]
 pub use toolwright_wasm::codemode;
-#[cfg(feature = "wasm")]
-pub use toolwright_wasm::identity;
 
 #[cfg(feature = "native")]
 pub mod session;

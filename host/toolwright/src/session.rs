@@ -21,7 +21,7 @@ use crate::pipeline::{BatchOutcome, EventSink, Pipeline};
 #[cfg(not(feature = "wasm"))]
 use crate::registry::RegistrySources;
 use crate::registry::{Selection, SelectionError, SharedRegistry};
-use crate::toolset::{BuiltinMode, ToolsetError, ToolsetOptions};
+use crate::toolset::{BuiltinMode, ToolsetError, ToolsetOptions, audit_logs};
 use crate::types::AssistantMessage;
 use crate::{ExecutionMode, Exposure, ToolDefinition};
 
@@ -239,26 +239,6 @@ impl SessionBuilder {
     }
 }
 
-/// The audit logs to open: the policy's `audit` (`~/` is the home directory) and `options.audit_log` (relative to
-/// the workspace), each file once.
-pub fn audit_logs(options: &ToolsetOptions, policy: &crate::policy::Policy) -> Vec<PathBuf> {
-    let home = crate::native::HostEnv::current().home;
-    let mut logs = Vec::new();
-    if let Some(path) = &policy.audit {
-        logs.push(match (path.strip_prefix("~"), &home) {
-            (Ok(rest), Some(home)) => Path::new(home).join(rest),
-            _ => path.clone(),
-        });
-    }
-    if let Some(extra) = &options.audit_log {
-        let extra = options.cwd.join(extra);
-        if !logs.contains(&extra) {
-            logs.push(extra);
-        }
-    }
-    logs
-}
-
 /// The tools a session is made of: the loaded toolset with `wasm`, else the native built-ins.
 #[cfg(feature = "wasm")]
 type Parts = crate::toolset::Toolset;
@@ -446,7 +426,7 @@ impl Session {
 
     /// The plugins that could not be loaded, and why.
     #[cfg(feature = "wasm")]
-    pub fn plugin_errors(&self) -> &[crate::wasm::PluginError] {
+    pub fn plugin_errors(&self) -> &[crate::toolset::LoadError] {
         &self.parts.errors
     }
 

@@ -2,118 +2,53 @@
 //! directories, with clear reports of what could not be loaded.
 //!
 //! [`Toolset::load`] runs named steps in order: [`load_policy`], [`native_builtins`], then (feature `wasm`) the
-//! plugins, each under its decided grants, a wasm built-in taking the place of its native twin, and codemode.
+//! plugin files loaded in parallel (or from the cache), codemode, and for each plugin its three steps: checking
+//! trust (its approval in `toolwright.lock`), deciding its grants (a wasm built-in's from `[builtins]`, a third
+//! party's from its requests, its identity and the policy), and registering its tools (a wasm built-in taking the
+//! place of its native twin).
+//!
+//! - `options`: what to load ([`ToolsetOptions`], [`BuiltinMode`]).
+//! - `builtins`: the policy in force and the built-ins' grants, native and wasm.
+//! - `plugins` (feature `wasm`): the plugin files found and loaded, some compiling in the `background`
+//!   ([`Deferred`]).
+//! - Trust (identity, lockfile, approvals, project trust) is [`crate::trust`]'s; this module asks it.
 
 #[cfg(feature = "wasm")]
 mod background;
+mod builtins;
+mod options;
 #[cfg(feature = "wasm")]
 mod plugins;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+#[cfg(feature = "wasm")]
 use std::sync::Arc;
 
-use crate::definition::ToolDefinition;
-use crate::grants::{Grant, GrantedFiles};
-use crate::native::{FileMutationQueue, HostEnv, NativeEnv, ProgramGrant};
-use crate::policy::{PluginPolicy, Policy};
 #[cfg(feature = "wasm")]
 pub use background::{Deferred, must_wait};
 #[cfg(feature = "wasm")]
-pub use plugins::{Locks, Toolset};
+use builtins::{BuiltinGrants, load_policy_trusted, native_builtins_granted};
+pub use builtins::{load_policy, native_builtins};
+pub use options::{BuiltinMode, ToolsetOptions, audit_logs, project_plugin_dir, user_plugin_dir};
 
-/// How the built-in tools run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BuiltinMode {
-    /// Linked into the host.
-    #[default]
-    Native,
-    /// As wasm plugins, from the same source (feature `wasm`).
-    Wasm,
-}
-
-/// What to load.
-#[derive(Debug, Clone)]
-pub struct ToolsetOptions {
-    /// The workspace.
-    pub cwd: PathBuf,
-    /// How the built-ins run.
-    pub builtins: BuiltinMode,
-    /// Built-ins that run as wasm plugins even when the others run natively.
-    pub wasm_builtins: Vec<String>,
-    /// Trusted plugin directories, in load order: the user's (`~/.config/toolwright/plugins`), those given
-    /// with `--plugins` or by the embedding application. Grants of the trusted policy files apply to their
-    /// plugins.
-    pub plugin_dirs: Vec<PathBuf>,
-    /// The project's plugin directory (`<cwd>/.toolwright/plugins`), loaded first and untrusted: its plugins get
-    /// only what the project's own policy grants, and never take the name of a trusted plugin
-    /// (`toolwright::identity`). When it is also one of `plugin_dirs`, it was trusted on purpose and counts as
-    /// that.
-    pub project_plugin_dir: Option<PathBuf>,
-    /// Where compiled components are cached (none: compile every time).
-    pub cache_dir: Option<PathBuf>,
-    /// Trusted policy files: the user's config and files given on the command line (grants add up, denials
-    /// win).
-    pub policy_files: Vec<PathBuf>,
-    /// The project's policy file, confined unless a trusted file lists the workspace in `trusted-projects`.
-    pub project_policy: Option<PathBuf>,
-    /// An audit log to write besides the one the policy names (`--audit-log`; the same file is written once).
-    pub audit_log: Option<PathBuf>,
-    /// Whether the project's plugins and grants (`project_plugin_dir`, `project_policy`) need the user's trust
-    /// ([`crate::trust`], feature `wasm`): without it, the project's plugins are not loaded and its policy file
-    /// is confined. On in [`ToolsetOptions::new`], what the command line loads.
-    pub require_project_trust: bool,
-    /// Compile installed plugins that are not in the cache on threads of their own, leaving them out of the
-    /// toolset until they are done ([`Toolset::deferred`]; only with a cache, and only plugins whose
-    /// `toolwright.lock` entry approved exactly their file and says they are no handler). Off: every plugin is
-    /// loaded before the toolset is.
-    pub compile_in_background: bool,
-}
-
-impl ToolsetOptions {
-    /// The built-ins, natively, in `cwd`, with the user's and the project's plugin directories and policy
-    /// files, and the default cache: what the `toolwright` command line loads.
-    pub fn new(cwd: impl Into<PathBuf>) -> Self {
-        let cwd = cwd.into();
-        ToolsetOptions {
-            plugin_dirs: user_plugin_dir().into_iter().collect(),
-            project_plugin_dir: Some(project_plugin_dir(&cwd)),
-            policy_files: crate::policy::default_files(),
-            project_policy: Some(crate::policy::project_file(&cwd)),
-            require_project_trust: true,
-            #[cfg(feature = "wasm")]
-            cache_dir: Some(crate::wasm::default_cache_dir()),
-            ..Self::bare(cwd)
-        }
-    }
-
-    /// The built-ins, natively, in `cwd`, and nothing else: no plugin directory, no policy file, no cache
-    /// (what [`Session::builder`](crate::Session::builder) starts from).
-    pub fn bare(cwd: impl Into<PathBuf>) -> Self {
-        ToolsetOptions {
-            cwd: cwd.into(),
-            builtins: BuiltinMode::Native,
-            wasm_builtins: Vec::new(),
-            plugin_dirs: Vec::new(),
-            project_plugin_dir: None,
-            cache_dir: None,
-            policy_files: Vec::new(),
-            project_policy: None,
-            audit_log: None,
-            require_project_trust: false,
-            compile_in_background: false,
-        }
-    }
-}
-
-/// The user's plugin directory: `$XDG_CONFIG_HOME/toolwright/plugins` (or `~/.config/toolwright/plugins`).
-pub fn user_plugin_dir() -> Option<PathBuf> {
-    crate::policy::config_dir().map(|c| c.join("plugins"))
-}
-
-/// The project's plugin directory: `<cwd>/.toolwright/plugins`.
-pub fn project_plugin_dir(cwd: &Path) -> PathBuf {
-    cwd.join(".toolwright").join("plugins")
-}
+#[cfg(feature = "wasm")]
+use crate::audit::{Machine, Origin, OriginKind};
+#[cfg(feature = "wasm")]
+use crate::definition::{ToolDefinition, ToolSource, wrap_tool_definition};
+#[cfg(feature = "wasm")]
+use crate::hooks::HookChain;
+#[cfg(feature = "wasm")]
+use crate::native::{FileMutationQueue, HostEnv, ProgramGrant};
+#[cfg(feature = "wasm")]
+use crate::policy::{Effective, Policy};
+#[cfg(feature = "wasm")]
+use crate::tool::AgentTool;
+#[cfg(feature = "wasm")]
+use crate::trust::identity::{self, PinStatus, PluginIdentity, PluginLocation};
+#[cfg(feature = "wasm")]
+use crate::trust::{Approval, Locks, TrustError};
+#[cfg(feature = "wasm")]
+use crate::wasm::{Plugin, PluginError, PluginHost, WasmGrants};
 
 /// Why a toolset could not be assembled at all (a plugin that fails to load is reported, not fatal).
 #[derive(Debug, thiserror::Error)]
@@ -141,160 +76,478 @@ pub enum ToolsetError {
     /// A lockfile is unreadable or invalid.
     #[cfg(feature = "wasm")]
     #[error(transparent)]
-    Lock(crate::wasm::lock::LockError),
+    Lock(crate::trust::lock::LockError),
 }
 
-/// Step 1: the policy in force for `options` (trusted files, then the project's, confined unless trusted).
-/// What the project's file may not set is logged and left out.
-pub fn load_policy(options: &ToolsetOptions, host: &HostEnv) -> Result<Policy, ToolsetError> {
-    load_policy_trusted(options, host, project_trusted(options))
+/// Why a plugin, or a tool of one, is not in the toolset (reported in [`Toolset::errors`], not fatal): the
+/// runtime could not load it, or trust left it out.
+#[cfg(feature = "wasm")]
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The runtime could not load it, or a tool of it has a name another tool keeps.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// Trust left it out: held since it changed, a write grant over what is trusted, or a name another plugin
+    /// keeps.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
 }
 
-/// [`load_policy`] when whether the user trusted the project is already known (`trusted`).
-pub(crate) fn load_policy_trusted(
-    options: &ToolsetOptions,
-    host: &HostEnv,
-    trusted: bool,
-) -> Result<Policy, ToolsetError> {
-    let cwd = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
-    let policy = Policy::load_with_trusted_project(
-        &options.policy_files,
-        options.project_policy.as_deref(),
-        &cwd,
-        host.home.as_deref(),
-        trusted,
-    )?;
-    for line in &policy.ignored {
-        tracing::warn!("ignored from the project's untrusted toolwright.toml: {line}");
-    }
-    Ok(policy)
-}
-
-/// Whether the user trusted the project as it is now (`toolwright trust`; feature `wasm`).
-fn project_trusted(options: &ToolsetOptions) -> bool {
-    #[cfg(feature = "wasm")]
-    if options.require_project_trust {
-        return crate::trust::check(&options.cwd) == crate::trust::ProjectTrust::Trusted;
-    }
-    let _ = options;
-    false
-}
-
-/// Step 2: the built-in tools running natively in `options.cwd`, under the policy's `[builtins]` grants when it
-/// has some (else the defaults: read anywhere, write in the workspace and the temp directory), sharing
-/// `mutations` with the other tools.
-pub fn native_builtins(
-    options: &ToolsetOptions,
-    policy: &Policy,
-    host: &HostEnv,
-    mutations: &Arc<FileMutationQueue>,
-) -> Result<Vec<ToolDefinition>, ToolsetError> {
-    let granted = policy
-        .builtins
-        .as_ref()
-        .filter(|section| section.grants())
-        .map(|section| BuiltinGrants::decide(section, &options.cwd, host));
-    native_builtins_granted(options, granted.as_ref(), host, mutations)
-}
-
-/// [`native_builtins`] with the `[builtins]` section already decided (`None`: the defaults).
-pub(crate) fn native_builtins_granted(
-    options: &ToolsetOptions,
-    granted: Option<&BuiltinGrants>,
-    host: &HostEnv,
-    mutations: &Arc<FileMutationQueue>,
-) -> Result<Vec<ToolDefinition>, ToolsetError> {
-    let workspace_error = |source| ToolsetError::Workspace {
-        path: options.cwd.clone(),
-        source,
-    };
-    let mut env = NativeEnv::builtin_in(&options.cwd, host).map_err(workspace_error)?;
-    if let Some(granted) = granted {
-        env.files = Arc::new(GrantedFiles::open(&granted.dirs).map_err(workspace_error)?);
-        env.programs = granted.programs.clone();
-        env.env = Arc::new(granted.vars.clone());
-    }
-    env.mutations = mutations.clone();
-    let origin = Arc::new(crate::audit::Origin {
-        grants: granted.map(|g| {
-            let dirs = g.dirs.iter().map(|d| {
-                let verb = if d.write { "write" } else { "read" };
-                format!("{verb} {}", d.path.display())
-            });
-            let env = g.vars.iter().map(|(name, _)| format!("env {name}"));
-            dirs.chain(program_words(&g.programs)).chain(env).collect()
-        }),
-        secrets: Arc::new(crate::audit::secret_looking(&env.env)),
-        ..Default::default()
-    });
-    let mut definitions = crate::builtins::definitions(&env);
-    for definition in &mut definitions {
-        definition.origin = Some(origin.clone());
-    }
-    Ok(definitions)
-}
-
-/// The programs of a grant in the audit log's words (`spawn git`, `spawn *`).
-pub(crate) fn program_words(programs: &ProgramGrant) -> Vec<String> {
-    match programs {
-        ProgramGrant::None => Vec::new(),
-        ProgramGrant::Any => vec!["spawn *".into()],
-        ProgramGrant::Only(p) => p
-            .granted
-            .iter()
-            .map(|p| format!("spawn {}", p.rule.program))
-            .collect(),
+#[cfg(feature = "wasm")]
+impl LoadError {
+    /// The plugin file it is about (none for the engine's own failure).
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            LoadError::Plugin(e) => e.path(),
+            LoadError::Trust(e) => Some(e.path()),
+        }
     }
 }
 
-/// What a policy's `[builtins]` section gives the built-ins: decided by the same rule as a plugin's requests
-/// ([`crate::policy::intersect_granted`]: what the section grants, deny wins), then made concrete here, once per
-/// load (programs are resolved on the host's `PATH`) for the native and the wasm built-ins alike.
-#[cfg_attr(not(feature = "wasm"), allow(dead_code))]
-pub(crate) struct BuiltinGrants {
-    /// The granted directories that exist.
-    pub dirs: Vec<Grant>,
-    /// The programs.
-    pub programs: ProgramGrant,
-    /// The environment variables, with their values from the host.
-    pub vars: Vec<(String, String)>,
+/// The tools of a session, and what happened while loading them.
+#[cfg(feature = "wasm")]
+pub struct Toolset {
+    /// The built-in tools, native or wasm, in pi's order.
+    pub builtins: Vec<ToolDefinition>,
+    /// The plugins' tools, in load order (the first plugin to offer a name wins).
+    pub extension_tools: Vec<ToolDefinition>,
+    /// The plugins that loaded (built-ins included when they run as wasm).
+    pub plugins: Vec<Plugin>,
+    /// The plugins that did not, and why.
+    pub errors: Vec<LoadError>,
+    /// Tools of later sources that replaced an earlier tool of the same name: (name, replaced by).
+    pub overrides: Vec<(String, PathBuf)>,
+    /// The runtime, when any wasm plugin is loaded.
+    pub host: Option<Arc<PluginHost>>,
+    /// The policy in force.
+    pub policy: Policy,
+    /// What each third-party plugin was granted and refused, by plugin name.
+    pub grants: Vec<(String, Effective)>,
+    /// Where each loaded plugin came from, its file's digest and its pin status.
+    pub identities: Vec<PluginIdentity>,
+    /// The approvals of `toolwright.lock`: beside the trusted policy files (for plugins from trusted locations)
+    /// and beside the project's (for the project's plugins).
+    pub locks: Locks,
+    handler_grants: Vec<WasmGrants>,
+    /// pi's `codemode` (registered as an extension tool, inactive until named; feature `codemode`).
+    pub codemode: Option<ToolDefinition>,
+    /// Installed plugins left out while they compile in the background
+    /// ([`ToolsetOptions::compile_in_background`]); loading the toolset again once they are done takes them in.
+    pub deferred: Vec<Deferred>,
+    /// What was skipped of an untrusted project, in one line for people, with the command that trusts it.
+    pub skipped_project: Option<String>,
 }
 
-impl BuiltinGrants {
-    pub(crate) fn decide(section: &PluginPolicy, cwd: &Path, host: &HostEnv) -> Self {
-        let cwd_text = toolwright_sdk::paths::normalize(&cwd.to_string_lossy());
-        let effective = crate::policy::intersect_granted(section, &cwd_text, host.home.as_deref());
-        let dirs: Vec<Grant> = effective
-            .dirs
-            .iter()
-            .filter(|d| d.path.is_dir())
-            .map(|d| {
-                if d.write {
-                    Grant::read_write(d.path.clone())
-                } else {
-                    Grant::read_only(d.path.clone())
-                }
-            })
-            .collect();
-        let any_program = effective
-            .spawn_rules
-            .iter()
-            .any(|r| r.program == "*" && r.args.is_none());
-        let programs = if any_program && section.deny.spawn.is_empty() {
-            ProgramGrant::Any
-        } else {
-            let writable: Vec<PathBuf> = dirs.iter().filter(|g| g.write).map(|g| g.path.clone()).collect();
-            // The built-ins' programs are resolved like a plugin's, but run unconfined with any variables, as
-            // they always have: the built-in tools are the host's own code.
-            ProgramGrant::Only(crate::native::Programs::new(
-                &effective.spawn_rules,
-                &host.path,
-                &writable,
-                None,
-                None,
-            ))
+#[cfg(feature = "wasm")]
+impl std::fmt::Debug for Toolset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let definitions = self.definitions();
+        let names: Vec<_> = definitions.iter().map(|d| d.name.as_str()).collect();
+        f.debug_struct("Toolset")
+            .field("tools", &names)
+            .field("errors", &self.errors)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "wasm")]
+impl Toolset {
+    /// Load the built-ins and every plugin of the plugin directories. Plugins compile in parallel, or come from
+    /// the cache.
+    pub fn load(options: &ToolsetOptions) -> Result<Self, ToolsetError> {
+        // A project's own plugins do nothing until the user trusts it as it is now. Checked once: the digest
+        // reads every file the project ships.
+        let trust = options
+            .require_project_trust
+            .then(|| crate::trust::project::check(&options.cwd));
+        let trusted = trust == Some(crate::trust::project::ProjectTrust::Trusted);
+        let mut skipped_project = None;
+        let untrusted;
+        let options = match &trust {
+            Some(trust) if !trusted && options::needs_project_trust(options) => {
+                skipped_project = crate::trust::project::skipped_line(&options.cwd, trust);
+                untrusted = ToolsetOptions {
+                    project_plugin_dir: None,
+                    ..options.clone()
+                };
+                &untrusted
+            }
+            _ => options,
         };
-        let vars = host.vars_granted(&effective.env, &section.deny.env);
-        BuiltinGrants { dirs, programs, vars }
+        let host = HostEnv::current();
+        let policy = load_policy_trusted(options, &host, trusted)?;
+        if let Some(unknown) = options
+            .wasm_builtins
+            .iter()
+            .find(|w| !crate::builtins::NAMES.contains(&w.as_str()))
+        {
+            return Err(ToolsetError::UnknownBuiltin(unknown.clone()));
+        }
+        let mutations = Arc::new(FileMutationQueue::default());
+        // The `[builtins]` section, decided once for the native and the wasm built-ins.
+        let builtin_section = policy
+            .builtins
+            .as_ref()
+            .filter(|section| section.grants())
+            .map(|section| BuiltinGrants::decide(section, &options.cwd, &host));
+        // Every built-in has its slot in pi's order, native or wasm.
+        let builtins = match options.builtins {
+            BuiltinMode::Native => {
+                native_builtins_granted(options, builtin_section.as_ref(), &host, &mutations)?
+            }
+            BuiltinMode::Wasm => Vec::new(),
+        };
+        let locks = Locks::load(&options.policy_files, options.project_policy.as_deref())
+            .map_err(ToolsetError::Lock)?;
+        let loaded = plugins::load(options, &policy, &locks)?;
+        let codemode = plugins::codemode(options, &policy.codemode);
+        let mut toolset = Toolset {
+            builtins,
+            extension_tools: Vec::new(),
+            plugins: Vec::new(),
+            errors: loaded.errors,
+            overrides: Vec::new(),
+            host: loaded.host,
+            policy,
+            grants: Vec::new(),
+            identities: Vec::new(),
+            locks,
+            handler_grants: Vec::new(),
+            codemode,
+            deferred: loaded.deferred,
+            skipped_project,
+        };
+        for (plugin, location) in loaded.plugins.into_iter().zip(loaded.locations) {
+            toolset.add_plugin(
+                options,
+                &host,
+                builtin_section.as_ref(),
+                plugin,
+                location,
+                &mutations,
+            );
+        }
+        Ok(toolset)
     }
+
+    /// Step 5, for one plugin: checking trust, deciding its grants, registering its tools. A plugin trust leaves
+    /// out is recorded with its identity and the reason ([`Toolset::errors`]).
+    fn add_plugin(
+        &mut self,
+        options: &ToolsetOptions,
+        host: &HostEnv,
+        builtin_section: Option<&BuiltinGrants>,
+        plugin: Plugin,
+        location: PluginLocation,
+        mutations: &Arc<FileMutationQueue>,
+    ) {
+        let mut identity = PluginIdentity {
+            path: plugin.path.clone(),
+            location,
+            sha256: identity::hex(&plugin.sha256()),
+            pin: PinStatus::Unpinned,
+        };
+        let decided = self
+            .check_trust(&plugin, &identity)
+            .and_then(|()| self.decide_grants(options, host, builtin_section, &plugin, &mut identity));
+        match decided {
+            Ok((grants, granted_words)) => {
+                self.register_tools(plugin, grants, granted_words, identity, mutations);
+            }
+            Err(refused) => {
+                self.errors.push(refused.into());
+                self.identities.push(identity);
+            }
+        }
+    }
+
+    /// Checking trust: a plugin that no longer matches its approval in toolwright.lock does not run at all,
+    /// neither its tools nor its hooks (a changed handler could rewrite calls); the error says what changed. The
+    /// wasm built-ins are the host's own.
+    fn check_trust(&mut self, plugin: &Plugin, identity: &PluginIdentity) -> Result<(), TrustError> {
+        if identity.location == PluginLocation::Builtin {
+            return Ok(());
+        }
+        let same_surface = self.policy.auto_approve == Some(crate::policy::AutoApprove::SameSurface);
+        // The pin `plugins add` wrote is the lockfile's digest: what the lockfile approves by itself, the pin does
+        // not refuse.
+        if let Approval::Auto { approved } = self.locks.approval(plugin, identity.location, same_surface)? {
+            let entry = identity::policy_for(&self.policy, &plugin.metadata.name, identity.location);
+            if let Some(entry) = entry
+                && entry.sha256.iter().all(|pin| *pin == approved)
+                && let Some(p) = self.policy.plugins.get_mut(&plugin.metadata.name)
+            {
+                p.sha256 = vec![identity.sha256.clone()];
+            }
+        }
+        Ok(())
+    }
+
+    /// Deciding grants: a wasm built-in's from `[builtins]`, a third party's from its identity and the policy
+    /// ([`Toolset::plugin_grants`]); with the host's limits. The grants with their words for the audit log.
+    fn decide_grants(
+        &mut self,
+        options: &ToolsetOptions,
+        host: &HostEnv,
+        builtin_section: Option<&BuiltinGrants>,
+        plugin: &Plugin,
+        identity: &mut PluginIdentity,
+    ) -> Result<(WasmGrants, Vec<String>), TrustError> {
+        let is_builtin = identity.location == PluginLocation::Builtin;
+        let (mut grants, words) = if is_builtin {
+            let grants = builtins::wasm_builtin_grants(&self.policy, &options.cwd, host, builtin_section);
+            let words = builtins::builtin_words(&grants);
+            (grants, words)
+        } else {
+            self.plugin_grants(options, host, plugin, identity)?
+        };
+        // A wasm built-in's work is short when its native twin's is (never a third party's tool: it may stream or
+        // call tools).
+        grants.in_place = is_builtin
+            && plugin
+                .tools
+                .iter()
+                .all(|t| crate::builtins::work(&t.name) == crate::pipeline::Work::Short);
+        if let Some(mib) = self.policy.limits.result_mib {
+            grants.result_cap = mib_bytes(mib);
+        }
+        Ok((grants, words))
+    }
+
+    /// A third party's grants: what it requests, intersected with the policy entry that applies where it came from
+    /// (its pin status recorded in `identity`), refused whole when a write grant covers what is trusted. Its
+    /// decisions are kept for `toolwright plugins` ([`Toolset::grants`]).
+    fn plugin_grants(
+        &mut self,
+        options: &ToolsetOptions,
+        host: &HostEnv,
+        plugin: &Plugin,
+        identity: &mut PluginIdentity,
+    ) -> Result<(WasmGrants, Vec<String>), TrustError> {
+        let cwd = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
+        let name = &plugin.metadata.name;
+        let entry = identity::policy_for(&self.policy, name, identity.location);
+        identity.pin = identity::pin_status(entry.as_ref(), &identity.sha256);
+        let effective = identity::decide(
+            name,
+            &plugin.metadata.capabilities,
+            &self.policy,
+            identity,
+            &cwd,
+            host.home.as_deref(),
+        );
+        // Directories that do not exist are not mapped (nor given to the plugin's programs).
+        let mut existing = effective.clone();
+        existing.dirs.retain(|d| d.path.is_dir());
+        let protected = || plugins::trusted_paths(options, &self.policy);
+        if let Some(error) = crate::trust::writes_what_is_trusted(protected, plugin, &existing.dirs) {
+            return Err(error);
+        }
+        let env = host.vars_granted(&existing.env, &[]);
+        let programs = ProgramGrant::for_plugin(&existing, &host.path);
+        let grants = WasmGrants::from_effective(&existing, &options.cwd, env, programs);
+        let words = effective
+            .decisions
+            .iter()
+            .flat_map(|d| d.granted.iter().map(ToString::to_string))
+            .collect();
+        self.grants.push((name.clone(), effective));
+        Ok((grants, words))
+    }
+
+    /// Registering tools: the plugin under its decided `grants` (loaded again on the metered engine when they set
+    /// a fuel budget), its tools in the toolset with where they came from: a wasm built-in's in the place of its
+    /// native twin, a third party's after the built-ins, by pi's precedence.
+    fn register_tools(
+        &mut self,
+        mut plugin: Plugin,
+        mut grants: WasmGrants,
+        granted_words: Vec<String>,
+        identity: PluginIdentity,
+        mutations: &Arc<FileMutationQueue>,
+    ) {
+        let is_builtin = identity.location == PluginLocation::Builtin;
+        // A fuel budget needs the plugin compiled with metering: load it again on the metered engine.
+        if grants.fuel.is_some()
+            && let Some(host) = &self.host
+        {
+            match host.metered(&plugin) {
+                Ok(metered) => plugin = metered,
+                Err(e) => {
+                    self.errors.push(e.into());
+                    if !is_builtin {
+                        self.grants.pop();
+                    }
+                    return;
+                }
+            }
+        }
+        let sha256 = identity.sha256.clone();
+        self.identities.push(identity);
+        grants.mutations = mutations.clone();
+        if plugin.is_handler {
+            self.handler_grants.push(grants.clone());
+        }
+        let origin = Arc::new(Origin {
+            kind: if is_builtin {
+                OriginKind::Builtin
+            } else {
+                OriginKind::Plugin
+            },
+            machine: Machine::Wasm,
+            plugin: Some(plugin.metadata.name.clone()),
+            sha256: Some(sha256),
+            grants: Some(granted_words),
+            // A wasm built-in sees the host's whole environment: only what looks like a secret is kept out.
+            secrets: if is_builtin {
+                Arc::new(crate::audit::secret_looking(&grants.env))
+            } else {
+                grants.env.clone()
+            },
+        });
+        for mut definition in plugin.tool_definitions(&grants) {
+            definition.origin = Some(origin.clone());
+            if is_builtin {
+                definition.source = ToolSource::Builtin;
+                // A wasm built-in takes the place of its native twin, in pi's order.
+                match self.builtins.iter_mut().find(|d| d.name == definition.name) {
+                    Some(native) => *native = definition,
+                    None => self.builtins.push(definition),
+                }
+            } else {
+                self.add_extension_tool(definition, &plugin.path);
+            }
+        }
+        self.plugins.push(plugin);
+    }
+
+    /// A third party's tool from the plugin at `path`, by pi's precedence: an extension's tool replaces a built-in
+    /// of the same name (where the user's `replace` allows it); between extensions, the first in load order wins.
+    fn add_extension_tool(&mut self, definition: ToolDefinition, path: &std::path::Path) {
+        if let Some(existing) = self.extension_tools.iter().find(|d| d.name == definition.name) {
+            self.errors.push(
+                PluginError::ToolClash {
+                    path: path.to_owned(),
+                    tool: definition.name.clone(),
+                    other: match &existing.source {
+                        ToolSource::Plugin { path } => path.clone(),
+                        _ => PathBuf::from("builtin"),
+                    },
+                }
+                .into(),
+            );
+            return;
+        }
+        if self.builtins.iter().any(|d| d.name == definition.name) {
+            // A plugin takes a built-in's name only where the user's config says so (`replace`).
+            if !self.policy.replace.contains(&definition.name) {
+                self.errors.push(
+                    PluginError::ReplacesBuiltin {
+                        path: path.to_owned(),
+                        tool: definition.name.clone(),
+                    }
+                    .into(),
+                );
+                return;
+            }
+            self.overrides.push((definition.name.clone(), path.to_owned()));
+        }
+        self.extension_tools.push(definition);
+    }
+
+    /// Where `plugin` came from, its digest and pin status.
+    pub fn identity(&self, plugin: &Plugin) -> Option<&PluginIdentity> {
+        self.identities.iter().find(|id| id.path == plugin.path)
+    }
+
+    /// The handler plugins' hooks, each handler under its own grants, in load order: `tool_call` handlers to run
+    /// before execution and `tool_result` handlers after it (image normalisation is the session's, after all).
+    pub fn hooks(&self) -> HookChain {
+        let handlers: Vec<&Plugin> = self.plugins.iter().filter(|p| p.is_handler).collect();
+        let (before, after) = crate::wasm::handler_hooks(&handlers, &self.handler_grants);
+        let mut chain = HookChain::new();
+        if let Some(before) = before {
+            chain.push_before_named("handler plugins", before);
+        }
+        if let Some(after) = after {
+            chain.push_after_named("handler plugins", after);
+        }
+        chain
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// A pipeline with the hooks a session chains for these tools (the handler plugins', then image
+    /// normalisation), for running [`Toolset::agent_tools`] without a [`Session`](crate::Session).
+    pub fn pipeline(&self) -> crate::pipeline::Pipeline {
+        let mut chain = self.hooks();
+        chain.push_after_named("image normalisation", crate::builtins::normalize_images());
+        crate::pipeline::Pipeline::new().with_hooks(&chain)
+    }
+
+    /// Every tool, in registration order (built-ins first, then plugins in load order), a plugin's tool in the
+    /// place of a built-in it replaces.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        let mut definitions = self.builtins.clone();
+        for tool in &self.extension_tools {
+            match definitions.iter_mut().find(|d| d.name == tool.name) {
+                Some(slot) => *slot = tool.clone(),
+                None => definitions.push(tool.clone()),
+            }
+        }
+        definitions
+    }
+
+    /// Whether a plugin still compiling in the background offers `tool` (the session built once it is done
+    /// takes it in, and an `--expose` of it applies then).
+    pub fn will_offer(&self, tool: &str) -> bool {
+        self.deferred.iter().any(|d| d.tools.iter().any(|t| t == tool))
+    }
+
+    /// Change how the model reaches every tool named `tool` (built-in or plugin), as `--expose` does; false when
+    /// no tool has the name.
+    pub fn set_exposure(&mut self, tool: &str, exposure: toolwright_sdk::Exposure) -> bool {
+        let mut found = false;
+        for definition in self.builtins.iter_mut().chain(self.extension_tools.iter_mut()) {
+            if definition.name == tool {
+                definition.exposure = exposure;
+                found = true;
+            }
+        }
+        found
+    }
+
+    /// The registry of these tools with pi's `tool_search`, and `embedder` tools of the application: the sets,
+    /// loadouts and declarations for `selection`.
+    pub fn registry(
+        &self,
+        selection: &crate::registry::Selection,
+        embedder: Vec<ToolDefinition>,
+    ) -> Result<crate::registry::SharedRegistry, crate::registry::SelectionError> {
+        let mut extensions: Vec<ToolDefinition> = self.codemode.iter().cloned().collect();
+        extensions.extend(self.extension_tools.iter().cloned());
+        let sources = crate::registry::RegistrySources {
+            builtins: self.builtins.clone(),
+            extensions,
+            embedder,
+        };
+        crate::registry::Registry::with_tool_search(sources, selection)
+    }
+
+    /// Every tool as the pipeline runs it, whatever its exposure (no registry: see [`Toolset::registry`]).
+    pub fn agent_tools(&self) -> Vec<AgentTool> {
+        self.definitions()
+            .iter()
+            .map(|d| wrap_tool_definition(d, None))
+            .collect()
+    }
+}
+
+/// MiB as bytes, saturating.
+#[cfg(feature = "wasm")]
+fn mib_bytes(mib: u64) -> usize {
+    usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }

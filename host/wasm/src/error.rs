@@ -37,49 +37,6 @@ pub enum PluginError {
         /// What is wrong.
         message: String,
     },
-    /// Another plugin already has this name.
-    #[error("{path}: a plugin named `{name}` is already loaded from {other}")]
-    NameClash {
-        /// The file.
-        path: PathBuf,
-        /// The name.
-        name: String,
-        /// Where the first one came from.
-        other: PathBuf,
-    },
-    /// A plugin of the project's `.toolwright/plugins` claims the name of a plugin from a trusted location: the
-    /// trusted one is loaded (with the grants for the name), this one is skipped, whatever the load order.
-    #[error(
-        "{path}: the project's plugin claims the name `{name}` of the plugin {other} from {location}; that one is \
-         loaded and keeps the grants for `{name}`, this one is skipped"
-    )]
-    NameTaken {
-        /// The project's file.
-        path: PathBuf,
-        /// The name both claim.
-        name: String,
-        /// The trusted plugin's file.
-        other: PathBuf,
-        /// Where the trusted one was found (`the user's plugin directory`).
-        location: String,
-    },
-    /// It no longer matches what `toolwright.lock` records as approved: it does not run (no tools, no hooks, no
-    /// grant) until approved.
-    #[error(
-        "{path}: plugin `{name}` changed since it was approved ({changes}); it is held: its tools and hooks do \
-         not run until you approve it: toolwright plugins approve {name}",
-        changes = changes.join("; ")
-    )]
-    Held {
-        /// The file.
-        path: PathBuf,
-        /// The plugin's name.
-        name: String,
-        /// What changed, in words.
-        changes: Vec<String>,
-        /// The lockfile that records the approval.
-        lockfile: PathBuf,
-    },
     /// Another plugin already provides a tool of this name; the first in load order keeps it.
     #[error("{path}: the tool `{tool}` is already provided by {other}; this one is skipped")]
     ToolClash {
@@ -107,24 +64,6 @@ pub enum PluginError {
         /// The file.
         path: PathBuf,
     },
-    /// A directory grant would let a third-party plugin write what Toolwright trusts: compiled code that runs
-    /// outside the sandbox, the plugin files it loads, or the policy and lockfile that decide grants.
-    #[error(
-        "{path}: plugin `{name}` is not loaded: its write grant on {dir} covers {what} {protected}, which would let \
-         it escape its sandbox; grant it a directory that does not contain that"
-    )]
-    GrantCovers {
-        /// The plugin's file.
-        path: PathBuf,
-        /// Its name.
-        name: String,
-        /// The granted directory.
-        dir: PathBuf,
-        /// What it covers.
-        protected: PathBuf,
-        /// What that is, in words ("the component cache", "the plugin directory", "the policy file").
-        what: &'static str,
-    },
     /// The engine could not be set up.
     #[error("cannot start the WebAssembly engine: {0}")]
     Engine(String),
@@ -138,13 +77,9 @@ impl PluginError {
             | PluginError::Invalid { path, .. }
             | PluginError::Incompatible { path, .. }
             | PluginError::Metadata { path, .. }
-            | PluginError::NameClash { path, .. }
-            | PluginError::NameTaken { path, .. }
-            | PluginError::Held { path, .. }
             | PluginError::ToolClash { path, .. }
             | PluginError::ReplacesBuiltin { path, .. }
-            | PluginError::Changed { path }
-            | PluginError::GrantCovers { path, .. } => Some(path),
+            | PluginError::Changed { path } => Some(path),
             PluginError::Engine(_) => None,
         }
     }

@@ -20,9 +20,9 @@
 //! - [`reuse`]: opt-in instance reuse (`instance = "reuse"`): a plugin's idle instances, bounded; and its spares.
 //! - `warm`: what a fresh instance needs off the call's path: finished stores dropped, spares made ahead;
 //!   `resident`: the pages a plugin's calls write kept resident across wasmtime's reset of its memory slot.
-//! - [`identity`]: where a plugin came from, its digest and pin, and which policy entry applies to it.
-//! - [`lock`]: `toolwright.lock`, what the user approved of each installed plugin, and what changed since.
 //! - [`codemode`] (feature `codemode`): pi's `codemode` tool, its engine a component.
+//! - Trust (which plugin a grant is for, `toolwright.lock`, project trust) is the facade's (`toolwright::trust`):
+//!   this crate runs what it let through.
 //! - [`components`]: the reference plugins as components, built from their crates' sources by `build.rs`.
 //!
 //! ## Features
@@ -48,8 +48,6 @@ mod error;
 mod gate;
 mod grants;
 mod handler;
-pub mod identity;
-pub mod lock;
 mod process;
 mod resident;
 pub mod reuse;

@@ -72,7 +72,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             let policy = toolwright::policy::Policy::load(&files)?;
             let cwd = std::env::current_dir().context("cannot read the current directory")?;
             let options = toolwright::toolset::ToolsetOptions::bare(cwd);
-            toolwright::session::audit_logs(&options, &policy)
+            toolwright::toolset::audit_logs(&options, &policy)
                 .into_iter()
                 .next()
                 .context(

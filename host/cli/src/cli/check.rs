@@ -174,7 +174,7 @@ pub fn check(file: &Path, cache_dir: Option<PathBuf>) -> Value {
     report["capabilities"] = m
         .capabilities
         .iter()
-        .map(|c| json!({"capability": c.capability, "text": super::plugins::describe(&c.capability), "reason": c.reason}))
+        .map(|c| json!({"capability": c.capability, "text": escape(&c.capability.describe()), "reason": c.reason}))
         .collect();
     report
 }

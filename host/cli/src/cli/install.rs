@@ -5,7 +5,7 @@
 //! `--yes`, or a terminal prompt; nothing by default). It installs the file into the user's plugin directory (the
 //! project's with `--project`), writes the grant pinned by digest into the policy file (`[plugins.NAME]`, edited
 //! in place with its comments kept), and records the approval in `toolwright.lock` beside it
-//! (`toolwright::wasm::lock`). At load a plugin that no longer matches its approval is held until `approve`.
+//! (`toolwright::trust::lock`). At load a plugin that no longer matches its approval is held until `approve`.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use toolwright::sdk::Capability;
 use toolwright::text::escape;
-use toolwright::wasm::lock::{self, LockEntry, Lockfile};
+use toolwright::trust::lock::{self, LockEntry, Lockfile};
 
 /// `toolwright plugins` subcommands.
 #[derive(Debug, Subcommand)]
@@ -306,7 +306,7 @@ fn fetch(source: &str, dir: &Path) -> anyhow::Result<Fetched> {
     written(&staged)?;
     Ok(Fetched {
         staged,
-        sha256: toolwright::identity::hex(&hasher.finalize().into()),
+        sha256: toolwright::trust::identity::hex(&hasher.finalize().into()),
         resolved: String::new(),
         source: path.to_string_lossy().into_owned(),
     })
@@ -370,7 +370,7 @@ fn show(out: &mut impl Write, plugin: &toolwright::wasm::Plugin) -> std::io::Res
         writeln!(
             out,
             "  requests: {} (because: {})",
-            super::plugins::describe(&c.capability),
+            escape(&c.capability.describe()),
             escape(&c.reason)
         )?;
     }
@@ -396,7 +396,7 @@ fn choose(grant: &GrantArgs, requested: &[&Capability]) -> anyhow::Result<Vec<Ca
     let mut lines = stdin.lock().lines();
     let mut ask = std::io::stderr().lock();
     for c in requested {
-        write!(ask, "grant: {}? [y/N] ", super::plugins::describe(c))?;
+        write!(ask, "grant: {}? [y/N] ", escape(&c.describe()))?;
         ask.flush()?;
         let answer = lines.next().transpose()?.unwrap_or_default();
         if matches!(answer.trim(), "y" | "Y" | "yes") {
@@ -456,13 +456,7 @@ fn section<'a>(document: &'a mut toml_edit::DocumentMut, name: &str) -> &'a mut 
 fn grant_and_pin(document: &mut toml_edit::DocumentMut, name: &str, granted: &[Capability], sha256: &str) {
     let table = section(document, name);
     for c in granted {
-        let (key, value) = match c {
-            Capability::Read(v) => ("read", v),
-            Capability::Write(v) => ("write", v),
-            Capability::Spawn(v) => ("spawn", v),
-            Capability::Env(v) => ("env", v),
-            Capability::Network(v) => ("network", v),
-        };
+        let (key, value) = (c.kind(), c.target());
         let array = table
             .entry(key)
             .or_insert_with(|| toml_edit::value(toml_edit::Array::new()))
@@ -470,7 +464,7 @@ fn grant_and_pin(document: &mut toml_edit::DocumentMut, name: &str, granted: &[C
         if let Some(array) = array
             && !array.iter().any(|e| e.as_str() == Some(value))
         {
-            array.push(value.as_str());
+            array.push(value);
         }
     }
     table.insert("sha256", toml_edit::value(sha256));
@@ -584,7 +578,7 @@ fn report_grants(
         )?;
     }
     for c in granted {
-        writeln!(out, "granted: {}", super::plugins::describe(c))?;
+        writeln!(out, "granted: {}", escape(&c.describe()))?;
     }
     writeln!(
         out,
@@ -636,7 +630,7 @@ fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
         .capabilities
         .iter()
         .map(|c| &c.capability)
-        .filter(|c| !approved.capabilities.contains(&lock::capability_words(c)))
+        .filter(|c| !approved.capabilities.contains(&c.to_string()))
         .collect();
     let granted = choose(&args.grant, &new)?;
     let done = format!("approved {name} {}", entry.version);
@@ -685,7 +679,7 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let current = std::fs::read(&file).map(|b| toolwright::identity::hex(&sha256(&b)));
+        let current = std::fs::read(&file).map(|b| toolwright::trust::identity::hex(&sha256(&b)));
         if current.as_deref().ok() == Some(fetched.sha256.as_str()) {
             writeln!(out, "{name}: up to date ({})", escape(&entry.source))?;
             continue;

@@ -69,9 +69,9 @@ fn fingerprint(options: &ToolsetOptions) -> Vec<(PathBuf, u64, Option<SystemTime
         .into_iter()
         .map(|(path, _)| path)
         .chain(policies.clone().cloned())
-        .chain(policies.map(|p| toolwright::wasm::lock::beside(p)))
+        .chain(policies.map(|p| toolwright::trust::lock::beside(p)))
         // Trusting the project (or taking the trust back) while serving.
-        .chain(toolwright::trust::trust_file());
+        .chain(toolwright::trust::project::trust_file());
     files
         .map(|path| {
             let meta = std::fs::metadata(&path).ok();

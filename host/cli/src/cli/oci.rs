@@ -141,7 +141,7 @@ pub fn pull(source: &str, out: &mut impl std::io::Write) -> anyhow::Result<Pulle
                  nothing was installed"
             );
         }
-        Ok(toolwright::identity::hex(&hasher.finalize().into()))
+        Ok(toolwright::trust::identity::hex(&hasher.finalize().into()))
     })?;
     if sha256 != expected {
         bail!("{source}: the layer's digest is sha256:{sha256}, but the manifest says sha256:{expected}");

@@ -6,9 +6,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 use serde_json::json;
-use toolwright::identity::PinStatus;
-use toolwright::sdk::Capability;
 use toolwright::text::escape;
+use toolwright::toolset::LoadError;
+use toolwright::trust::TrustError;
+use toolwright::trust::identity::PinStatus;
 
 /// Arguments of `toolwright plugins`.
 #[derive(Debug, Args)]
@@ -25,18 +26,6 @@ pub struct PluginsArgs {
     json: bool,
     #[command(flatten)]
     tools: super::ToolArgs,
-}
-
-/// A capability in words, as `plugins` and `check` show it: its value is the plugin's, escaped.
-pub fn describe(capability: &Capability) -> String {
-    use toolwright::text::escape;
-    match capability {
-        Capability::Read(p) => format!("read files below {}", escape(p)),
-        Capability::Write(p) => format!("write files below {}", escape(p)),
-        Capability::Spawn(p) => format!("start {}", escape(p)),
-        Capability::Env(v) => format!("see the environment variable {}", escape(v)),
-        Capability::Network(h) => format!("connect to {}", escape(h)),
-    }
 }
 
 /// How the programs granted to a plugin run: confined by Landlock, refused, or unconfined by the policy's
@@ -139,12 +128,12 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             .errors
             .iter()
             .filter_map(|e| match e {
-                toolwright::wasm::PluginError::Held {
+                LoadError::Trust(TrustError::Held {
                     path,
                     name,
                     changes,
                     lockfile,
-                } => Some(json!({
+                }) => Some(json!({
                     "name": name,
                     "path": path,
                     "changes": changes,
@@ -250,7 +239,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "  requests: {} (because: {})",
-                describe(&c.capability),
+                escape(&c.capability.describe()),
                 escape(&c.reason)
             )?;
             match decisions.and_then(|d| d.get(i)) {
@@ -260,7 +249,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                 )?,
                 Some(d) => {
                     for g in &d.granted {
-                        writeln!(out, "    granted: {}", describe(g))?;
+                        writeln!(out, "    granted: {}", escape(&g.describe()))?;
                     }
                     if let Some(why) = &d.refused {
                         writeln!(out, "    refused: {}", escape(why))?;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use toolwright::trust::{self, ProjectTrust};
+use toolwright::trust::project::{self as trust, ProjectTrust};
 
 /// Arguments of `toolwright trust`.
 #[derive(Debug, clap::Args)]

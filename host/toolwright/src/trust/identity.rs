@@ -8,12 +8,12 @@
 //!   plugin from the project's `.toolwright/plugins` gets only what the project's own (confined) policy grants;
 //!   from the trusted files it gets their denials, limits and pins, which only ever narrow.
 //! - When a trusted plugin and a project plugin claim one name, the trusted one is loaded and the project's is
-//!   skipped ([`PluginError::NameTaken`], naming both files), whatever the load order.
+//!   skipped ([`TrustError::NameTaken`], naming both files), whatever the load order.
 //! - A pinned grant (`sha256 = "…"`) gives nothing to a file with another digest until the pin is updated.
 //!
 //! ```
-//! use toolwright_wasm::identity::{PinStatus, PluginLocation, pin_status};
-//! use toolwright_core::policy::PluginPolicy;
+//! use toolwright::trust::identity::{PinStatus, PluginLocation, pin_status};
+//! use toolwright::policy::PluginPolicy;
 //!
 //! assert!(PluginLocation::User.is_trusted() && !PluginLocation::Project.is_trusted());
 //! let pinned = PluginPolicy { sha256: vec!["ab".repeat(32)], ..Default::default() };
@@ -27,8 +27,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use toolwright_sdk::CapabilityRequest;
 
-use crate::{Plugin, PluginError};
-use toolwright_core::policy::{Effective, PluginPolicy, Policy};
+use super::{Subject, TrustError};
+use crate::policy::{Effective, PluginPolicy, Policy};
 
 /// Where a plugin's file was found: what decides which grants it may receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -154,7 +154,7 @@ pub fn pin_status(policy: Option<&PluginPolicy>, sha256: &str) -> PinStatus {
 }
 
 /// What the plugin `name` (from `identity`) gets of its `requests` under `policy` (from [`policy_for`]): the
-/// intersection as [`toolwright_core::policy::intersect`] computes it, nothing but the restrictions when a pin does not
+/// intersection as [`crate::policy::intersect`] computes it, nothing but the restrictions when a pin does not
 /// match, and refusals that say why a grant of the trusted files does not reach a project's plugin.
 pub fn decide(
     name: &str,
@@ -167,7 +167,7 @@ pub fn decide(
     let entry = policy_for(policy, name, identity.location);
     if let PinStatus::Mismatch { pinned, actual } = &identity.pin {
         let stripped = entry.as_ref().map(restrictions);
-        let mut effective = toolwright_core::policy::intersect(name, requests, stripped.as_ref(), cwd, home);
+        let mut effective = crate::policy::intersect(name, requests, stripped.as_ref(), cwd, home);
         let why = format!(
             "not granted: [plugins.{name}] pins sha256 = \"{pinned}\", but this file's SHA-256 is {actual}; \
              update the pin if you trust this file"
@@ -177,7 +177,7 @@ pub fn decide(
         }
         return effective;
     }
-    let mut effective = toolwright_core::policy::intersect(name, requests, entry.as_ref(), cwd, home);
+    let mut effective = crate::policy::intersect(name, requests, entry.as_ref(), cwd, home);
     let withheld = policy.plugins.get(name).is_some_and(|p| {
         !(p.read.is_empty()
             && p.write.is_empty()
@@ -199,21 +199,21 @@ pub fn decide(
 }
 
 /// Keep one plugin per name: a plugin from a trusted location wins over a project's plugin of the same name
-/// whatever the load order (the project's is [`PluginError::NameTaken`]); between plugins of equal trust, the
-/// first in load order wins (the later is [`PluginError::NameClash`]). The order of the kept plugins is the
-/// load order.
-pub fn dedupe(
-    loaded: Vec<(Result<Plugin, PluginError>, PluginLocation)>,
-) -> (Vec<(Plugin, PluginLocation)>, Vec<PluginError>) {
+/// whatever the load order (the project's is [`TrustError::NameTaken`]); between plugins of equal trust, the
+/// first in load order wins (the later is [`TrustError::NameClash`]). The order of the kept plugins is the
+/// load order; a plugin that failed to load keeps its error.
+pub fn dedupe<S: Subject, E: From<TrustError>>(
+    loaded: Vec<(Result<S, E>, PluginLocation)>,
+) -> (Vec<(S, PluginLocation)>, Vec<E>) {
     let mut trusted: HashMap<String, (PathBuf, PluginLocation)> = HashMap::new();
     for (plugin, location) in &loaded {
         if let (Ok(p), true) = (plugin, location.is_trusted()) {
             trusted
-                .entry(p.metadata.name.clone())
-                .or_insert_with(|| (p.path.clone(), *location));
+                .entry(p.name().to_owned())
+                .or_insert_with(|| (p.path().to_owned(), *location));
         }
     }
-    let mut kept: Vec<(Plugin, PluginLocation)> = Vec::new();
+    let mut kept: Vec<(S, PluginLocation)> = Vec::new();
     let mut errors = Vec::new();
     for (plugin, location) in loaded {
         let p = match plugin {
@@ -224,22 +224,22 @@ pub fn dedupe(
             }
         };
         if !location.is_trusted()
-            && let Some((other, other_location)) = trusted.get(&p.metadata.name)
+            && let Some((other, other_location)) = trusted.get(p.name())
         {
-            errors.push(PluginError::NameTaken {
-                path: p.path.clone(),
-                name: p.metadata.name.clone(),
+            errors.push(E::from(TrustError::NameTaken {
+                path: p.path().to_owned(),
+                name: p.name().to_owned(),
                 other: other.clone(),
                 location: other_location.describe().to_owned(),
-            });
+            }));
             continue;
         }
-        match kept.iter().find(|(k, _)| k.metadata.name == p.metadata.name) {
-            Some((first, _)) => errors.push(PluginError::NameClash {
-                path: p.path.clone(),
-                name: p.metadata.name.clone(),
-                other: first.path.clone(),
-            }),
+        match kept.iter().find(|(k, _)| k.name() == p.name()) {
+            Some((first, _)) => errors.push(E::from(TrustError::NameClash {
+                path: p.path().to_owned(),
+                name: p.name().to_owned(),
+                other: first.path().to_owned(),
+            })),
             None => kept.push((p, location)),
         }
     }
@@ -249,7 +249,7 @@ pub fn dedupe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use toolwright_core::policy::DirGrant;
+    use crate::policy::DirGrant;
     use toolwright_sdk::Capability;
 
     fn policy(user: &str, project: &str) -> Policy {

@@ -14,7 +14,7 @@
 //! policy says `auto-approve = "same-surface"`.
 //!
 //! ```
-//! use toolwright_wasm::lock::{Change, LockEntry, ToolSurface, Verdict, changes, verdict};
+//! use toolwright::trust::lock::{Change, LockEntry, ToolSurface, Verdict, changes, verdict};
 //! let approved = LockEntry {
 //!     sha256: "ab".repeat(32),
 //!     capabilities: vec!["read .".into()],
@@ -34,9 +34,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use toolwright_sdk::{Capability, ToolSpec};
+use toolwright_sdk::ToolSpec;
 
-use crate::Plugin;
+use super::Subject;
+use super::identity::hex;
 
 /// The lockfile's name, beside the policy file it belongs to.
 pub const FILE_NAME: &str = "toolwright.lock";
@@ -54,7 +55,7 @@ pub const MAX_NAME_LEN: usize = 128;
 #[derive(Debug, thiserror::Error)]
 #[error(
     "the plugin's name `{}` cannot be installed: {why} (a plugin name is 1 to {MAX_NAME_LEN} ASCII letters, digits, `_` or `-`, as a tool name, and names its file in the plugin directory)",
-    toolwright_core::text::escape(name)
+    crate::text::escape(name)
 )]
 pub struct NameError {
     /// The name, as the plugin gave it.
@@ -287,20 +288,9 @@ pub enum Verdict {
     Held(Vec<Change>),
 }
 
-/// A capability in the lockfile's words.
-pub fn capability_words(c: &Capability) -> String {
-    match c {
-        Capability::Read(p) => format!("read {p}"),
-        Capability::Write(p) => format!("write {p}"),
-        Capability::Spawn(p) => format!("spawn {p}"),
-        Capability::Env(v) => format!("env {v}"),
-        Capability::Network(h) => format!("network {h}"),
-    }
-}
-
 fn digest(value: &serde_json::Value) -> String {
     let hash = Sha256::digest(value.to_string().as_bytes());
-    format!("sha256:{}", crate::identity::hex(&hash.into()))
+    format!("sha256:{}", hex(&hash.into()))
 }
 
 /// The digests of `spec`'s surface.
@@ -337,25 +327,24 @@ pub fn surface(spec: &ToolSpec) -> ToolSurface {
 }
 
 /// The entry `plugin` would have if it were approved now, installed from `source`.
-pub fn entry(plugin: &Plugin, source: &str) -> LockEntry {
+pub fn entry(plugin: &impl Subject, source: &str) -> LockEntry {
     LockEntry {
         source: source.to_owned(),
         resolved: String::new(),
-        file: plugin.path.clone(),
-        sha256: crate::identity::hex(&plugin.sha256()),
-        version: plugin.metadata.version.clone(),
+        file: plugin.path().to_owned(),
+        sha256: hex(&plugin.sha256()),
+        version: plugin.version().to_owned(),
         capabilities: plugin
-            .metadata
-            .capabilities
+            .capabilities()
             .iter()
-            .map(|c| capability_words(&c.capability))
+            .map(|c| c.capability.to_string())
             .collect(),
         tools: plugin
-            .tools
+            .tools()
             .iter()
             .map(|t| (t.name.clone(), surface(t)))
             .collect(),
-        handler: plugin.is_handler,
+        handler: plugin.is_handler(),
         fetched: None,
     }
 }

@@ -1,0 +1,215 @@
+//! The built-in tools of a toolset and the policy they run under: [`load_policy`] (step 1), [`native_builtins`]
+//! (step 2), and the `[builtins]` section's grants ([`BuiltinGrants`]) for the native and the wasm built-ins
+//! alike.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{ToolsetError, ToolsetOptions};
+use crate::definition::ToolDefinition;
+use crate::grants::{Grant, GrantedFiles};
+use crate::native::{FileMutationQueue, HostEnv, NativeEnv, ProgramGrant};
+use crate::policy::{PluginPolicy, Policy};
+#[cfg(feature = "wasm")]
+use crate::wasm::{Preopen, WasmGrants};
+
+/// Step 1: the policy in force for `options` (trusted files, then the project's, confined unless trusted).
+/// What the project's file may not set is logged and left out.
+pub fn load_policy(options: &ToolsetOptions, host: &HostEnv) -> Result<Policy, ToolsetError> {
+    load_policy_trusted(options, host, project_trusted(options))
+}
+
+/// [`load_policy`] when whether the user trusted the project is already known (`trusted`).
+pub(crate) fn load_policy_trusted(
+    options: &ToolsetOptions,
+    host: &HostEnv,
+    trusted: bool,
+) -> Result<Policy, ToolsetError> {
+    let cwd = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
+    let policy = Policy::load_with_trusted_project(
+        &options.policy_files,
+        options.project_policy.as_deref(),
+        &cwd,
+        host.home.as_deref(),
+        trusted,
+    )?;
+    for line in &policy.ignored {
+        tracing::warn!("ignored from the project's untrusted toolwright.toml: {line}");
+    }
+    Ok(policy)
+}
+
+/// Whether the user trusted the project as it is now (`toolwright trust`; feature `wasm`).
+fn project_trusted(options: &ToolsetOptions) -> bool {
+    #[cfg(feature = "wasm")]
+    if options.require_project_trust {
+        return crate::trust::project::check(&options.cwd) == crate::trust::project::ProjectTrust::Trusted;
+    }
+    let _ = options;
+    false
+}
+
+/// Step 2: the built-in tools running natively in `options.cwd`, under the policy's `[builtins]` grants when it
+/// has some (else the defaults: read anywhere, write in the workspace and the temp directory), sharing
+/// `mutations` with the other tools.
+pub fn native_builtins(
+    options: &ToolsetOptions,
+    policy: &Policy,
+    host: &HostEnv,
+    mutations: &Arc<FileMutationQueue>,
+) -> Result<Vec<ToolDefinition>, ToolsetError> {
+    let granted = policy
+        .builtins
+        .as_ref()
+        .filter(|section| section.grants())
+        .map(|section| BuiltinGrants::decide(section, &options.cwd, host));
+    native_builtins_granted(options, granted.as_ref(), host, mutations)
+}
+
+/// [`native_builtins`] with the `[builtins]` section already decided (`None`: the defaults).
+pub(crate) fn native_builtins_granted(
+    options: &ToolsetOptions,
+    granted: Option<&BuiltinGrants>,
+    host: &HostEnv,
+    mutations: &Arc<FileMutationQueue>,
+) -> Result<Vec<ToolDefinition>, ToolsetError> {
+    let workspace_error = |source| ToolsetError::Workspace {
+        path: options.cwd.clone(),
+        source,
+    };
+    let mut env = NativeEnv::builtin_in(&options.cwd, host).map_err(workspace_error)?;
+    if let Some(granted) = granted {
+        env.files = Arc::new(GrantedFiles::open(&granted.dirs).map_err(workspace_error)?);
+        env.programs = granted.programs.clone();
+        env.env = Arc::new(granted.vars.clone());
+    }
+    env.mutations = mutations.clone();
+    let origin = Arc::new(crate::audit::Origin {
+        grants: granted.map(|g| {
+            let dirs = g.dirs.iter().map(|d| {
+                let verb = if d.write { "write" } else { "read" };
+                format!("{verb} {}", d.path.display())
+            });
+            let env = g.vars.iter().map(|(name, _)| format!("env {name}"));
+            dirs.chain(program_words(&g.programs)).chain(env).collect()
+        }),
+        secrets: Arc::new(crate::audit::secret_looking(&env.env)),
+        ..Default::default()
+    });
+    let mut definitions = crate::builtins::definitions(&env);
+    for definition in &mut definitions {
+        definition.origin = Some(origin.clone());
+    }
+    Ok(definitions)
+}
+
+/// The programs of a grant in the audit log's words (`spawn git`, `spawn *`).
+pub(crate) fn program_words(programs: &ProgramGrant) -> Vec<String> {
+    match programs {
+        ProgramGrant::None => Vec::new(),
+        ProgramGrant::Any => vec!["spawn *".into()],
+        ProgramGrant::Only(p) => p
+            .granted
+            .iter()
+            .map(|p| format!("spawn {}", p.rule.program))
+            .collect(),
+    }
+}
+
+/// What a policy's `[builtins]` section gives the built-ins: decided by the same rule as a plugin's requests
+/// ([`crate::policy::intersect_granted`]: what the section grants, deny wins), then made concrete here, once per
+/// load (programs are resolved on the host's `PATH`) for the native and the wasm built-ins alike.
+#[cfg_attr(not(feature = "wasm"), allow(dead_code))]
+pub(crate) struct BuiltinGrants {
+    /// The granted directories that exist.
+    pub dirs: Vec<Grant>,
+    /// The programs.
+    pub programs: ProgramGrant,
+    /// The environment variables, with their values from the host.
+    pub vars: Vec<(String, String)>,
+}
+
+impl BuiltinGrants {
+    pub(crate) fn decide(section: &PluginPolicy, cwd: &Path, host: &HostEnv) -> Self {
+        let cwd_text = toolwright_sdk::paths::normalize(&cwd.to_string_lossy());
+        let effective = crate::policy::intersect_granted(section, &cwd_text, host.home.as_deref());
+        let dirs: Vec<Grant> = effective
+            .dirs
+            .iter()
+            .filter(|d| d.path.is_dir())
+            .map(|d| {
+                if d.write {
+                    Grant::read_write(d.path.clone())
+                } else {
+                    Grant::read_only(d.path.clone())
+                }
+            })
+            .collect();
+        let any_program = effective
+            .spawn_rules
+            .iter()
+            .any(|r| r.program == "*" && r.args.is_none());
+        let programs = if any_program && section.deny.spawn.is_empty() {
+            ProgramGrant::Any
+        } else {
+            let writable: Vec<PathBuf> = dirs.iter().filter(|g| g.write).map(|g| g.path.clone()).collect();
+            // The built-ins' programs are resolved like a plugin's, but run unconfined with any variables, as
+            // they always have: the built-in tools are the host's own code.
+            ProgramGrant::Only(crate::native::Programs::new(
+                &effective.spawn_rules,
+                &host.path,
+                &writable,
+                None,
+                None,
+            ))
+        };
+        let vars = host.vars_granted(&effective.env, &section.deny.env);
+        BuiltinGrants { dirs, programs, vars }
+    }
+}
+
+/// The wasm built-ins' grants: the defaults, or what `policy`'s `[builtins]` section grants (`granted`),
+/// with the section's limits and instance setting either way (they bind the wasm built-ins; natively they are
+/// the host's own code, as in pi).
+#[cfg(feature = "wasm")]
+pub(super) fn wasm_builtin_grants(
+    policy: &Policy,
+    cwd: &Path,
+    host: &HostEnv,
+    granted: Option<&BuiltinGrants>,
+) -> WasmGrants {
+    let mut grants = WasmGrants::builtin(cwd, host);
+    let Some(section) = &policy.builtins else {
+        return grants;
+    };
+    // A section of limits only keeps the default grant (`granted` is none then).
+    if let Some(granted) = granted {
+        let temp = grants.preopens.pop();
+        grants.preopens = granted
+            .dirs
+            .iter()
+            .map(|g| Preopen {
+                host: g.path.clone(),
+                guest: g.path.to_string_lossy().into_owned(),
+                write: g.write,
+            })
+            .chain(temp)
+            .collect();
+        grants.programs = granted.programs.clone();
+        grants.env = Arc::new(granted.vars.clone());
+    }
+    grants.limit(section.timeout_ms, section.memory_mib);
+    grants.reuse = section.reuse();
+    grants
+}
+
+/// The grants of a wasm built-in in the audit log's words.
+#[cfg(feature = "wasm")]
+pub(super) fn builtin_words(grants: &WasmGrants) -> Vec<String> {
+    let dirs = grants.preopens.iter().map(|p| {
+        let verb = if p.write { "write" } else { "read" };
+        format!("{verb} {}", p.host.display())
+    });
+    let env = grants.env.iter().map(|(name, _)| format!("env {name}"));
+    dirs.chain(program_words(&grants.programs)).chain(env).collect()
+}

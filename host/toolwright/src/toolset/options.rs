@@ -1,0 +1,168 @@
+//! What a toolset loads ([`ToolsetOptions`]): the workspace, how the built-ins run, the plugin directories and
+//! policy files, the cache, and whether the project's own plugins need the user's trust.
+
+use std::path::{Path, PathBuf};
+
+use crate::policy::Policy;
+
+#[cfg(feature = "wasm")]
+use crate::trust::identity::PluginLocation;
+#[cfg(feature = "wasm")]
+use crate::wasm::PluginHost;
+
+/// How the built-in tools run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BuiltinMode {
+    /// Linked into the host.
+    #[default]
+    Native,
+    /// As wasm plugins, from the same source (feature `wasm`).
+    Wasm,
+}
+
+/// What to load.
+#[derive(Debug, Clone)]
+pub struct ToolsetOptions {
+    /// The workspace.
+    pub cwd: PathBuf,
+    /// How the built-ins run.
+    pub builtins: BuiltinMode,
+    /// Built-ins that run as wasm plugins even when the others run natively.
+    pub wasm_builtins: Vec<String>,
+    /// Trusted plugin directories, in load order: the user's (`~/.config/toolwright/plugins`), those given
+    /// with `--plugins` or by the embedding application. Grants of the trusted policy files apply to their
+    /// plugins.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// The project's plugin directory (`<cwd>/.toolwright/plugins`), loaded first and untrusted: its plugins get
+    /// only what the project's own policy grants, and never take the name of a trusted plugin
+    /// (`toolwright::trust::identity`). When it is also one of `plugin_dirs`, it was trusted on purpose and counts as
+    /// that.
+    pub project_plugin_dir: Option<PathBuf>,
+    /// Where compiled components are cached (none: compile every time).
+    pub cache_dir: Option<PathBuf>,
+    /// Trusted policy files: the user's config and files given on the command line (grants add up, denials
+    /// win).
+    pub policy_files: Vec<PathBuf>,
+    /// The project's policy file, confined unless a trusted file lists the workspace in `trusted-projects`.
+    pub project_policy: Option<PathBuf>,
+    /// An audit log to write besides the one the policy names (`--audit-log`; the same file is written once).
+    pub audit_log: Option<PathBuf>,
+    /// Whether the project's plugins and grants (`project_plugin_dir`, `project_policy`) need the user's trust
+    /// ([`crate::trust`], feature `wasm`): without it, the project's plugins are not loaded and its policy file
+    /// is confined. On in [`ToolsetOptions::new`], what the command line loads.
+    pub require_project_trust: bool,
+    /// Compile installed plugins that are not in the cache on threads of their own, leaving them out of the
+    /// toolset until they are done ([`Toolset::deferred`](super::Toolset::deferred); only with a cache, and
+    /// only plugins whose `toolwright.lock` entry approved exactly their file and says they are no handler).
+    /// Off: every plugin is loaded before the toolset is.
+    pub compile_in_background: bool,
+}
+
+impl ToolsetOptions {
+    /// The built-ins, natively, in `cwd`, with the user's and the project's plugin directories and policy
+    /// files, and the default cache: what the `toolwright` command line loads.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        let cwd = cwd.into();
+        ToolsetOptions {
+            plugin_dirs: user_plugin_dir().into_iter().collect(),
+            project_plugin_dir: Some(project_plugin_dir(&cwd)),
+            policy_files: crate::policy::default_files(),
+            project_policy: Some(crate::policy::project_file(&cwd)),
+            require_project_trust: true,
+            #[cfg(feature = "wasm")]
+            cache_dir: Some(crate::wasm::default_cache_dir()),
+            ..Self::bare(cwd)
+        }
+    }
+
+    /// The built-ins, natively, in `cwd`, and nothing else: no plugin directory, no policy file, no cache
+    /// (what [`Session::builder`](crate::Session::builder) starts from).
+    pub fn bare(cwd: impl Into<PathBuf>) -> Self {
+        ToolsetOptions {
+            cwd: cwd.into(),
+            builtins: BuiltinMode::Native,
+            wasm_builtins: Vec::new(),
+            plugin_dirs: Vec::new(),
+            project_plugin_dir: None,
+            cache_dir: None,
+            policy_files: Vec::new(),
+            project_policy: None,
+            audit_log: None,
+            require_project_trust: false,
+            compile_in_background: false,
+        }
+    }
+}
+
+/// The user's plugin directory: `$XDG_CONFIG_HOME/toolwright/plugins` (or `~/.config/toolwright/plugins`).
+pub fn user_plugin_dir() -> Option<PathBuf> {
+    crate::policy::config_dir().map(|c| c.join("plugins"))
+}
+
+/// The project's plugin directory: `<cwd>/.toolwright/plugins`.
+pub fn project_plugin_dir(cwd: &Path) -> PathBuf {
+    cwd.join(".toolwright").join("plugins")
+}
+
+#[cfg(feature = "wasm")]
+/// Whether loading `options` needs the user's trust in the project: they ask for it and name a project plugin
+/// directory the user did not also name as a plugin directory (that one was trusted on purpose).
+pub(super) fn needs_project_trust(options: &ToolsetOptions) -> bool {
+    options.require_project_trust
+        && options
+            .project_plugin_dir
+            .as_deref()
+            .is_some_and(|project| !options.plugin_dirs.iter().any(|d| d == project))
+}
+
+#[cfg(feature = "wasm")]
+impl ToolsetOptions {
+    /// The `.wasm` files of the plugin directories in load order (the project's directory first, then the
+    /// trusted ones in order; files by name), each with where it was found.
+    pub fn plugin_files(&self) -> Vec<(PathBuf, PluginLocation)> {
+        let user = user_plugin_dir();
+        let same = |a: &Path, b: &Path| {
+            a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
+        };
+        let mut dirs: Vec<(&Path, PluginLocation)> = Vec::new();
+        if let Some(project) = &self.project_plugin_dir
+            && !self.plugin_dirs.iter().any(|d| same(d, project))
+        {
+            dirs.push((project, PluginLocation::Project));
+        }
+        for dir in &self.plugin_dirs {
+            let location = match &user {
+                Some(user) if same(user, dir) => PluginLocation::User,
+                _ => PluginLocation::Cli,
+            };
+            dirs.push((dir, location));
+        }
+        dirs.into_iter()
+            .flat_map(|(dir, location)| {
+                PluginHost::discover(&[dir.to_owned()])
+                    .into_iter()
+                    .map(move |file| (file, location))
+            })
+            .collect()
+    }
+}
+
+/// The audit logs to open: the policy's `audit` (`~/` is the home directory) and `options.audit_log` (relative to
+/// the workspace), each file once.
+pub fn audit_logs(options: &ToolsetOptions, policy: &Policy) -> Vec<PathBuf> {
+    let home = crate::native::HostEnv::current().home;
+    let mut logs = Vec::new();
+    if let Some(path) = &policy.audit {
+        logs.push(match (path.strip_prefix("~"), &home) {
+            (Ok(rest), Some(home)) => Path::new(home).join(rest),
+            _ => path.clone(),
+        });
+    }
+    if let Some(extra) = &options.audit_log {
+        let extra = options.cwd.join(extra);
+        if !logs.contains(&extra) {
+            logs.push(extra);
+        }
+    }
+    logs
+}
