@@ -215,7 +215,7 @@ impl PluginState {
     }
 
     /// What a fresh instance's call owes at its end, before its store is dropped off the call's path
-    /// ([`crate::warm::retire`]): [`end_call`](Self::end_call), and its resources (open files, sockets, child
+    /// (`crate::instances::Instances::release`): [`end_call`](Self::end_call), and its resources (open files, sockets, child
     /// handles) closed, its memory given back to the host's budget. Nothing runs in the store after this.
     pub fn retire(&mut self) {
         self.end_call();
@@ -229,7 +229,7 @@ impl types::Host for PluginState {}
 impl host::Host for PluginState {
     fn update(&mut self, partial: types::ToolResult) -> wasmtime::Result<()> {
         self.carried
-            .add(super::budget::result_bytes(&partial))
+            .add(convert::result_bytes(&partial))
             .map_err(wasmtime::Error::new)?;
         let result = match convert::result_from_wit(partial) {
             Ok(result) => result,
@@ -522,7 +522,7 @@ impl PluginState {
     /// cap instead (the plugin may still answer with what it has).
     fn count_nested(&mut self, outcomes: &mut [types::CallOutcome]) {
         for outcome in outcomes {
-            if let Err(over) = self.carried.add(super::budget::result_bytes(&outcome.result)) {
+            if let Err(over) = self.carried.add(convert::result_bytes(&outcome.result)) {
                 *outcome = error_outcome(&format!("The nested call's result was dropped: {over}"));
             }
         }
