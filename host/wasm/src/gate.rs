@@ -18,8 +18,7 @@ use wasmtime::Store;
 use wasmtime::component::Instance;
 
 use crate::grants::WasmGrants;
-use crate::instances::{Call, Ending, Instances, Maker, NoSlot, Purpose, Unmade};
-use crate::plugin::PluginInner;
+use crate::instances::{Call, Ending, Maker, NoSlot, Purpose, Unmade};
 use crate::state::PluginState;
 use tokio::sync::OwnedSemaphorePermit;
 use toolwright_core::definition::ToolContext;
@@ -59,16 +58,16 @@ impl Entry {
 /// Run `body` in a fresh instance of `plugin` under `grants`, on this (blocking-capable) thread: the gate's
 /// synchronous side. Waiting for a slot ends at the call's cancellation or deadline.
 pub(crate) fn enter<T>(
-    plugin: &PluginInner,
+    plugin: &dyn Maker,
     grants: &WasmGrants,
     entry: Entry,
     body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
 ) -> Result<T, ToolError> {
     let deadline = grants.timeout.map(|t| Instant::now() + t);
     let slot = plugin
-        .instances
+        .instances()
         .slot_blocking(&entry.cancel, deadline)
-        .map_err(|no| no_slot(&plugin.name, grants, no))?;
+        .map_err(|no| no_slot(plugin.name(), grants, no))?;
     run(plugin, grants, slot, Purpose::Once, entry, body)
 }
 
@@ -76,17 +75,17 @@ pub(crate) fn enter<T>(
 /// queued behind its own ancestors is released by them), then the call runs right here when it runs alone
 /// ([`toolwright_core::pipeline::may_block_here`]: no thread hop), else on one of the brief threads for a
 /// built-in ([`WasmGrants::in_place`]) or on a blocking thread.
-pub(crate) async fn enter_async<T: Send + 'static>(
-    plugin: &Arc<PluginInner>,
+pub(crate) async fn enter_async<T: Send + 'static, P: Maker + 'static>(
+    plugin: &Arc<P>,
     grants: Arc<WasmGrants>,
     entry: Entry,
     body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T> + Send + 'static,
 ) -> Result<T, ToolError> {
-    let instances: &Instances = &plugin.instances;
+    let instances = plugin.instances();
     let slot = instances
         .slot(&entry.cancel)
         .await
-        .map_err(|no| no_slot(&plugin.name, &grants, no))?;
+        .map_err(|no| no_slot(plugin.name(), &grants, no))?;
     let export = entry.export;
     let cancel = entry.cancel.clone();
     // A call that runs alone runs here: what it sends and the nested calls it waits for, it serves itself
@@ -113,7 +112,7 @@ pub(crate) async fn enter_async<T: Send + 'static>(
         false => Purpose::Once,
     };
     let inner = plugin.clone();
-    let work = move || run(&inner, &grants, slot, purpose, entry, body);
+    let work = move || run(&*inner, &grants, slot, purpose, entry, body);
     let ran = if brief {
         toolwright_native::brief::run(&cancel, work).await
     } else {
@@ -125,7 +124,7 @@ pub(crate) async fn enter_async<T: Send + 'static>(
             HostFault::Trap,
             format!(
                 "The plugin {} failed: its `{export}` call did not finish: {why}",
-                plugin.name
+                plugin.name()
             ),
         ))
     };
@@ -141,7 +140,7 @@ pub(crate) async fn enter_async<T: Send + 'static>(
 /// The one body of every call: lease an instance holding `slot` for `purpose`, run `body` (the export) in it,
 /// give it back, and name what failed.
 fn run<T>(
-    plugin: &PluginInner,
+    plugin: &dyn Maker,
     grants: &WasmGrants,
     slot: OwnedSemaphorePermit,
     purpose: Purpose,
@@ -161,9 +160,9 @@ fn run<T>(
         updates,
         session,
     };
-    let name = &plugin.name;
+    let name = plugin.name();
     let mut lease = plugin
-        .instances
+        .instances()
         .acquire(plugin, grants, slot, purpose, call)
         .map_err(|unmade| match unmade {
             Unmade::Setup(e) => fault(name, "cannot set up the sandbox", &e),
@@ -189,7 +188,7 @@ fn run<T>(
             )
         }
     };
-    plugin.instances.release(plugin, lease, ending);
+    plugin.instances().release(plugin, lease, ending);
     result
 }
 

@@ -16,7 +16,8 @@
 //! first idle instance, and ending when the `Instances` is dropped (its queue closes). The engine's epoch thread
 //! is the engine's (`crate::engine`).
 //!
-//! It knows a plugin only as a [`Maker`], what builds the plugin's stores and instances (`PluginInner`).
+//! It knows a plugin only as a [`Maker`], what builds the plugin's stores and instances (`PluginInner`); so does
+//! the gate.
 
 pub(crate) mod pool;
 pub(crate) mod recycler;
@@ -48,6 +49,10 @@ const SLOT_POLL: Duration = Duration::from_millis(1);
 
 /// What the lifecycle asks of the plugin whose instances it makes, keeps and drops (`PluginInner`).
 pub(crate) trait Maker: Send + Sync {
+    /// The plugin's name, for errors and logs.
+    fn name(&self) -> &str;
+    /// The host's instances, which the plugin's are leased from.
+    fn instances(&self) -> &Instances;
     /// The plugin's idle instances.
     fn pool(&self) -> &Arc<Pool>;
     /// What its instances cost to make and drop.

@@ -6,8 +6,8 @@
 //! ## Map
 //!
 //! Layering as in wasmtime-wasi: this file holds the domain logic (loading, validating, turning tools into
-//! [`ToolDefinition`]s); `bindings` holds the generated code, private to this crate; `state` and `process`
-//! are the thin host implementations of the imports; `convert` maps between generated and domain types;
+//! [`ToolDefinition`](toolwright_core::definition::ToolDefinition)s); `bindings` holds the generated code, private to this crate; `state` is a call's
+//! store data, and `host_import` and `process` are the thin host implementations of the imports; `convert` maps between generated and domain types;
 //! `bounded_io` and `environment` shadow wasmtime-wasi's `wasi:io` (bounded by the call's deadline) and
 //! `wasi:cli/environment` (the call's granted variables, copied only when asked for).
 //!
@@ -23,7 +23,7 @@
 //! - `engine`, `cache` ([`ComponentCache`], bounded: [`cache_entries`], [`prune_cache`], [`clear_cache`]),
 //!   `budget` ([`MemoryBudget`]): the runtime, compiled components on disk, and the host-wide memory budget,
 //!   which gets memory back from idle instances through the one callback `Instances` gives it.
-//! - `tool`, `handler`: a plugin's tools as [`ToolDefinition`]s, and a handler plugin's `tool_call` /
+//! - `tool`, `handler`: a plugin's tools as `ToolDefinition`s, and a handler plugin's `tool_call` /
 //!   `tool_result` as hooks ([`handler_hooks`]).
 //! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
 //! - [`identity`]: where a plugin came from, its digest and pin, and which policy entry applies to it.
@@ -63,6 +63,7 @@ mod error;
 mod gate;
 mod grants;
 mod handler;
+mod host_import;
 pub mod identity;
 mod instances;
 pub mod lock;
@@ -93,10 +94,21 @@ pub use state::CallEnv;
 use instances::Instances;
 use plugin::PluginInner;
 use runtime::{Linked, Runtime, link, read_file};
-use toolwright_core::definition::ToolDefinition;
 
-/// Bytes of stdout or stderr a plugin may print per call; the rest is dropped (it goes to the log only).
-const OUTPUT_CAPTURE: usize = 64 * 1024;
+/// How many instances an engine has room for: [`MAX_INSTANCES`] running, and those the host's `Instances` keeps
+/// idle or waiting to be dropped.
+const ENGINE_INSTANCES: u32 = MAX_INSTANCES + instances::BEYOND_RUNNING;
+
+/// The imports a plugin's component is linked with besides WASI: `wasi:io` bounded by the call's deadline and
+/// the call's environment (shadowing wasmtime-wasi's), and Toolwright's own interfaces.
+fn imports(linker: &mut wasmtime::component::Linker<state::PluginState>) -> wasmtime::Result<()> {
+    use wasmtime::component::HasSelf;
+    bounded_io::add_to_linker(linker)?;
+    environment::add_to_linker(linker)?;
+    bindings::types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    bindings::host::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    bindings::process::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+}
 
 /// The plugin runtime: an engine, a linker and a cache (a second, metered set made on first need for plugins
 /// with a fuel budget), and the instances of its plugins (`instances`: the bound on live ones, the idle ones, the
@@ -152,7 +164,7 @@ impl PluginHost {
     /// A runtime caching compiled components in `cache_dir` (none: compile every time).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
         Ok(PluginHost {
-            plain: Arc::new(Runtime::new(cache_dir.clone(), false)?),
+            plain: Arc::new(Runtime::new(cache_dir.clone(), false, ENGINE_INSTANCES, imports)?),
             metered: std::sync::OnceLock::new(),
             cache_dir,
             instances: Arc::new(Instances::new(MAX_INSTANCES)),
@@ -229,7 +241,7 @@ impl PluginHost {
         let runtime = self
             .metered
             .get_or_init(|| {
-                Runtime::new(self.cache_dir.clone(), true)
+                Runtime::new(self.cache_dir.clone(), true, ENGINE_INSTANCES, imports)
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             })
@@ -276,6 +288,7 @@ impl PluginHost {
             preopened: Default::default(),
             pool: self.instances.pool(),
             turnover: Default::default(),
+            image: Default::default(),
         };
         let (
             Described {
@@ -510,17 +523,6 @@ impl Plugin {
     /// The SHA-256 of the component it was loaded from: the digest a grant's `sha256` pin is compared with.
     pub fn sha256(&self) -> [u8; 32] {
         self.inner.digest
-    }
-
-    /// Its tools as definitions, calling into fresh instances under `grants`.
-    pub fn tool_definitions(&self, grants: &WasmGrants) -> Vec<ToolDefinition> {
-        // One set of grants for all its tools: their calls share the directories opened for them, and, with
-        // `instance = "reuse"`, the idle instances.
-        let grants = Arc::new(grants.clone());
-        self.tools
-            .iter()
-            .map(|spec| tool::definition(&self.inner, &self.path, spec, &grants))
-            .collect()
     }
 }
 

@@ -15,14 +15,16 @@ use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+use crate::bindings;
 use crate::budget::{self, MemoryBudget};
 use crate::cache::Digest;
+use crate::engine::MAX_MEMORY;
 use crate::error::PluginError;
 use crate::grants::{Preopen, WasmGrants, network_allows};
+use crate::instances::resident::Image;
 use crate::instances::{Call, Instances, Maker, Pool, Turnover, Unmade};
 use crate::runtime::{Linked, Runtime, link};
-use crate::state::{self, CallEnv, PluginState};
-use crate::{MAX_MEMORY, OUTPUT_CAPTURE, bindings};
+use crate::state::{self, CallEnv, OUTPUT_CAPTURE, PluginState};
 
 /// How many sets of grants one plugin keeps its directories opened for (a plugin runs under one or two: its
 /// tools' and, for a handler, the same; more only in embedders that make many toolsets of one plugin).
@@ -50,6 +52,8 @@ pub(crate) struct PluginInner {
     /// What making an instance and dropping one costs it, as measured: whether handing that to another
     /// thread pays ([`Turnover`]).
     pub(crate) turnover: Turnover,
+    /// Its memory image as mapped from the cache, once linked (see [`Linked::image`]).
+    pub(crate) image: OnceLock<Option<Image>>,
 }
 
 impl PluginInner {
@@ -105,6 +109,14 @@ impl PluginInner {
 }
 
 impl Maker for PluginInner {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn instances(&self) -> &Instances {
+        &self.instances
+    }
+
     fn pool(&self) -> &Arc<Pool> {
         &self.pool
     }
@@ -147,10 +159,10 @@ impl Maker for PluginInner {
     /// Merge the runs of pages its calls wrote, so that wasmtime's reset keeps them all resident
     /// (`crate::instances::resident`).
     fn keep_written_resident(&self) {
-        if let Some(Ok(Linked {
-            image: Some(image), ..
-        })) = self.linked.get()
-        {
+        let Some(Ok(linked)) = self.linked.get() else {
+            return;
+        };
+        if let Some(image) = self.image.get_or_init(|| linked.image.map(Image::new)) {
             image.keep_written_resident();
         }
     }

@@ -3,14 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use wasmtime::component::{HasSelf, InstancePre, Linker};
+use wasmtime::component::{InstancePre, Linker};
 
-use crate::cache::{self, ComponentCache, Digest, FileStamp, Origin};
-use crate::engine::{self, MAX_INSTANCES};
+use crate::bindings;
+use crate::cache::{self, ComponentCache, Digest, FileId, FileStamp, Origin};
+use crate::engine;
 use crate::error::PluginError;
-use crate::instances::{BEYOND_RUNNING, resident};
 use crate::state::PluginState;
-use crate::{bindings, bounded_io, environment};
 
 /// One engine with its linker and cache.
 pub(crate) struct Runtime {
@@ -24,20 +23,19 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
-    /// An engine (`metered`: with fuel) with room for `MAX_INSTANCES` running instances and the idle ones, its
-    /// linker, and its cache in `cache_dir`.
-    pub(crate) fn new(cache_dir: Option<PathBuf>, metered: bool) -> Result<Self, PluginError> {
-        let engine = engine::PluginEngine::new(metered, MAX_INSTANCES + BEYOND_RUNNING)
+    /// An engine (`metered`: with fuel) with room for `instances` at once, its linker, with WASI and what
+    /// `imports` adds, and its cache in `cache_dir`.
+    pub(crate) fn new(
+        cache_dir: Option<PathBuf>,
+        metered: bool,
+        instances: u32,
+        imports: fn(&mut Linker<PluginState>) -> wasmtime::Result<()>,
+    ) -> Result<Self, PluginError> {
+        let engine = engine::PluginEngine::new(metered, instances)
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(engine.engine());
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .and_then(|()| bounded_io::add_to_linker(&mut linker))
-            .and_then(|()| environment::add_to_linker(&mut linker))
-            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        // Toolwright's own interfaces (the world's WASI imports are linked above).
-        bindings::types::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .and_then(|()| bindings::host::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
-            .and_then(|()| bindings::process::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
+            .and_then(|()| imports(&mut linker))
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let cache = ComponentCache::new(cache_dir, engine.fingerprint());
         Ok(Runtime {
@@ -54,10 +52,10 @@ pub(crate) struct Linked {
     pub(crate) pre: InstancePre<PluginState>,
     pub(crate) tool: Option<bindings::tool::GuestIndices>,
     pub(crate) handler: Option<bindings::handler::GuestIndices>,
-    /// The cached file its memory image is mapped from, and what was done to keep the pages its calls write
-    /// resident (none when it was compiled here, or when which file was mapped is not known for sure: the entry
-    /// renamed over during the map, or not found by `stat`).
-    pub(crate) image: Option<resident::Image>,
+    /// The cached file its memory image is mapped from, where the pages its calls write are kept resident
+    /// (`crate::instances::resident`; none when it was compiled here, or when which file was mapped is not known
+    /// for sure: the entry renamed over during the map, or not found by `stat`).
+    pub(crate) image: Option<FileId>,
 }
 
 /// Map (or compile) the component whose SHA-256 is `digest` and link it: from the cache, else from `bytes`,
@@ -73,7 +71,7 @@ pub(crate) fn link(
         Some((component, file)) => {
             // Merging written runs only helps a reset by the pages PAGEMAP_SCAN finds (`crate::instances::resident`).
             let file = file.filter(|_| runtime.engine.pagemap_scan());
-            (component, Origin::Cached, file.map(resident::Image::new))
+            (component, Origin::Cached, file)
         }
         None => {
             let read;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolwright_sdk::{HostFault, ToolError, ToolSpec, paths};
 
+use crate::Plugin;
 use crate::convert;
 use crate::gate::{self, Entry};
 use crate::grants::WasmGrants;
@@ -18,6 +19,19 @@ use toolwright_core::types::ToolResult;
 /// How long a plugin may take to render a call or a result for people (a UI waits for it); past it, the UI
 /// renders them itself.
 pub const RENDER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Plugin {
+    /// Its tools as definitions, calling into fresh instances under `grants`.
+    pub fn tool_definitions(&self, grants: &WasmGrants) -> Vec<ToolDefinition> {
+        // One set of grants for all its tools: their calls share the directories opened for them, and, with
+        // `instance = "reuse"`, the idle instances.
+        let grants = Arc::new(grants.clone());
+        self.tools
+            .iter()
+            .map(|spec| definition(&self.inner, &self.path, spec, &grants))
+            .collect()
+    }
+}
 
 /// The definition of `spec`, a tool of the plugin `inner`.
 pub fn definition(
