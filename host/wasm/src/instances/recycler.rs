@@ -224,10 +224,10 @@ impl Recycler {
         sent
     }
 
-    /// Let go of a finished call's store: what the call's end owes is done now ([`PluginState::retire`]); for a
-    /// call that ran `alone`, when it pays (see the module), the store's drop (the instance's reset), the release
-    /// of its slot and the next call's `spare` happen on the background thread after the call, else the store is
-    /// dropped here.
+    /// Let go of a finished call's store: for a call that ran `alone`, when it pays (see the module), what the
+    /// call's end owes is done now ([`PluginState::retire`]) and the store's drop (the instance's reset), the
+    /// release of its slot and the next call's `spare` happen on the background thread after the call; else the
+    /// store is dropped here, which does all of it at once.
     pub fn retire(
         &self,
         mut store: Store<PluginState>,
@@ -236,13 +236,13 @@ impl Recycler {
         after_idle: bool,
         spare: Option<Spare>,
     ) {
-        store.data_mut().retire();
         // Grants that allow reuse need no spare: their finished instances wait in the pool already.
         let spare = spare.filter(|(_, grants)| grants.reuse.is_none());
         let pays = spare
             .as_ref()
             .map(|(plugin, _)| plugin.turnover().pays_to_hand_off());
         if hands_off(alone, after_idle, pays, self.forced) {
+            store.data_mut().retire();
             // Dropped here if it comes back: the store, then its slot (a job's fields drop in order: the slot
             // outlives the instance).
             drop(self.send(Job::Retire(store, slot, spare)));
