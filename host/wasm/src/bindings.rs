@@ -7,7 +7,7 @@ wasmtime::component::bindgen!({
     path: "wit",
     world: "full-plugin",
     with: {
-        "toolwright:plugin/process.child": super::process::ChildProcess,
+        "toolwright:plugin/process.child": toolwright_native::NativeProcess,
         // The worlds include WASI; wasmtime-wasi implements it (linked on its own, see `Runtime::new`).
         "wasi": wasmtime_wasi::p2::bindings::sync,
     },

@@ -9,8 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use wasmtime::{ResourceLimiter, StoreLimits};
 
-use super::bindings::types as wit;
-
 /// The host-wide budget for plugins' linear memory when the policy sets none, in bytes. With the per-call cap,
 /// sized so that a busy session stays under 512 MiB of resident memory: the guests' memories, plus at most as
 /// much again copied out of them while results are lifted, plus the host itself.
@@ -76,19 +74,26 @@ pub enum OverCap {
     Result(usize),
 }
 
+/// How a budget gets memory back from instances that are not running: drop the idle ones (only the spares made
+/// ahead of a call when `true`), saying whether there were any. Given by the owner of the instances
+/// (`crate::instances::Instances::reclaim`).
+pub type Reclaim = Arc<dyn Fn(bool) -> bool + Send + Sync>;
+
 /// The store's limiter: the instance's own limits, then the host-wide budget.
 pub struct Limiter {
     own: StoreLimits,
     budget: Arc<MemoryBudget>,
+    reclaim: Reclaim,
     charged: usize,
 }
 
 impl Limiter {
-    /// `own` limits under the host-wide `budget`.
-    pub fn new(own: StoreLimits, budget: Arc<MemoryBudget>) -> Self {
+    /// `own` limits under the host-wide `budget`, which gets memory back through `reclaim`.
+    pub fn new(own: StoreLimits, budget: Arc<MemoryBudget>, reclaim: Reclaim) -> Self {
         Limiter {
             own,
             budget,
+            reclaim,
             charged: 0,
         }
     }
@@ -113,8 +118,8 @@ impl ResourceLimiter for Limiter {
         // Idle instances give their memory back before a running call is refused any: spares (made ahead of a
         // call, a guess) first, then those kept for reuse.
         let reserved = self.budget.reserve(more)
-            || crate::reuse::drop_idle(true) && self.budget.reserve(more)
-            || crate::reuse::drop_idle(false) && self.budget.reserve(more);
+            || (self.reclaim)(true) && self.budget.reserve(more)
+            || (self.reclaim)(false) && self.budget.reserve(more);
         if !reserved {
             return Err(wasmtime::Error::new(OverCap::HostMemory(self.budget.cap())));
         }
@@ -209,22 +214,6 @@ pub fn json_values(text: &str) -> usize {
     values
 }
 
-/// The size of a content block as it crossed from the plugin.
-pub fn content_bytes(content: &wit::Content) -> usize {
-    match content {
-        wit::Content::Text(text) => text.len(),
-        wit::Content::Image(image) => image.data.len() + image.mime_type.len(),
-    }
-}
-
-/// The size of a result as it crossed from the plugin: its texts, images and JSON texts.
-pub fn result_bytes(result: &wit::ToolResult) -> usize {
-    let content: usize = result.content.iter().map(content_bytes).sum();
-    content
-        + result.details.as_ref().map_or(0, String::len)
-        + result.structured_content.as_ref().map_or(0, String::len)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,8 +232,9 @@ mod tests {
     fn the_budget_is_shared_and_given_back() {
         let budget = MemoryBudget::new(100);
         let own = || wasmtime::StoreLimitsBuilder::new().build();
-        let mut a = Limiter::new(own(), budget.clone());
-        let mut b = Limiter::new(own(), budget.clone());
+        let none: Reclaim = Arc::new(|_| false);
+        let mut a = Limiter::new(own(), budget.clone(), none.clone());
+        let mut b = Limiter::new(own(), budget.clone(), none);
         assert!(matches!(a.memory_growing(0, 60, None), Ok(true)));
         let refused = b.memory_growing(0, 60, None).err().map(|e| e.to_string());
         assert_eq!(

@@ -259,21 +259,17 @@ impl ComponentCache {
     }
 
     /// As [`ComponentCache::cached`], with the file that was mapped (its memory image is mapped from it into
-    /// each instance's memory: `crate::resident`), when it is known for sure: the same before and after.
-    pub(crate) fn mapped(
-        &self,
-        engine: &Engine,
-        digest: &Digest,
-    ) -> Option<(Component, Option<crate::resident::FileId>)> {
+    /// each instance's memory: `crate::instances::resident`), when it is known for sure: the same before and after.
+    pub(crate) fn mapped(&self, engine: &Engine, digest: &Digest) -> Option<(Component, Option<FileId>)> {
         let path = self.path_for(digest)?;
         if !path.is_file() {
             return None;
         }
-        let before = crate::resident::FileId::of(&path);
+        let before = FileId::of(&path);
         match deserialize(engine, &path) {
             Ok(component) => {
                 // An entry renamed over while it was mapped: which file is mapped is not known.
-                let file = before.filter(|id| crate::resident::FileId::of(&path).as_ref() == Some(id));
+                let file = before.filter(|id| FileId::of(&path).as_ref() == Some(id));
                 // Its modification time is its last use, which eviction goes by.
                 touch(&path);
                 Some((component, file))
@@ -411,6 +407,31 @@ struct Remembered {
     digest: String,
 }
 
+/// A file, by device (major, minor) and inode, as `/proc/self/maps` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileId(pub(crate) u32, pub(crate) u32, pub(crate) u64);
+
+impl FileId {
+    /// The file at `path` now (none where that cannot be known, or off Linux).
+    pub(crate) fn of(path: &Path) -> Option<FileId> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(path).ok()?;
+            Some(FileId(
+                libc::major(meta.dev()),
+                libc::minor(meta.dev()),
+                meta.ino(),
+            ))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = path;
+            None
+        }
+    }
+}
+
 fn hex(digest: &Digest) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -470,11 +491,14 @@ fn store(component: &Component, path: &Path) -> wasmtime::Result<()> {
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    // Unique per process and write: two threads caching the same component never share a temporary file.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Unique per process and thread (a thread writes one file at a time): two threads caching the same component
+    // never share a temporary file.
+    let thread: String = format!("{:?}", std::thread::current().id())
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
     let tmp = dir.join(format!(
-        ".{}-{n}.{}.tmp",
+        ".{}-{thread}.{}.tmp",
         std::process::id(),
         path.file_name().and_then(|n| n.to_str()).unwrap_or("c")
     ));

@@ -260,6 +260,22 @@ pub fn metadata_from_wit(m: wit::PluginMetadata) -> PluginMetadata {
     }
 }
 
+/// The size of a content block as it crossed from the plugin.
+pub fn content_bytes(content: &wit::Content) -> usize {
+    match content {
+        wit::Content::Text(text) => text.len(),
+        wit::Content::Image(image) => image.data.len() + image.mime_type.len(),
+    }
+}
+
+/// The size of a result as it crossed from the plugin: its texts, images and JSON texts.
+pub fn result_bytes(result: &wit::ToolResult) -> usize {
+    let content: usize = result.content.iter().map(content_bytes).sum();
+    content
+        + result.details.as_ref().map_or(0, String::len)
+        + result.structured_content.as_ref().map_or(0, String::len)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ pub const MAX_MEMORY: usize = 256 << 20;
 /// [`TABLE_KEEP_RESIDENT`] of its tables: at most about 1.2 GiB over the pool's 293 slots in the worst case,
 /// a few MiB to a few tens in practice (slots are reused most recently used first, so a host uses about as many
 /// as it ran instances at once, and a slot keeps only what its instances wrote: a Rust plugin some KiB). 4 MiB:
-/// a call of the Python example writes 192 pages spread over 3.9 MiB, which `crate::resident` merges into the 32
+/// a call of the Python example writes 192 pages spread over 3.9 MiB, which `crate::instances::resident` merges into the 32
 /// runs wasmtime's reset reads, and every page past the bound faults again in the next instance (the JavaScript
 /// example needs 0.9 MiB; docs/performance.md, "Python and JavaScript plugins").
 pub const KEEP_RESIDENT: usize = 4 << 20;
@@ -37,13 +37,10 @@ pub struct PluginEngine {
 }
 
 impl PluginEngine {
-    /// A new engine with the pooling allocator sized for [`MAX_INSTANCES`]; `metered` turns on fuel (each
-    /// store then needs fuel to run; compiled code differs, so the fingerprint does too).
-    pub fn new(metered: bool) -> wasmtime::Result<Self> {
-        // Room for the running instances, the idle ones that reuse keeps (spares among them), the one spare
-        // being made (crate::warm), which holds no slot of the semaphore while it is instantiated, and the evicted
-        // spares that may wait for the background thread to drop them (`warm::drop_later`, within its queue).
-        let instances = MAX_INSTANCES + crate::reuse::MAX_IDLE + 1 + crate::warm::MAX_PENDING as u32;
+    /// A new engine with the pooling allocator sized for `instances` at once (the running ones, at most
+    /// [`MAX_INSTANCES`], and the idle ones its owner keeps: `crate::instances::BEYOND_RUNNING`); `metered` turns
+    /// on fuel (each store then needs fuel to run; compiled code differs, so the fingerprint does too).
+    pub fn new(metered: bool, instances: u32) -> wasmtime::Result<Self> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(instances)
             .total_core_instances(instances * 8)
@@ -111,7 +108,7 @@ impl PluginEngine {
     }
 
     /// Whether a finished instance's memory is reset by the pages `PAGEMAP_SCAN` finds written (what
-    /// `crate::resident` prepares for), rather than by its first [`KEEP_RESIDENT`] bytes.
+    /// `crate::instances::resident` prepares for), rather than by its first [`KEEP_RESIDENT`] bytes.
     pub fn pagemap_scan(&self) -> bool {
         self.pagemap_scan
     }

@@ -1,33 +1,29 @@
 //! The one door into a plugin's code. Every call into a component — `metadata` and `list-tools` at load,
 //! `execute`, `prepare-arguments`, `mutated-path`, `prepare-loadout`, both handler exports — passes through
-//! [`PluginInner::enter`]: it takes an instance slot, builds a fresh store under the call's grants (deadline,
-//! memory limit, cancellation, fuel), instantiates, runs the export, sends the plugin's output to the log, and
-//! turns every failure into an error that names the plugin and the limit or fault. A second path into a component
-//! would be where the sandbox leaks, so there is none: the one other place that instantiates a component, a
-//! spare made ahead of the next call (`crate::warm`), builds its store with the same `PluginInner::store` (the
-//! call's grants, memory limit and budget, a deadline), runs no export, and hands the instance to this gate, which
-//! re-arms it for its call.
+//! [`enter`] (on a blocking-capable thread) or [`enter_async`], and both through one body ([`run`]): it takes an
+//! instance slot, leases an instance under the call's grants from the host's [`Instances`] (deadline, memory
+//! limit, cancellation, fuel), runs the export, sends the plugin's output to the log, gives the instance back,
+//! and turns every failure into an error that names the plugin and the limit or fault. A second path into a
+//! component would be where the sandbox leaks, so there is none: the one other place that instantiates a
+//! component, a spare made ahead of the next call (`crate::instances::recycler`), builds its store with the
+//! same `PluginInner::store` (the call's grants, memory limit and budget, a deadline), runs no export, and is
+//! leased through this gate, which re-arms it for its call.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::{HostFault, ToolError};
 use wasmtime::Store;
 use wasmtime::component::Instance;
 
-use super::state::PluginState;
-use super::{PluginInner, WasmGrants};
+use crate::grants::WasmGrants;
+use crate::instances::{Call, Ending, Maker, NoSlot, Purpose, Unmade};
+use crate::state::PluginState;
+use tokio::sync::OwnedSemaphorePermit;
 use toolwright_core::definition::ToolContext;
 use toolwright_core::pipeline::{Placement, Work};
 use toolwright_core::tool::CallSink;
-
-/// How long a plugin may take to describe itself at load (its `metadata` and `list-tools`) when its policy sets
-/// no `timeout-ms`: a plugin that loops there is skipped after this, so it cannot hold a start hostage.
-pub const LOAD_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How often a caller waiting for an instance slot on a plain thread looks again (and at its deadline).
-const SLOT_POLL: Duration = Duration::from_millis(1);
 
 /// What one call into a plugin gets besides its grants.
 pub(crate) struct Entry {
@@ -60,207 +56,238 @@ impl Entry {
     }
 }
 
-impl PluginInner {
-    /// Run `body` in a fresh instance under `grants`, on this (blocking-capable) thread: the gate's synchronous
-    /// side. Waiting for a slot ends at the call's cancellation or deadline.
-    pub(crate) fn enter<T>(
-        &self,
-        grants: &WasmGrants,
-        entry: Entry,
-        body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
-    ) -> Result<T, ToolError> {
-        let deadline = grants.timeout.map(|t| Instant::now() + t);
-        let slot = loop {
-            match self.slots.clone().try_acquire_owned() {
-                Ok(slot) => break slot,
-                Err(tokio::sync::TryAcquireError::Closed) => {
-                    return Err(ToolError::host(
-                        HostFault::Unavailable,
-                        "the plugin runtime is shutting down",
-                    ));
-                }
-                Err(tokio::sync::TryAcquireError::NoPermits) => {}
-            }
-            if entry.cancel.is_cancelled() {
-                return Err(ToolError::host(HostFault::Cancelled, "Operation aborted"));
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(self.stopped_message(grants, None));
-            }
-            std::thread::sleep(SLOT_POLL);
-        };
-        let leave = crate::warm::Leave {
-            slot,
-            alone: false,
-            spare: None,
-            after_idle: false,
-        };
-        self.enter_with_slot(grants, None, None, leave, entry, body)
-    }
+/// Run `body` in a fresh instance of `plugin` under `grants`, on this (blocking-capable) thread: the gate's
+/// synchronous side. Waiting for a slot ends at the call's cancellation or deadline.
+pub(crate) fn enter<T>(
+    plugin: &dyn Maker,
+    grants: &WasmGrants,
+    entry: Entry,
+    body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
+) -> Result<T, ToolError> {
+    let deadline = grants.timeout.map(|t| Instant::now() + t);
+    let slot = plugin
+        .instances()
+        .slot_blocking(&entry.cancel, deadline)
+        .map_err(|no| no_slot(plugin.name(), grants, no))?;
+    run(plugin, grants, slot, Purpose::Once, entry, body)
+}
 
-    /// The gate's asynchronous side: the slot is awaited (ending with the call's cancellation, so a nested call
-    /// queued behind its own ancestors is released by them), then the call runs where its
-    /// [`Placement`](toolwright_core::pipeline::Placement) says: right here when it runs alone (no thread hop),
-    /// else on a short-work thread for a built-in ([`WasmGrants::in_place`]) or on a blocking thread.
-    pub(crate) async fn enter_async<T: Send + 'static>(
-        self: &Arc<Self>,
-        grants: Arc<WasmGrants>,
-        entry: Entry,
-        body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T> + Send + 'static,
-    ) -> Result<T, ToolError> {
-        let slot = tokio::select! {
-            slot = self.slots.clone().acquire_owned() => {
-                slot.map_err(|_| ToolError::host(HostFault::Unavailable, "the plugin runtime is shutting down"))?
-            }
-            () = entry.cancel.cancelled() => return Err(ToolError::host(HostFault::Cancelled, "Operation aborted")),
-        };
-        let inner = self.clone();
-        let export = entry.export;
-        let cancel = entry.cancel.clone();
-        // A call that runs alone is placed here: what it sends and the nested calls it waits for, it serves itself
-        // (`toolwright_core::pipeline::runs_here`), so it may stream and nest. Beside others, a built-in's call
-        // goes to a short-work thread, as its native twin does: a thousand at once do not each wake (or start) a
-        // thread of tokio's blocking pool. (A third party's may wait for its nested calls: it takes a thread of
-        // its own.)
-        let placement = Placement::of(if grants.in_place {
-            Work::Short
-        } else {
-            Work::Relaying
-        });
-        let here = placement == Placement::Here;
-        let mut entry = entry;
-        if grants.in_place {
-            entry.inline = true;
-            entry.session = None;
-        }
-        // A tool execution or a hook takes an idle instance of the plugin's pool when one waits: a spare (made
-        // ahead, no call ran in it) or, where the grants allow reuse, one an earlier call left. One that runs
-        // alone has its store dropped and the next call's spare made after it, on another thread
-        // (`crate::warm`); beside others, where every core has calls to run, it drops its store itself.
-        let taken = entry.reusable.then(|| self.pool.take(&grants)).flatten();
-        let leave = crate::warm::Leave {
-            slot,
-            alone: here,
-            spare: (here && entry.reusable).then(|| (self.clone(), grants.clone())),
-            after_idle: here && crate::warm::host_was_idle(),
-        };
-        let work = move || {
-            let reuse = (entry.reusable && grants.reuse.is_some()).then_some(&grants);
-            inner.enter_with_slot(&grants, reuse, taken, leave, entry, body)
-        };
-        let failed = |why: String| {
-            Err(ToolError::host(
-                HostFault::Trap,
-                format!(
-                    "The plugin {} failed: its `{export}` call did not finish: {why}",
-                    self.name
-                ),
-            ))
-        };
-        let ran = placement.run(&cancel, work).await;
-        crate::warm::call_ended();
-        match ran {
-            Ok(outcome) => outcome,
-            Err(toolwright_core::pipeline::Blocked::Panicked(_)) => failed("the host panicked".into()),
-            // Cancelled while it waited for a short-work thread: it never started.
-            Err(toolwright_core::pipeline::Blocked::Aborted) if cancel.is_cancelled() => {
-                Err(ToolError::host(HostFault::Cancelled, "Operation aborted"))
-            }
-            Err(toolwright_core::pipeline::Blocked::Aborted) => failed("the runtime shut down".into()),
-        }
+/// The gate's asynchronous side: the slot is awaited (ending with the call's cancellation, so a nested call
+/// queued behind its own ancestors is released by them), then the call runs where its
+/// [`Placement`](toolwright_core::pipeline::Placement) says: right here when it runs alone (no thread hop),
+/// else on a short-work thread for a built-in ([`WasmGrants::in_place`]) or on a blocking thread.
+pub(crate) async fn enter_async<T: Send + 'static, P: Maker + 'static>(
+    plugin: &Arc<P>,
+    grants: Arc<WasmGrants>,
+    entry: Entry,
+    body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T> + Send + 'static,
+) -> Result<T, ToolError> {
+    let instances = plugin.instances();
+    let slot = instances
+        .slot(&entry.cancel)
+        .await
+        .map_err(|no| no_slot(plugin.name(), &grants, no))?;
+    let export = entry.export;
+    let cancel = entry.cancel.clone();
+    // A call that runs alone is placed here: what it sends and the nested calls it waits for, it serves itself
+    // (`toolwright_core::pipeline::runs_here`), so it may stream and nest. Beside others, a built-in's call
+    // goes to a short-work thread, as its native twin does: a thousand at once do not each wake (or start) a
+    // thread of tokio's blocking pool. (A third party's may wait for its nested calls: it takes a thread of
+    // its own.)
+    let placement = Placement::of(if grants.in_place {
+        Work::Short
+    } else {
+        Work::Relaying
+    });
+    let here = placement == Placement::Here;
+    let mut entry = entry;
+    if grants.in_place {
+        entry.inline = true;
+        entry.session = None;
     }
+    // A tool execution or a hook takes an idle instance of the plugin's pool when one waits: a spare (made
+    // ahead, no call ran in it) or, where the grants allow reuse, one an earlier call left. One that runs
+    // alone has its store dropped and the next call's spare made after it, on another thread
+    // (`crate::instances::recycler`); beside others, where every core has calls to run, it drops its store itself.
+    let purpose = match entry.reusable {
+        true => Purpose::Call {
+            grants: grants.clone(),
+            alone: here.then(|| plugin.clone() as Arc<dyn Maker>),
+        },
+        false => Purpose::Once,
+    };
+    let inner = plugin.clone();
+    let work = move || run(&*inner, &grants, slot, purpose, entry, body);
+    let ran = placement.run(&cancel, work).await;
+    instances.call_ended();
+    let failed = |why: &str| {
+        Err(ToolError::host(
+            HostFault::Trap,
+            format!(
+                "The plugin {} failed: its `{export}` call did not finish: {why}",
+                plugin.name()
+            ),
+        ))
+    };
+    match ran {
+        Ok(outcome) => outcome,
+        Err(toolwright_core::pipeline::Blocked::Panicked(_)) => failed("the host panicked"),
+        // Cancelled while it waited for a short-work thread: it never started.
+        Err(toolwright_core::pipeline::Blocked::Aborted) if cancel.is_cancelled() => Err(cancelled()),
+        Err(toolwright_core::pipeline::Blocked::Aborted) => failed("the runtime shut down"),
+    }
+}
 
-    /// Run `body` in an instance holding `slot`: `taken` from the plugin's pool (a spare, or with `reuse` an
-    /// instance an earlier call left), else a new one. With `reuse` (the call's grants, when they allow reuse and
-    /// the export may), an instance that ends its call cleanly goes back to the pool (see [`crate::reuse`]); any
-    /// other is dropped as `leave` says ([`crate::warm::retire`]).
-    fn enter_with_slot<T>(
-        &self,
-        grants: &WasmGrants,
-        reuse: Option<&Arc<WasmGrants>>,
-        taken: Option<crate::reuse::Taken>,
-        leave: crate::warm::Leave,
-        entry: Entry,
-        body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
-    ) -> Result<T, ToolError> {
-        let Entry {
-            export,
-            cancel,
-            updates,
-            session,
-            reusable: _,
-            inline,
-        } = entry;
-        let setup = |e: wasmtime::Error| self.fault("cannot set up the sandbox", &e);
-        let (mut store, instance, calls) = match taken {
-            Some((mut store, instance, calls)) => {
-                self.rearm(&mut store, grants, cancel.clone(), updates, session)
-                    .map_err(setup)?;
-                if calls == 0 {
-                    // A spare: what its instantiation printed belongs to this call, as a new instance's would.
-                    store.data_mut().output_from = (0, 0);
-                }
-                (store, instance, calls)
-            }
-            None => {
-                let mut store = self
-                    .store(grants, cancel.clone(), updates, session)
-                    .map_err(setup)?;
-                let linked = self.linked().map_err(|e| {
-                    ToolError::host(
-                        HostFault::Unavailable,
-                        format!("The plugin {} cannot be loaded: {e}", self.name),
-                    )
-                })?;
-                let began = Instant::now();
-                match linked.pre.instantiate(&mut store) {
-                    Ok(instance) => {
-                        self.turnover.instantiated(began.elapsed());
-                        (store, instance, 0)
-                    }
-                    // A start function (or a constructor in another language's runtime) may loop or trap too.
-                    Err(e)
-                        if e.downcast_ref::<wasmtime::Trap>().is_some()
-                            || e.downcast_ref::<super::state::Stopped>().is_some() =>
-                    {
-                        let error = with_stderr(self.describe_trap(&e, grants), &store);
-                        crate::warm::retire(store, leave);
-                        return Err(error);
-                    }
-                    Err(e) => return Err(self.fault("cannot instantiate", &e)),
-                }
-            }
-        };
-        store.data_mut().call.inline = inline;
-        let outcome = body(&mut store, &instance);
-        store.data().flush_output();
-        let result = match outcome {
-            Ok(value) => {
-                // Only an instance that finished in time, uncancelled, with room left for its output, serves
-                // again; one that trapped or was stopped never does (it is retired below, with its processes).
-                if let Some(grants) = reuse
-                    && !store.data().call.should_stop()
-                    && store.data().output_has_room()
-                {
-                    store.data_mut().end_call();
-                    match self.pool.put(grants, store, instance, calls + 1) {
-                        Ok(()) => return Ok(value),
-                        Err(back) => store = back,
-                    }
-                }
-                Ok(value)
-            }
-            Err(_) if cancel.is_cancelled() => {
-                Err(ToolError::host(HostFault::Cancelled, "Operation aborted"))
-            }
-            Err(trap) => {
-                tracing::debug!(plugin = %self.name, export, "the call failed: {trap:#}");
-                Err(with_stderr(self.describe_trap(&trap, grants), &store))
-            }
-        };
-        crate::warm::retire(store, leave);
-        result
+/// The one body of every call: lease an instance holding `slot` for `purpose`, run `body` (the export) in it,
+/// give it back, and name what failed.
+fn run<T>(
+    plugin: &dyn Maker,
+    grants: &WasmGrants,
+    slot: OwnedSemaphorePermit,
+    purpose: Purpose,
+    entry: Entry,
+    body: impl FnOnce(&mut Store<PluginState>, &Instance) -> wasmtime::Result<T>,
+) -> Result<T, ToolError> {
+    let Entry {
+        export,
+        cancel,
+        updates,
+        session,
+        reusable: _,
+        inline,
+    } = entry;
+    let call = Call {
+        cancel: cancel.clone(),
+        updates,
+        session,
+    };
+    let name = plugin.name();
+    let mut lease = plugin
+        .instances()
+        .acquire(plugin, grants, slot, purpose, call)
+        .map_err(|unmade| match unmade {
+            Unmade::Setup(e) => fault(name, "cannot set up the sandbox", &e),
+            Unmade::Unlinked(e) => ToolError::host(
+                HostFault::Unavailable,
+                format!("The plugin {name} cannot be loaded: {e}"),
+            ),
+            Unmade::Start(e, stderr) => with_stderr(describe_trap(name, &e, grants), &stderr),
+            Unmade::Failed(e) => fault(name, "cannot instantiate", &e),
+        })?;
+    lease.store.data_mut().call.inline = inline;
+    let outcome = body(&mut lease.store, &lease.instance);
+    lease.store.data().flush_output();
+    let (result, ending) = match outcome {
+        Ok(value) => (Ok(value), Ending::Returned),
+        Err(_) if cancel.is_cancelled() => (Err(cancelled()), Ending::Failed),
+        Err(trap) => {
+            tracing::debug!(plugin = %name, export, "the call failed: {trap:#}");
+            let stderr = lease.store.data().stderr_of_call();
+            (
+                Err(with_stderr(describe_trap(name, &trap, grants), &stderr)),
+                Ending::Failed,
+            )
+        }
+    };
+    plugin.instances().release(plugin, lease, ending);
+    result
+}
+
+/// Why a call had no slot, in words.
+fn no_slot(plugin: &str, grants: &WasmGrants, no: NoSlot) -> ToolError {
+    match no {
+        NoSlot::Closed => ToolError::host(HostFault::Unavailable, "the plugin runtime is shutting down"),
+        NoSlot::Cancelled => cancelled(),
+        NoSlot::Deadline => stopped_message(plugin, grants, None),
     }
+}
+
+/// A call cancelled, as pi says it.
+fn cancelled() -> ToolError {
+    ToolError::host(HostFault::Cancelled, "Operation aborted")
+}
+
+pub(crate) fn fault(plugin: &str, what: &str, error: &wasmtime::Error) -> ToolError {
+    ToolError::host(
+        HostFault::Trap,
+        format!("The plugin {} failed: {what}: {error:#}", plugin),
+    )
+}
+
+/// A trap in words: a limit hit names the limit; anything else is a fault of the plugin.
+pub(crate) fn describe_trap(plugin: &str, trap: &wasmtime::Error, grants: &WasmGrants) -> ToolError {
+    if trap.downcast_ref::<crate::state::Stopped>().is_some() {
+        return stopped_message(plugin, grants, None);
+    }
+    if let Some(over) = trap.downcast_ref::<crate::budget::OverCap>() {
+        return ToolError::host(
+            HostFault::Limit,
+            format!("The plugin {} was stopped: {over}", plugin),
+        );
+    }
+    if let Some(e) = trap.downcast_ref::<std::str::Utf8Error>() {
+        return ToolError::host(
+            HostFault::Malformed,
+            format!(
+                "The plugin {} returned a malformed value: a string that is not valid UTF-8 ({e})",
+                plugin
+            ),
+        );
+    }
+    let text = format!("{trap:#}");
+    if text.contains("forcing a memory growth failure") || text.contains("memory") && text.contains("grow") {
+        return ToolError::host(
+            HostFault::Limit,
+            format!(
+                "The plugin {} was stopped: it tried to use more than its memory limit of {} MiB",
+                plugin,
+                grants.memory.min(crate::MAX_MEMORY) >> 20
+            ),
+        );
+    }
+    // The model gets the trap in one line; the wasm backtrace goes to the log.
+    tracing::warn!(plugin, "trap: {trap:?}");
+    match trap.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::OutOfFuel) => ToolError::host(
+            HostFault::Limit,
+            format!(
+                "The plugin {} was stopped: it used up its fuel of {} units",
+                plugin,
+                grants.fuel.unwrap_or(u64::MAX)
+            ),
+        ),
+        Some(wasmtime::Trap::StackOverflow) => ToolError::host(
+            HostFault::Trap,
+            format!(
+                "The plugin {} failed: it trapped: its call stack overflowed",
+                plugin
+            ),
+        ),
+        Some(wasmtime::Trap::UnreachableCodeReached) => ToolError::host(
+            HostFault::Trap,
+            format!(
+                "The plugin {} failed: it trapped: it reached unreachable code (a panic, an abort or an uncaught exception)",
+                plugin
+            ),
+        ),
+        Some(other) => ToolError::host(
+            HostFault::Trap,
+            format!("The plugin {} failed: it trapped: {other}", plugin),
+        ),
+        None => fault(plugin, "it trapped", trap),
+    }
+}
+
+pub(crate) fn stopped_message(plugin: &str, grants: &WasmGrants, said: Option<String>) -> ToolError {
+    let limit = grants.timeout.map_or(0, |t| t.as_millis());
+    let mut text = format!(
+        "The plugin {} was stopped: it ran past its time limit of {limit} ms",
+        plugin
+    );
+    if let Some(said) = said.filter(|s| !s.is_empty()) {
+        text.push_str(&format!("\n\n{said}"));
+    }
+    ToolError::host(HostFault::Timeout, text)
 }
 
 /// How much of what a trapped plugin last wrote to stderr its error carries.
@@ -269,12 +296,11 @@ const STDERR_TAIL_BYTES: usize = 4096;
 
 /// A trap's error with the last lines the plugin wrote to stderr: for a Python or JavaScript plugin (whose
 /// runtime prints the traceback or the exception there, then aborts), that is what went wrong.
-fn with_stderr(error: ToolError, store: &Store<PluginState>) -> ToolError {
+fn with_stderr(error: ToolError, stderr: &[u8]) -> ToolError {
     if error.host_fault() != Some(HostFault::Trap) {
         return error;
     }
-    let bytes = store.data().stderr_of_call();
-    let text = String::from_utf8_lossy(&bytes);
+    let text = String::from_utf8_lossy(stderr);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.is_empty() {
         return error;
@@ -300,7 +326,7 @@ fn with_stderr(error: ToolError, store: &Store<PluginState>) -> ToolError {
 /// `prepare_arguments`, a loadout hook, a tool's `mutated-path` before its first await): on a multi-threaded
 /// tokio runtime the worker hands its other tasks off first, so a plugin that takes its time (up to its
 /// deadline) does not stall them; elsewhere it simply runs here.
-pub(crate) fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn run_here<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)

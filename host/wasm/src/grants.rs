@@ -231,6 +231,10 @@ impl WasmGrants {
 /// Wall-clock limit per call of a third-party plugin when its policy sets none.
 pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How long a plugin may take to describe itself at load (its `metadata` and `list-tools`) when its policy sets
+/// no `timeout-ms`: a plugin that loops there is skipped after this, so it cannot hold a start hostage.
+pub const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl WasmGrants {
     /// Nothing at all: a third-party plugin's start.
     pub fn none(cwd: &Path) -> Self {

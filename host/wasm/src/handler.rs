@@ -9,8 +9,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::ToolError;
 
-use super::gate::Entry;
-use super::{Plugin, PluginInner, WasmGrants, bindings, convert};
+use crate::gate::{self, Entry};
+use crate::grants::WasmGrants;
+use crate::plugin::PluginInner;
+use crate::{Plugin, bindings, convert};
 use toolwright_core::audit::{Stage, Step, Verdict};
 use toolwright_core::hooks::{
     AfterToolCall, AfterToolCallContext, AfterToolCallResult, BeforeToolCall, BeforeToolCallContext,
@@ -60,10 +62,7 @@ async fn run_tool_call(
         let by = format!("handler plugin {}", plugin.name);
         ctx.trail.add_secrets(&grants.env);
         let updates = CallSink::for_trail(ctx.trail.clone(), &by);
-        let decision = match plugin
-            .tool_call(grants.clone(), event, cancel.clone(), updates)
-            .await
-        {
+        let decision = match tool_call(plugin, grants.clone(), event, cancel.clone(), updates).await {
             Ok(decision) => decision,
             Err(e) => {
                 ctx.trail
@@ -188,10 +187,7 @@ async fn run_tool_result(
         let by = format!("handler plugin {}", plugin.name);
         ctx.trail.add_secrets(&grants.env);
         let updates = CallSink::for_trail(ctx.trail.clone(), &by);
-        let changes = match plugin
-            .tool_result(grants.clone(), event, cancel.clone(), updates)
-            .await
-        {
+        let changes = match tool_result(plugin, grants.clone(), event, cancel.clone(), updates).await {
             Ok(changes) => changes,
             Err(error) => {
                 tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
@@ -259,101 +255,79 @@ fn apply(work: &mut Working, changes: bindings::handler::ToolResultChanges) -> R
     Ok(())
 }
 
-impl PluginInner {
-    /// The handler exports of the store's instance: type-checked at its first call, then kept in the store.
-    pub(crate) fn handler_exports(
-        &self,
-        store: &mut wasmtime::Store<super::PluginState>,
-        instance: &wasmtime::component::Instance,
-    ) -> wasmtime::Result<bindings::handler::Guest> {
-        if let Some(guest) = &store.data().exports.handler {
-            return Ok(guest.clone());
+async fn tool_call(
+    plugin: &Arc<PluginInner>,
+    grants: Arc<WasmGrants>,
+    event: bindings::handler::ToolCallEvent,
+    cancel: CancellationToken,
+    updates: CallSink,
+) -> Result<bindings::handler::ToolCallDecision, ToolError> {
+    let entry = Entry {
+        cancel,
+        updates,
+        reusable: true,
+        inline: false,
+        ..Entry::bare("tool_call")
+    };
+    let inner = plugin.clone();
+    gate::enter_async(plugin, grants, entry, move |store, instance| {
+        let decision = inner
+            .handler_exports(store, instance)?
+            .call_tool_call(&mut *store, &event)?;
+        // A rewrite counts against the call's cap as text, before the host parses it.
+        if let bindings::handler::ToolCallDecision::Rewrite(text) = &decision {
+            store
+                .data_mut()
+                .carried
+                .add(text.len())
+                .map_err(wasmtime::Error::new)?;
         }
-        let indices = self
-            .linked()
-            .map_err(|e| wasmtime::format_err!("{e}"))?
-            .handler
-            .as_ref()
-            .ok_or_else(|| wasmtime::format_err!("{} is not a handler plugin", self.name))?;
-        let guest = indices.load(&mut *store, instance)?;
-        store.data_mut().exports.handler = Some(guest.clone());
-        Ok(guest)
-    }
+        Ok(decision)
+    })
+    .await
+    .map_err(handler_error)
+}
 
-    async fn tool_call(
-        self: &Arc<Self>,
-        grants: Arc<WasmGrants>,
-        event: bindings::handler::ToolCallEvent,
-        cancel: CancellationToken,
-        updates: CallSink,
-    ) -> Result<bindings::handler::ToolCallDecision, ToolError> {
-        let entry = Entry {
-            cancel,
-            updates,
-            reusable: true,
-            inline: false,
-            ..Entry::bare("tool_call")
-        };
-        let plugin = self.clone();
-        self.enter_async(grants, entry, move |store, instance| {
-            let decision = plugin
-                .handler_exports(store, instance)?
-                .call_tool_call(&mut *store, &event)?;
-            // A rewrite counts against the call's cap as text, before the host parses it.
-            if let bindings::handler::ToolCallDecision::Rewrite(text) = &decision {
-                store
-                    .data_mut()
-                    .carried
-                    .add(text.len())
-                    .map_err(wasmtime::Error::new)?;
-            }
-            Ok(decision)
-        })
-        .await
-        .map_err(handler_error)
-    }
-
-    async fn tool_result(
-        self: &Arc<Self>,
-        grants: Arc<WasmGrants>,
-        event: bindings::handler::ToolResultEvent,
-        cancel: CancellationToken,
-        updates: CallSink,
-    ) -> Result<Option<bindings::handler::ToolResultChanges>, ToolError> {
-        let entry = Entry {
-            cancel,
-            updates,
-            reusable: true,
-            inline: false,
-            ..Entry::bare("tool_result")
-        };
-        let plugin = self.clone();
-        self.enter_async(grants, entry, move |store, instance| {
-            let changes = plugin
-                .handler_exports(store, instance)?
-                .call_tool_result(&mut *store, &event)?;
-            // New content, details and structured content count against the call's cap as text, before the
-            // host parses them.
-            if let Some(changes) = &changes {
-                let bytes = changes
-                    .content
-                    .iter()
-                    .flatten()
-                    .map(super::budget::content_bytes)
-                    .sum::<usize>()
-                    + changes.details.as_ref().map_or(0, String::len)
-                    + changes.structured_content.as_ref().map_or(0, String::len);
-                store
-                    .data_mut()
-                    .carried
-                    .add(bytes)
-                    .map_err(wasmtime::Error::new)?;
-            }
-            Ok(changes)
-        })
-        .await
-        .map_err(handler_error)
-    }
+async fn tool_result(
+    plugin: &Arc<PluginInner>,
+    grants: Arc<WasmGrants>,
+    event: bindings::handler::ToolResultEvent,
+    cancel: CancellationToken,
+    updates: CallSink,
+) -> Result<Option<bindings::handler::ToolResultChanges>, ToolError> {
+    let entry = Entry {
+        cancel,
+        updates,
+        reusable: true,
+        inline: false,
+        ..Entry::bare("tool_result")
+    };
+    let inner = plugin.clone();
+    gate::enter_async(plugin, grants, entry, move |store, instance| {
+        let changes = inner
+            .handler_exports(store, instance)?
+            .call_tool_result(&mut *store, &event)?;
+        // New content, details and structured content count against the call's cap as text, before the
+        // host parses them.
+        if let Some(changes) = &changes {
+            let bytes = changes
+                .content
+                .iter()
+                .flatten()
+                .map(convert::content_bytes)
+                .sum::<usize>()
+                + changes.details.as_ref().map_or(0, String::len)
+                + changes.structured_content.as_ref().map_or(0, String::len);
+            store
+                .data_mut()
+                .carried
+                .add(bytes)
+                .map_err(wasmtime::Error::new)?;
+        }
+        Ok(changes)
+    })
+    .await
+    .map_err(handler_error)
 }
 
 /// A tool-plugin error text as a handler's: "The plugin X …" becomes "The handler plugin X …".

@@ -6,24 +6,39 @@
 //! ## Map
 //!
 //! Layering as in wasmtime-wasi: this file holds the domain logic (loading, validating, turning tools into
-//! [`ToolDefinition`]s); `bindings` holds the generated code, private to this crate; `state` and `process`
-//! are the thin host implementations of the imports; `convert` maps between generated and domain types;
+//! [`ToolDefinition`](toolwright_core::definition::ToolDefinition)s); `bindings` holds the generated code, private to this crate; `state` is a call's
+//! store data, and `host_import` and `process` are the thin host implementations of the imports; `convert` maps between generated and domain types;
 //! `bounded_io` and `environment` shadow wasmtime-wasi's `wasi:io` (bounded by the call's deadline) and
 //! `wasi:cli/environment` (the call's granted variables, copied only when asked for).
 //!
-//! - `gate`: the one door into every export of a component (slot, deadline, memory, cancellation, fuel).
+//! - `gate`: the one door into every export of a component (slot, an instance leased, the export, the instance
+//!   given back, every failure named).
+//! - `instances`: the instance lifecycle, under one owner, `Instances`, a field of [`PluginHost`]: the bound on
+//!   live instances, `instances::pool` (a plugin's idle instances: opt-in reuse, `instance = "reuse"`, and the
+//!   spares made ahead of a call), `instances::recycler` (finished stores dropped and spares made off the call's
+//!   path, on the host's one background thread) and `instances::resident` (the pages a plugin's calls write kept
+//!   resident across wasmtime's reset of its memory slot).
+//! - `plugin`: a loaded plugin as its calls reach it (`PluginInner`): its linked component, the stores its
+//!   calls run in, its exports; `runtime`: an engine with its linker and cache, and a component linked on it.
 //! - `engine`, `cache` ([`ComponentCache`], bounded: [`cache_entries`], [`prune_cache`], [`clear_cache`]),
-//!   `budget` ([`MemoryBudget`]): the runtime, compiled components on disk, and the host-wide memory budget.
-//! - `tool`, `handler`: a plugin's tools as [`ToolDefinition`]s, and a handler plugin's `tool_call` /
+//!   `budget` ([`MemoryBudget`]): the runtime, compiled components on disk, and the host-wide memory budget,
+//!   which gets memory back from idle instances through the one callback `Instances` gives it.
+//! - `tool`, `handler`: a plugin's tools as `ToolDefinition`s, and a handler plugin's `tool_call` /
 //!   `tool_result` as hooks ([`handler_hooks`]).
 //! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
-//! - [`reuse`]: opt-in instance reuse (`instance = "reuse"`): a plugin's idle instances, bounded; and its spares.
-//! - `warm`: what a fresh instance needs off the call's path: finished stores dropped, spares made ahead;
-//!   `resident`: the pages a plugin's calls write kept resident across wasmtime's reset of its memory slot.
 //! - [`codemode`] (feature `codemode`): pi's `codemode` tool, its engine a component.
 //! - Trust (which plugin a grant is for, `toolwright.lock`, project trust) is the facade's (`toolwright::trust`):
 //!   this crate runs what it let through.
 //! - [`components`]: the reference plugins as components, built from their crates' sources by `build.rs`.
+//!
+//! ## State and threads
+//!
+//! State that lives longer than a call has an owner: a [`PluginHost`] owns its engines, its cache and its
+//! instances (with their counts and the recycler's thread); a plugin owns its pool and its opened directories.
+//! Nothing in this crate is process-wide and mutable but what a unit test lists with its reason
+//! (`tests::ALLOWED_STATICS`): the registry of the process's hosts ([`PluginHost::shared`], held weakly), and
+//! a probe of the kernel made once. Threads: each engine's epoch thread (it ends with the engine), and each
+//! host's recycler (it ends with the host).
 //!
 //! ## Features
 //!
@@ -48,20 +63,19 @@ mod error;
 mod gate;
 mod grants;
 mod handler;
+mod host_import;
+mod instances;
+mod plugin;
 mod process;
-mod resident;
-pub mod reuse;
+mod runtime;
 mod state;
-mod store;
 mod tool;
-mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use toolwright_sdk::{PluginMetadata, ToolSpec};
-use wasmtime::component::{HasSelf, InstancePre, Linker};
 
 pub use budget::{DEFAULT_HOST_MEMORY, DEFAULT_RESULT_CAP, MemoryBudget};
 pub use cache::{
@@ -71,57 +85,39 @@ pub use cache::{
 };
 pub use engine::{MAX_INSTANCES, MAX_MEMORY};
 pub use error::PluginError;
-pub use gate::LOAD_TIMEOUT;
-pub use grants::{Calls, DEFAULT_TIMEOUT, NetRule, Preopen, WasmGrants};
+pub use grants::{Calls, DEFAULT_TIMEOUT, LOAD_TIMEOUT, NetRule, Preopen, WasmGrants};
 pub use handler::hooks as handler_hooks;
 pub use state::CallEnv;
 
-use state::PluginState;
-use toolwright_core::definition::ToolDefinition;
+use instances::Instances;
+use plugin::PluginInner;
+use runtime::{Linked, Runtime, link, read_file};
 
-/// Bytes of stdout or stderr a plugin may print per call; the rest is dropped (it goes to the log only).
-const OUTPUT_CAPTURE: usize = 64 * 1024;
+/// How many instances an engine has room for: [`MAX_INSTANCES`] running, and those the host's `Instances` keeps
+/// idle or waiting to be dropped.
+const ENGINE_INSTANCES: u32 = MAX_INSTANCES + instances::BEYOND_RUNNING;
+
+/// The imports a plugin's component is linked with besides WASI: `wasi:io` bounded by the call's deadline and
+/// the call's environment (shadowing wasmtime-wasi's), and Toolwright's own interfaces.
+fn imports(linker: &mut wasmtime::component::Linker<state::PluginState>) -> wasmtime::Result<()> {
+    use wasmtime::component::HasSelf;
+    bounded_io::add_to_linker(linker)?;
+    environment::add_to_linker(linker)?;
+    bindings::types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    bindings::host::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    bindings::process::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+}
 
 /// The plugin runtime: an engine, a linker and a cache (a second, metered set made on first need for plugins
-/// with a fuel budget), and a bound on live instances shared by both.
+/// with a fuel budget), and the instances of its plugins (`instances`: the bound on live ones, the idle ones, the
+/// recycler) shared by both.
 pub struct PluginHost {
     plain: Arc<Runtime>,
     metered: std::sync::OnceLock<Result<Arc<Runtime>, String>>,
     cache_dir: Option<PathBuf>,
-    slots: Arc<tokio::sync::Semaphore>,
+    instances: Arc<Instances>,
     load_timeout: std::time::Duration,
     budget: Arc<MemoryBudget>,
-}
-
-/// One engine with its linker and cache.
-struct Runtime {
-    engine: engine::PluginEngine,
-    linker: Linker<PluginState>,
-    cache: ComponentCache,
-    metered: bool,
-}
-
-impl Runtime {
-    fn new(cache_dir: Option<PathBuf>, metered: bool) -> Result<Self, PluginError> {
-        let engine = engine::PluginEngine::new(metered).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        let mut linker = Linker::new(engine.engine());
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .and_then(|()| bounded_io::add_to_linker(&mut linker))
-            .and_then(|()| environment::add_to_linker(&mut linker))
-            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        // Toolwright's own interfaces (the world's WASI imports are linked above).
-        bindings::types::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .and_then(|()| bindings::host::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
-            .and_then(|()| bindings::process::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
-            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        let cache = ComponentCache::new(cache_dir, engine.fingerprint());
-        Ok(Runtime {
-            engine,
-            linker,
-            cache,
-            metered,
-        })
-    }
 }
 
 impl std::fmt::Debug for PluginHost {
@@ -162,37 +158,14 @@ impl std::fmt::Debug for Plugin {
 /// A component embedded in the program and its SHA-256, computed when it was built.
 pub type Embedded = (&'static [u8], Digest);
 
-pub(crate) struct PluginInner {
-    name: String,
-    engine: wasmtime::Engine,
-    /// The linked component: at load when it was compiled or described then, else on first need.
-    linked: std::sync::OnceLock<Result<Linked, PluginError>>,
-    /// Where it is linked from on first need: the runtime, its file, its bytes if they are the program's.
-    source: (Arc<Runtime>, PathBuf, Option<&'static [u8]>),
-    slots: Arc<tokio::sync::Semaphore>,
-    budget: Arc<MemoryBudget>,
-    /// Compiled with fuel: every store gets the grant's budget (or unlimited fuel).
-    metered: bool,
-    /// The SHA-256 of the component it was loaded from.
-    digest: Digest,
-    /// The directories of each set of grants its calls ran under, opened once (see `store`).
-    preopened: std::sync::Mutex<Vec<(Vec<Preopen>, wasmtime_wasi::filesystem::WasiFilesystemCtx)>>,
-    /// Its idle instances, for grants that allow reuse.
-    pool: Arc<reuse::Pool>,
-    /// What making an instance and dropping one costs it, as measured: whether handing that to another
-    /// thread pays ([`warm::Turnover`]).
-    turnover: warm::Turnover,
-}
-
 impl PluginHost {
     /// A runtime caching compiled components in `cache_dir` (none: compile every time).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
-        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_INSTANCES as usize));
         Ok(PluginHost {
-            plain: Arc::new(Runtime::new(cache_dir.clone(), false)?),
+            plain: Arc::new(Runtime::new(cache_dir.clone(), false, ENGINE_INSTANCES, imports)?),
             metered: std::sync::OnceLock::new(),
             cache_dir,
-            slots,
+            instances: Arc::new(Instances::new(MAX_INSTANCES)),
             load_timeout: LOAD_TIMEOUT,
             budget: MemoryBudget::new(DEFAULT_HOST_MEMORY),
         })
@@ -266,7 +239,7 @@ impl PluginHost {
         let runtime = self
             .metered
             .get_or_init(|| {
-                Runtime::new(self.cache_dir.clone(), true)
+                Runtime::new(self.cache_dir.clone(), true, ENGINE_INSTANCES, imports)
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             })
@@ -306,13 +279,14 @@ impl PluginHost {
             engine: runtime.engine.engine().clone(),
             linked,
             source: (runtime.clone(), path.to_owned(), kept),
-            slots: self.slots.clone(),
+            instances: self.instances.clone(),
             budget: self.budget.clone(),
             metered: runtime.metered,
             digest: *digest,
             preopened: Default::default(),
-            pool: Default::default(),
+            pool: self.instances.pool(),
             turnover: Default::default(),
+            image: Default::default(),
         };
         let (
             Described {
@@ -330,12 +304,10 @@ impl PluginHost {
                 let is_handler = linked.handler.is_some();
                 let describing = inner(std::sync::OnceLock::from(Ok(linked)), path.display().to_string());
                 let (metadata, tools) =
-                    describing
-                        .describe(self.load_timeout)
-                        .map_err(|message| PluginError::Metadata {
-                            path: path.to_owned(),
-                            message,
-                        })?;
+                    describe(&describing, self.load_timeout).map_err(|message| PluginError::Metadata {
+                        path: path.to_owned(),
+                        message,
+                    })?;
                 let described = Described {
                     host: env!("CARGO_PKG_VERSION").to_owned(),
                     metadata,
@@ -449,18 +421,6 @@ impl PluginHost {
     }
 }
 
-impl PluginInner {
-    /// Its linked component, linked now if its load deferred that.
-    fn linked(&self) -> Result<&Linked, &PluginError> {
-        self.linked
-            .get_or_init(|| {
-                let (runtime, path, bytes) = &self.source;
-                link(runtime, path, *bytes, &self.digest).map(|(linked, _)| linked)
-            })
-            .as_ref()
-    }
-}
-
 /// What a component is loaded from.
 enum Bytes<'a> {
     /// Bytes lent for the load: it links at once, as they are gone after it.
@@ -473,96 +433,49 @@ enum Bytes<'a> {
     InFile,
 }
 
-/// A component pre-linked for instantiation, and where its exports are.
-pub(crate) struct Linked {
-    pre: InstancePre<PluginState>,
-    tool: Option<bindings::tool::GuestIndices>,
-    handler: Option<bindings::handler::GuestIndices>,
-    /// The cached file its memory image is mapped from, and what was done to keep the pages its calls write
-    /// resident (none when it was compiled here, or when which file was mapped is not known for sure: the entry
-    /// renamed over during the map, or not found by `stat`).
-    image: Option<resident::Image>,
-}
-
-/// Map (or compile) the component whose SHA-256 is `digest` and link it: from the cache, else from `bytes`,
-/// else from the file at `path` if it still hashes to `digest`.
-fn link(
-    runtime: &Runtime,
-    path: &Path,
-    bytes: Option<&[u8]>,
-    digest: &Digest,
-) -> Result<(Linked, Origin), PluginError> {
-    let engine = runtime.engine.engine();
-    let (component, origin, image) = match runtime.cache.mapped(engine, digest) {
-        Some((component, file)) => {
-            // Merging written runs only helps a reset by the pages PAGEMAP_SCAN finds (`crate::resident`).
-            let file = file.filter(|_| runtime.engine.pagemap_scan());
-            (component, Origin::Cached, file.map(resident::Image::new))
-        }
-        None => {
-            let read;
-            let bytes = match bytes {
-                Some(bytes) => bytes,
-                None => {
-                    read = read_file(path)?.0;
-                    if cache::digest(&read) != *digest {
-                        return Err(PluginError::Changed {
-                            path: path.to_owned(),
-                        });
-                    }
-                    &read
+/// Instantiate once, with no grants and within `timeout`, to read the metadata and the tool list.
+fn describe(
+    plugin: &PluginInner,
+    timeout: std::time::Duration,
+) -> Result<(PluginMetadata, Vec<ToolSpec>), String> {
+    let mut grants = WasmGrants::none(Path::new("/"));
+    grants.timeout = Some(timeout);
+    let described = gate::enter(
+        plugin,
+        &grants,
+        gate::Entry::bare("metadata"),
+        |store, instance| {
+            let named = |export: &str, e: wasmtime::Error| e.context(format!("`{export}` failed"));
+            let linked = plugin.linked().map_err(|e| wasmtime::format_err!("{e}"))?;
+            match (&linked.tool, &linked.handler) {
+                (Some(tool), _) => {
+                    let guest = tool.load(&mut *store, instance)?;
+                    let metadata = guest
+                        .call_metadata(&mut *store)
+                        .map_err(|e| named("metadata", e))?;
+                    let tools = guest
+                        .call_list_tools(&mut *store)
+                        .map_err(|e| named("list-tools", e))?;
+                    Ok((metadata, Some(tools)))
                 }
-            };
-            let component =
-                runtime
-                    .cache
-                    .compile(engine, bytes, digest)
-                    .map_err(|e| PluginError::Invalid {
-                        path: path.to_owned(),
-                        message: format!("{e:#}"),
-                    })?;
-            // Compiled here: its memory image is anonymous memory, not a file's (`resident`).
-            (component, Origin::Compiled, None)
-        }
-    };
-    let incompatible = |message: String| PluginError::Incompatible {
-        path: path.to_owned(),
-        message,
-    };
-    let pre = runtime
-        .linker
-        .instantiate_pre(&component)
-        .map_err(|e| incompatible(format!("{e:#}")))?;
-    let tool = bindings::tool::GuestIndices::new(&pre).ok();
-    let handler = bindings::handler::GuestIndices::new(&pre).ok();
-    if tool.is_none() && handler.is_none() {
-        return Err(incompatible(
-            "it exports neither `toolwright:plugin/tool@0.1.0` nor `toolwright:plugin/handler@0.1.0`".into(),
-        ));
-    }
-    Ok((
-        Linked {
-            pre,
-            tool,
-            handler,
-            image,
+                (None, Some(handler)) => {
+                    let guest = handler.load(&mut *store, instance)?;
+                    let metadata = guest
+                        .call_metadata(&mut *store)
+                        .map_err(|e| named("metadata", e))?;
+                    Ok((metadata, None))
+                }
+                (None, None) => Err(wasmtime::format_err!("no interface to describe")),
+            }
         },
-        origin,
-    ))
-}
-
-/// The bytes of the file at `path`, and its stamp as it was when it was opened.
-fn read_file(path: &Path) -> Result<(Vec<u8>, Option<FileStamp>), PluginError> {
-    use std::io::Read as _;
-    let error = |source| PluginError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let mut file = std::fs::File::open(path).map_err(error)?;
-    let meta = file.metadata().map_err(error)?;
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes).map_err(error)?;
-    Ok((bytes, FileStamp::of(&meta)))
+    );
+    let (metadata, tools) = described.map_err(|e| e.message().to_owned())?;
+    let tools = tools
+        .unwrap_or_default()
+        .into_iter()
+        .map(convert::spec_from_wit)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((convert::metadata_from_wit(metadata), tools))
 }
 
 fn validate(metadata: &PluginMetadata, tools: &[ToolSpec]) -> Result<(), String> {
@@ -608,17 +521,6 @@ impl Plugin {
     /// The SHA-256 of the component it was loaded from: the digest a grant's `sha256` pin is compared with.
     pub fn sha256(&self) -> [u8; 32] {
         self.inner.digest
-    }
-
-    /// Its tools as definitions, calling into fresh instances under `grants`.
-    pub fn tool_definitions(&self, grants: &WasmGrants) -> Vec<ToolDefinition> {
-        // One set of grants for all its tools: their calls share the directories opened for them, and, with
-        // `instance = "reuse"`, the idle instances.
-        let grants = Arc::new(grants.clone());
-        self.tools
-            .iter()
-            .map(|spec| tool::definition(&self.inner, &self.path, spec, &grants))
-            .collect()
     }
 }
 

@@ -14,11 +14,8 @@ use toolwright_native::NativeProcess;
 /// The longest a plugin's wait on a process goes without checking its deadline and cancellation.
 const WAIT_SLICE: Duration = Duration::from_millis(20);
 
-/// A process a plugin started.
-pub struct ChildProcess(NativeProcess);
-
 impl wit::Host for PluginState {
-    fn spawn(&mut self, command: wit::Command) -> wasmtime::Result<Result<Resource<ChildProcess>, String>> {
+    fn spawn(&mut self, command: wit::Command) -> wasmtime::Result<Result<Resource<NativeProcess>, String>> {
         let command = Command {
             program: command.program,
             args: command.args,
@@ -37,7 +34,7 @@ impl wit::Host for PluginState {
         match NativeProcess::spawn(&command, &launch, &self.processes) {
             Ok(process) => {
                 updates.spawned(&command.program, &command.args, None);
-                Ok(Ok(self.table.push(ChildProcess(process))?))
+                Ok(Ok(self.table.push(process)?))
             }
             Err(e) => {
                 let error = format!("cannot start {}: {e}", command.program);
@@ -51,7 +48,7 @@ impl wit::Host for PluginState {
 impl wit::HostChild for PluginState {
     fn next(
         &mut self,
-        child: Resource<ChildProcess>,
+        child: Resource<NativeProcess>,
         timeout_ms: u32,
     ) -> wasmtime::Result<Result<wit::ProcessEvent, String>> {
         // Waited in slices, so a plugin waiting on a quiet process still stops at its deadline, and on
@@ -66,7 +63,7 @@ impl wit::HostChild for PluginState {
             }
             let left = until.saturating_duration_since(std::time::Instant::now());
             let child = self.table.get_mut(&child)?;
-            match child.0.next(left.min(WAIT_SLICE)) {
+            match child.next(left.min(WAIT_SLICE)) {
                 Ok(ProcessEvent::Idle) if left > WAIT_SLICE => continue,
                 other => break other,
             }
@@ -82,12 +79,12 @@ impl wit::HostChild for PluginState {
         })
     }
 
-    fn kill(&mut self, child: Resource<ChildProcess>) -> wasmtime::Result<()> {
-        self.table.get_mut(&child)?.0.kill();
+    fn kill(&mut self, child: Resource<NativeProcess>) -> wasmtime::Result<()> {
+        self.table.get_mut(&child)?.kill();
         Ok(())
     }
 
-    fn drop(&mut self, child: Resource<ChildProcess>) -> wasmtime::Result<()> {
+    fn drop(&mut self, child: Resource<NativeProcess>) -> wasmtime::Result<()> {
         // Dropping the native process kills its group if it is still running.
         self.table.delete(child)?;
         Ok(())

@@ -93,9 +93,6 @@ fn the_digests_the_build_computed_are_the_embedded_components_sha256() {
     );
 }
 
-/// The tests that count the process's idle instances and spares (`crate::reuse`'s counters are global).
-static IDLE_COUNTED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// The `ls` reference component, when the build embedded it.
 fn ls_component() -> Option<&'static [u8]> {
     let builtins = components::BUILTINS?;
@@ -110,7 +107,6 @@ fn ls_component() -> Option<&'static [u8]> {
 /// call's spare made after it, and the next call runs in it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_after_the_one_before() {
-    let _counted = IDLE_COUNTED.lock().await;
     use toolwright_core::{AssistantMessage, NoEvents, Pipeline, ToolCall};
     let Some(ls) = ls_component() else {
         return; // built with TOOLWRIGHT_SKIP_WASM_BUILD: nothing is embedded
@@ -120,7 +116,7 @@ async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_after_the_one_b
     let host = PluginHost::new(None).expect("a plugin host");
     let plugin = host.load_bytes(Path::new("ls.wasm"), ls).expect("ls loads");
     // Its instances are taken to be dear to make: the spare is made whether or not the calls come at once
-    // (`crate::warm::Turnover`).
+    // (`crate::instances::Turnover`).
     plugin
         .inner
         .turnover
@@ -168,8 +164,8 @@ async fn a_call_alone_with_a_fresh_instance_takes_the_spare_made_after_the_one_b
 
 #[test]
 fn spares_hold_at_most_half_of_the_idle_instances_and_give_way_to_reuse_and_to_memory_wanted_back() {
-    use crate::reuse::{MAX_IDLE, MAX_SPARES, drop_idle};
-    let _counted = IDLE_COUNTED.blocking_lock();
+    use crate::instances::make_spare;
+    use crate::instances::pool::{MAX_IDLE, MAX_SPARES};
     let Some(ls) = ls_component() else {
         return; // built with TOOLWRIGHT_SKIP_WASM_BUILD: nothing is embedded
     };
@@ -182,7 +178,7 @@ fn spares_hold_at_most_half_of_the_idle_instances_and_give_way_to_reuse_and_to_m
         .map(|_| Arc::new(WasmGrants::none(ws.path())))
         .collect();
     for grants in &fresh {
-        inner.make_spare(grants);
+        make_spare(&**inner, grants);
     }
     assert_eq!(inner.pool.spares().1, MAX_SPARES as usize);
     // Reused instances fill the rest of the idle places, then take spares' places.
@@ -200,17 +196,13 @@ fn spares_hold_at_most_half_of_the_idle_instances_and_give_way_to_reuse_and_to_m
         if i == MAX_IDLE - MAX_SPARES {
             used_before_evicting = budget.used();
         }
-        let mut store = inner
-            .store(
-                &reusing,
-                tokio_util::sync::CancellationToken::new(),
-                toolwright_core::tool::CallSink::discard(),
-                None,
-            )
-            .expect("a store");
+        let mut store = inner.store(&reusing, instances::Call::none()).expect("a store");
         let instance = linked.pre.instantiate(&mut store).expect("an instance");
         assert!(
-            inner.pool.put(&reusing, store, instance, 1).is_ok(),
+            matches!(
+                inner.pool.put(&reusing, store, instance, 1),
+                instances::Put::Kept(_)
+            ),
             "reused instance {i} was not kept"
         );
     }
@@ -227,15 +219,144 @@ fn spares_hold_at_most_half_of_the_idle_instances_and_give_way_to_reuse_and_to_m
         "an evicted spare's memory is given back when it is evicted"
     );
     // No room for another spare while the idle places are full.
-    inner.make_spare(&Arc::new(WasmGrants::none(ws.path())));
+    make_spare(&**inner, &Arc::new(WasmGrants::none(ws.path())));
     assert_eq!(inner.pool.spares().1, (MAX_SPARES - evicting) as usize);
     // Memory wanted back comes from the spares first: the reused instances stay.
-    assert!(drop_idle(true));
+    assert!(host.instances.pools().drop_idle(true));
     assert_eq!(inner.pool.spares().1, 0);
     assert!(
         inner.pool.take(&reusing).is_some(),
         "a reused instance is still there"
     );
-    assert!(drop_idle(false));
+    assert!(host.instances.pools().drop_idle(false));
     assert!(inner.pool.take(&reusing).is_none());
+}
+
+/// The process-wide statics with interior mutability this crate may have, each with why it is no hidden owner
+/// of state that lives longer than a call (anything else belongs to an owner, as the pools and the recycler
+/// belong to `instances::Instances`; see the crate map): (file under `src/`, name).
+const ALLOWED_STATICS: &[(&str, &str, &str)] = &[
+    (
+        "instances/resident.rs",
+        "SCANNER",
+        "a probe of the kernel (whether it knows PAGEMAP_SCAN and MADV_POPULATE_WRITE), made once: a fact",
+    ),
+    (
+        "lib.rs",
+        "HOSTS",
+        "the process's plugin hosts by cache directory, held weakly (DESIGN §5: one host per process); it holds \
+         no instance, count or thread of its own",
+    ),
+];
+
+/// The `static`s of `source` whose type can change behind a shared reference (or that are `static mut`), and
+/// every thread-local, by name.
+fn mutable_statics(source: &str) -> Vec<String> {
+    const INTERIOR: &[&str] = &[
+        "Mutex",
+        "RwLock",
+        "Atomic",
+        "OnceLock",
+        "LazyLock",
+        "OnceCell",
+        "Cell<",
+        "UnsafeCell",
+        "Lazy<",
+        "Condvar",
+        "Semaphore",
+        "Notify",
+    ];
+    let mut found = Vec::new();
+    let lines: Vec<&str> = source.lines().collect();
+    for (at, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        if code.contains(concat!("thread_", "local!")) {
+            found.push(format!("a thread-local at line {}", at + 1));
+            continue;
+        }
+        let rest = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|vis| code.strip_prefix(vis))
+            .unwrap_or(code);
+        let Some(rest) = rest.strip_prefix(concat!("stat", "ic ")) else {
+            continue;
+        };
+        let name: String = rest
+            .trim_start_matches("mut ")
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The type runs to the `=` (a statement may span lines).
+        let mut declaration = rest.to_owned();
+        let mut next = at + 1;
+        while !declaration.contains('=') && next < lines.len() {
+            declaration.push_str(lines[next]);
+            next += 1;
+        }
+        let ty = declaration.split('=').next().unwrap_or_default();
+        if rest.starts_with("mut ") || INTERIOR.iter().any(|t| ty.contains(t)) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+#[test]
+fn no_process_wide_mutable_state_but_the_allowed() {
+    fn sources(dir: &Path, into: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("the crate's sources").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                sources(&path, into);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                into.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    assert!(files.len() > 10, "the sources were not found");
+    let mut refused = Vec::new();
+    for file in files {
+        let relative = file
+            .strip_prefix(&root)
+            .expect("under src")
+            .to_string_lossy()
+            .replace('\\', "/");
+        let source = std::fs::read_to_string(&file).expect("a source file");
+        for name in mutable_statics(&source) {
+            if !ALLOWED_STATICS
+                .iter()
+                .any(|(f, n, _)| *f == relative && *n == name)
+            {
+                refused.push(format!("{relative}: {name}"));
+            }
+        }
+    }
+    assert!(
+        refused.is_empty(),
+        "process-wide mutable state outside its owner (give it one, or justify it in ALLOWED_STATICS): {refused:?}"
+    );
+}
+
+#[test]
+fn the_check_for_mutable_statics_sees_them() {
+    let source = concat!(
+        "static A: AtomicU64 = AtomicU64::new(0);\n",
+        "pub(crate) static B: std::sync::Mutex<Vec<u8>> =\n    std::sync::Mutex::new(Vec::new());\n",
+        "static C: &str = \"fine\";\n",
+        "    static D: OnceLock<Instant> = OnceLock::new();\n",
+        "static mut E: u8 = 0;\n",
+        "fn f(x: &'static str) {}\n",
+        "thread_",
+        "local! { static F: Cell<u8> = Cell::new(0); }\n",
+    );
+    assert_eq!(
+        mutable_statics(source),
+        vec!["A", "B", "D", "E", "a thread-local at line 8"]
+    );
 }

@@ -1,35 +1,181 @@
-//! A store for one call: the WASI context from the plugin's grants (their directories opened once and shared),
-//! limits, deadline, output capture; and a reused store made ready for its next call.
+//! A loaded plugin as the runtime holds it ([`PluginInner`]): its linked component, the host's instances and
+//! budget it draws on, and everything it does with them: a store for one call (the WASI context from the
+//! plugin's grants, their directories opened once and shared; limits, deadline, output capture), a reused store
+//! made ready for its next call, its exports type-checked, and its description at load. The lifecycle
+//! (`crate::instances`) knows it as a [`Maker`].
 
-use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
-use tokio_util::sync::CancellationToken;
 use toolwright_core::tool::CallSink;
-use toolwright_sdk::{PluginMetadata, ToolSpec};
+use wasmtime::component::Instance;
 use wasmtime::{Store, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use crate::grants::network_allows;
-use crate::state::{self, PluginState};
-use crate::{CallEnv, MAX_MEMORY, OUTPUT_CAPTURE, PluginInner, WasmGrants, budget, convert, gate};
+use crate::bindings;
+use crate::budget::{self, MemoryBudget};
+use crate::cache::Digest;
+use crate::engine::MAX_MEMORY;
+use crate::error::PluginError;
+use crate::grants::{Preopen, WasmGrants, network_allows};
+use crate::instances::resident::Image;
+use crate::instances::{Call, Instances, Maker, Pool, Turnover, Unmade};
+use crate::runtime::{Linked, Runtime, link};
+use crate::state::{self, CallEnv, OUTPUT_CAPTURE, PluginState};
 
 /// How many sets of grants one plugin keeps its directories opened for (a plugin runs under one or two: its
 /// tools' and, for a handler, the same; more only in embedders that make many toolsets of one plugin).
 pub(crate) const PREOPEN_SETS: usize = 8;
 
+/// A loaded plugin, as its calls reach it.
+pub(crate) struct PluginInner {
+    pub(crate) name: String,
+    pub(crate) engine: wasmtime::Engine,
+    /// The linked component: at load when it was compiled or described then, else on first need.
+    pub(crate) linked: OnceLock<Result<Linked, PluginError>>,
+    /// Where it is linked from on first need: the runtime, its file, its bytes if they are the program's.
+    pub(crate) source: (Arc<Runtime>, PathBuf, Option<&'static [u8]>),
+    /// The host's instances: every instance of the plugin is leased from them.
+    pub(crate) instances: Arc<Instances>,
+    pub(crate) budget: Arc<MemoryBudget>,
+    /// Compiled with fuel: every store gets the grant's budget (or unlimited fuel).
+    pub(crate) metered: bool,
+    /// The SHA-256 of the component it was loaded from.
+    pub(crate) digest: Digest,
+    /// The directories of each set of grants its calls ran under, opened once (see `store`).
+    pub(crate) preopened: Mutex<Vec<(Vec<Preopen>, WasiFilesystemCtx)>>,
+    /// Its idle instances: spares, and for grants that allow reuse, instances calls left.
+    pub(crate) pool: Arc<Pool>,
+    /// What making an instance and dropping one costs it, as measured: whether handing that to another
+    /// thread pays ([`Turnover`]).
+    pub(crate) turnover: Turnover,
+    /// Its memory image as mapped from the cache, once linked (see [`Linked::image`]).
+    pub(crate) image: OnceLock<Option<Image>>,
+}
+
+impl PluginInner {
+    /// Its linked component, linked now if its load deferred that.
+    pub(crate) fn linked(&self) -> Result<&Linked, &PluginError> {
+        self.linked
+            .get_or_init(|| {
+                let (runtime, path, bytes) = &self.source;
+                link(runtime, path, *bytes, &self.digest).map(|(linked, _)| linked)
+            })
+            .as_ref()
+    }
+
+    /// The tool exports of the store's instance: type-checked at its first call, then kept in the store.
+    pub(crate) fn tool_exports(
+        &self,
+        store: &mut Store<PluginState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<bindings::tool::Guest> {
+        if let Some(guest) = &store.data().exports.tool {
+            return Ok(guest.clone());
+        }
+        let indices = self
+            .linked()
+            .map_err(|e| wasmtime::format_err!("{e}"))?
+            .tool
+            .as_ref()
+            .ok_or_else(|| wasmtime::format_err!("the plugin {} provides no tools", self.name))?;
+        let guest = indices.load(&mut *store, instance)?;
+        store.data_mut().exports.tool = Some(guest.clone());
+        Ok(guest)
+    }
+
+    /// The handler exports of the store's instance: type-checked at its first call, then kept in the store.
+    pub(crate) fn handler_exports(
+        &self,
+        store: &mut Store<PluginState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<bindings::handler::Guest> {
+        if let Some(guest) = &store.data().exports.handler {
+            return Ok(guest.clone());
+        }
+        let indices = self
+            .linked()
+            .map_err(|e| wasmtime::format_err!("{e}"))?
+            .handler
+            .as_ref()
+            .ok_or_else(|| wasmtime::format_err!("{} is not a handler plugin", self.name))?;
+        let guest = indices.load(&mut *store, instance)?;
+        store.data_mut().exports.handler = Some(guest.clone());
+        Ok(guest)
+    }
+}
+
+impl Maker for PluginInner {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn instances(&self) -> &Instances {
+        &self.instances
+    }
+
+    fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    fn turnover(&self) -> &Turnover {
+        &self.turnover
+    }
+
+    fn store(&self, grants: &WasmGrants, call: Call) -> wasmtime::Result<Store<PluginState>> {
+        PluginInner::store(self, grants, call)
+    }
+
+    fn rearm(&self, store: &mut Store<PluginState>, grants: &WasmGrants, call: Call) -> wasmtime::Result<()> {
+        PluginInner::rearm(self, store, grants, call)
+    }
+
+    fn instantiate(&self, store: &mut Store<PluginState>) -> Result<Instance, Unmade> {
+        let linked = self.linked().map_err(|e| Unmade::Unlinked(e.to_string()))?;
+        linked.pre.instantiate(store).map_err(|e| {
+            // A start function (or a constructor in another language's runtime) may loop or trap too.
+            if e.downcast_ref::<wasmtime::Trap>().is_some() || e.downcast_ref::<state::Stopped>().is_some() {
+                Unmade::Start(e, Vec::new())
+            } else {
+                Unmade::Failed(e)
+            }
+        })
+    }
+
+    fn check_exports(&self, store: &mut Store<PluginState>, instance: &Instance) -> bool {
+        let Ok(linked) = self.linked() else {
+            return false;
+        };
+        match (&linked.tool, &linked.handler) {
+            (Some(_), _) => self.tool_exports(store, instance).is_ok(),
+            (None, Some(_)) => self.handler_exports(store, instance).is_ok(),
+            (None, None) => false,
+        }
+    }
+
+    /// Merge the runs of pages its calls wrote, so that wasmtime's reset keeps them all resident
+    /// (`crate::instances::resident`).
+    fn keep_written_resident(&self) {
+        let Some(Ok(linked)) = self.linked.get() else {
+            return;
+        };
+        if let Some(image) = self.image.get_or_init(|| linked.image.map(Image::new)) {
+            image.keep_written_resident();
+        }
+    }
+}
+
 impl PluginInner {
     /// A fresh store for one call under `grants`.
-    pub(crate) fn store(
-        &self,
-        grants: &WasmGrants,
-        cancel: CancellationToken,
-        updates: CallSink,
-        session: Option<toolwright_core::definition::ToolContext>,
-    ) -> wasmtime::Result<Store<PluginState>> {
+    pub(crate) fn store(&self, grants: &WasmGrants, call: Call) -> wasmtime::Result<Store<PluginState>> {
+        let Call {
+            cancel,
+            updates,
+            session,
+        } = call;
         // No variables here: the guest asks the call for them (`crate::environment`).
         let mut wasi = WasiCtxBuilder::new();
         // Where a connection's audit goes: the current call's sink (a reused instance serves several calls).
@@ -72,6 +218,7 @@ impl PluginInner {
                 .trap_on_grow_failure(true)
                 .build(),
             self.budget.clone(),
+            self.instances.reclaim().clone(),
         );
         let state = PluginState {
             wasi,
@@ -116,7 +263,7 @@ impl PluginInner {
     fn call_env(
         &self,
         grants: &WasmGrants,
-        cancel: CancellationToken,
+        cancel: tokio_util::sync::CancellationToken,
         updates: CallSink,
         session: Option<toolwright_core::definition::ToolContext>,
     ) -> CallEnv {
@@ -161,10 +308,13 @@ impl PluginInner {
         &self,
         store: &mut Store<PluginState>,
         grants: &WasmGrants,
-        cancel: CancellationToken,
-        updates: CallSink,
-        session: Option<toolwright_core::definition::ToolContext>,
+        call: Call,
     ) -> wasmtime::Result<()> {
+        let Call {
+            cancel,
+            updates,
+            session,
+        } = call;
         let state = store.data_mut();
         *state.audit.lock().unwrap_or_else(PoisonError::into_inner) = updates.clone();
         state.call = self.call_env(grants, cancel, updates, session);
@@ -200,45 +350,5 @@ impl PluginInner {
         }
         opened.push((grants.preopens.clone(), fs.clone()));
         Ok(fs)
-    }
-
-    /// Instantiate once, with no grants and within `timeout`, to read the metadata and the tool list.
-    pub(crate) fn describe(
-        &self,
-        timeout: std::time::Duration,
-    ) -> Result<(PluginMetadata, Vec<ToolSpec>), String> {
-        let mut grants = WasmGrants::none(Path::new("/"));
-        grants.timeout = Some(timeout);
-        let described = self.enter(&grants, gate::Entry::bare("metadata"), |store, instance| {
-            let named = |export: &str, e: wasmtime::Error| e.context(format!("`{export}` failed"));
-            let linked = self.linked().map_err(|e| wasmtime::format_err!("{e}"))?;
-            match (&linked.tool, &linked.handler) {
-                (Some(tool), _) => {
-                    let guest = tool.load(&mut *store, instance)?;
-                    let metadata = guest
-                        .call_metadata(&mut *store)
-                        .map_err(|e| named("metadata", e))?;
-                    let tools = guest
-                        .call_list_tools(&mut *store)
-                        .map_err(|e| named("list-tools", e))?;
-                    Ok((metadata, Some(tools)))
-                }
-                (None, Some(handler)) => {
-                    let guest = handler.load(&mut *store, instance)?;
-                    let metadata = guest
-                        .call_metadata(&mut *store)
-                        .map_err(|e| named("metadata", e))?;
-                    Ok((metadata, None))
-                }
-                (None, None) => Err(wasmtime::format_err!("no interface to describe")),
-            }
-        });
-        let (metadata, tools) = described.map_err(|e| e.message().to_owned())?;
-        let tools = tools
-            .unwrap_or_default()
-            .into_iter()
-            .map(convert::spec_from_wit)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok((convert::metadata_from_wit(metadata), tools))
     }
 }

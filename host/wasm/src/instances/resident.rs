@@ -8,7 +8,7 @@
 //! Python example 192 in 147, so every fresh call faulted 80 to 215 pages back (docs/performance.md,
 //! "Python and JavaScript plugins").
 //!
-//! Before a finished store is dropped (`crate::warm`, on the background thread), [`Image::keep_written_resident`]
+//! Before a finished store is dropped (`super::recycler`, on the background thread), [`Image::keep_written_resident`]
 //! looks at the memory slots that hold the plugin's memory image (the `rw-p` mappings of its cached `.cwasm` file in
 //! `/proc/self/maps`, with the anonymous memory around them: the slot's accessible memory) and, where a slot has
 //! more than [`MAX_RUNS`] runs of written pages, merges them: the smallest gaps between runs are faulted in for
@@ -30,8 +30,9 @@
 // Off Linux only the types are used (nothing is scanned).
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]
 
-use std::path::Path;
 use std::sync::Mutex;
+
+use crate::cache::FileId;
 
 /// Runs of written pages wasmtime's reset keeps (its `MAX_REGIONS`).
 pub(crate) const MAX_RUNS: usize = 32;
@@ -39,31 +40,6 @@ pub(crate) const MAX_RUNS: usize = 32;
 /// How many of the slots already merged are scanned again at each drop, in turn: a call may write pages outside
 /// the runs its slot kept, and which slot the finished store held is not known (wasmtime does not say).
 const RESCANS: usize = 1;
-
-/// A file, by device (major, minor) and inode, as `/proc/self/maps` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct FileId(u32, u32, u64);
-
-impl FileId {
-    /// The file at `path` now (none where that cannot be known, or off Linux).
-    pub(crate) fn of(path: &Path) -> Option<FileId> {
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::fs::MetadataExt;
-            let meta = std::fs::metadata(path).ok()?;
-            Some(FileId(
-                libc::major(meta.dev()),
-                libc::minor(meta.dev()),
-                meta.ino(),
-            ))
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = path;
-            None
-        }
-    }
-}
 
 /// A plugin's memory image, mapped from its cached `.cwasm` file, and the slots holding it whose runs were
 /// merged already.
@@ -186,7 +162,7 @@ mod linux {
     use std::os::fd::AsRawFd;
     use std::sync::OnceLock;
 
-    use super::FileId;
+    use crate::cache::FileId;
 
     /// `PAGE_IS_WRITTEN`, `PAGE_IS_FILE`, `PAGE_IS_PRESENT`, `PAGE_IS_PFNZERO` (linux/fs.h).
     const WRITTEN: u64 = 1 << 1;
