@@ -104,7 +104,7 @@ async fn run() {
                 .map(|_| {
                     let started = Instant::now();
                     let plugin = host.load_bytes(Path::new(name), bytes).unwrap();
-                    assert_eq!(plugin.origin, toolwright::wasm::Origin::Cached);
+                    assert_eq!(plugin.compilation, toolwright::wasm::Compilation::Cached);
                     started.elapsed()
                 })
                 .collect(),

@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use toolwright::toolset::{LoadError, Toolset, ToolsetOptions};
 use toolwright::trust::TrustError;
-use toolwright::wasm::{Origin, PluginError, PluginHost};
+use toolwright::wasm::{Compilation, PluginError, PluginHost};
 use toolwright::{AssistantMessage, EventLog, Pipeline, ToolCall};
 use toolwright_tests::golden::test_cache_dir;
 
@@ -178,7 +178,7 @@ fn a_second_start_loads_compiled_plugins_and_their_metadata_from_the_cache() {
         .unwrap()
         .load_bytes(&path, bytes)
         .unwrap();
-    assert_eq!(first.origin, Origin::Compiled);
+    assert_eq!(first.compilation, Compilation::Compiled);
     let cached = cached_components(cache.path());
     assert_eq!(cached.len(), 1, "one compiled component in the cache: {cached:?}");
     let meta = cached[0].with_extension("meta.json");
@@ -188,7 +188,7 @@ fn a_second_start_loads_compiled_plugins_and_their_metadata_from_the_cache() {
         .unwrap()
         .load_bytes(&path, bytes)
         .unwrap();
-    assert_eq!(second.origin, Origin::Cached);
+    assert_eq!(second.compilation, Compilation::Cached);
     assert_eq!(second.metadata, first.metadata);
     assert_eq!(second.tools, first.tools);
     drop(second);
@@ -198,7 +198,10 @@ fn a_second_start_loads_compiled_plugins_and_their_metadata_from_the_cache() {
         .unwrap()
         .load_bytes(&path, bytes)
         .unwrap();
-    assert_eq!((third.origin, &third.tools), (Origin::Cached, &first.tools));
+    assert_eq!(
+        (third.compilation, &third.tools),
+        (Compilation::Cached, &first.tools)
+    );
     drop(third);
     // A corrupt cache entry is not trusted blindly: it is recompiled.
     std::fs::write(&cached[0], b"garbage").unwrap();
@@ -206,7 +209,7 @@ fn a_second_start_loads_compiled_plugins_and_their_metadata_from_the_cache() {
         .unwrap()
         .load_bytes(&path, bytes)
         .unwrap();
-    assert_eq!(fourth.origin, Origin::Compiled);
+    assert_eq!(fourth.compilation, Compilation::Compiled);
     // Pruning takes the metadata with the component.
     assert_eq!(toolwright::wasm::clear_cache(cache.path()).unwrap().0, 1);
     assert!(std::fs::read_dir(cache.path()).unwrap().next().is_none());
@@ -236,7 +239,7 @@ fn a_plugin_file_seen_before_is_known_by_its_stamp_and_any_write_to_it_is_seen()
     let guard_digest = load().unwrap().sha256();
     std::fs::write(&file, wordcount).unwrap();
     let first = load().unwrap();
-    assert_eq!(first.origin, Origin::Compiled);
+    assert_eq!(first.compilation, Compilation::Compiled);
     assert!(
         memos().is_empty(),
         "a file changed within the second is not known by its stamp yet"
@@ -247,7 +250,10 @@ fn a_plugin_file_seen_before_is_known_by_its_stamp_and_any_write_to_it_is_seen()
     let memo = memos();
     assert_eq!(memo.len(), 1, "{memo:?}");
     let second = load().unwrap();
-    assert_eq!((second.origin, second.sha256()), (Origin::Cached, first.sha256()));
+    assert_eq!(
+        (second.compilation, second.sha256()),
+        (Compilation::Cached, first.sha256())
+    );
     // The remembered digest is what the load goes by, not the file's bytes: a memo claiming the guard's digest
     // for this stamp loads the guard (the cache directory is as trusted as the compiled code in it).
     let text = std::fs::read_to_string(&memo[0]).unwrap();
@@ -281,7 +287,7 @@ async fn a_mapped_cache_entry_replaced_or_removed_under_a_running_plugin_does_no
     );
     let host = PluginHost::new(Some(cache.path().to_path_buf())).unwrap();
     let plugin = host.load_bytes(&path, bytes).unwrap();
-    assert_eq!(plugin.origin, Origin::Cached, "mapped from the cache");
+    assert_eq!(plugin.compilation, Compilation::Cached, "mapped from the cache");
     let entry = cached_components(cache.path()).remove(0);
     let tools: Vec<_> = plugin
         .tool_definitions(&toolwright::wasm::WasmGrants::none(ws.path()))
@@ -355,14 +361,14 @@ async fn a_cached_plugin_links_at_its_first_call_and_a_broken_entry_is_rebuilt_f
             .unwrap()
     };
     let first = load();
-    assert_eq!(first.origin, Origin::Compiled);
+    assert_eq!(first.compilation, Compilation::Compiled);
     let expected = count_words(&first, ws.path()).await;
     assert!(!expected.0, "{expected:?}");
     let entry = cached_components(cache.path()).remove(0);
     // Loaded from its cached description alone: the entry is not mapped until the first call, which finds it
     // broken and compiles the file again.
     let second = load();
-    assert_eq!(second.origin, Origin::Cached);
+    assert_eq!(second.compilation, Compilation::Cached);
     replace(&entry, b"garbage");
     assert_eq!(count_words(&second, ws.path()).await, expected);
     assert!(

@@ -189,7 +189,7 @@ impl Toolset {
             .builtins
             .as_ref()
             .filter(|section| section.grants())
-            .map(|section| BuiltinGrants::decide(section, &options.cwd, &host));
+            .map(|section| BuiltinGrants::open(section, &options.cwd, &host));
         // Every built-in has its slot in pi's order, native or wasm.
         let builtins = match options.builtins {
             BuiltinMode::Native => {
@@ -303,11 +303,16 @@ impl Toolset {
         };
         // A wasm built-in's work is short when its native twin's is (never a third party's tool: it may stream or
         // call tools).
-        grants.in_place = is_builtin
+        grants.work = if is_builtin
             && plugin
                 .tools
                 .iter()
-                .all(|t| crate::builtins::work(&t.name) == crate::pipeline::Work::Short);
+                .all(|t| crate::builtins::work(&t.name) == crate::pipeline::Work::Short)
+        {
+            crate::pipeline::Work::Short
+        } else {
+            crate::pipeline::Work::Relaying
+        };
         if let Some(mib) = self.policy.limits.result_mib {
             grants.result_cap = mib_bytes(mib);
         }
@@ -328,7 +333,7 @@ impl Toolset {
         let name = &plugin.metadata.name;
         let entry = identity::policy_for(&self.policy, name, identity.location);
         identity.pin = identity::pin_status(entry.as_ref(), &identity.sha256);
-        let effective = identity::decide(
+        let effective = identity::grants_for(
             name,
             &plugin.metadata.capabilities,
             &self.policy,

@@ -5,7 +5,7 @@
 //! ## Map
 //!
 //! - [`identity`]: where a plugin came from ([`PluginLocation`](identity::PluginLocation)), its digest and pin,
-//!   which policy entry applies to it, what it is granted ([`identity::decide`]), and which of two plugins of one
+//!   which policy entry applies to it, what it is granted ([`identity::grants_for`]), and which of two plugins of one
 //!   name is kept ([`identity::dedupe`]).
 //! - [`lock`]: `toolwright.lock`, what the user approved of each installed plugin, and what changed since.
 //! - `approval`: the lockfiles in force ([`Locks`]) and how a plugin stands with its own ([`Approval`]): a

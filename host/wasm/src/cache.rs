@@ -166,7 +166,7 @@ pub fn digest(bytes: &[u8]) -> Digest {
 
 /// How a component was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
+pub enum Compilation {
     /// Loaded precompiled from the cache.
     Cached,
     /// Compiled now (and written to the cache).
@@ -228,10 +228,10 @@ impl ComponentCache {
         engine: &Engine,
         bytes: &[u8],
         digest: &Digest,
-    ) -> wasmtime::Result<(Component, Origin)> {
+    ) -> wasmtime::Result<(Component, Compilation)> {
         match self.cached(engine, digest) {
-            Some(component) => Ok((component, Origin::Cached)),
-            None => Ok((self.compile(engine, bytes, digest)?, Origin::Compiled)),
+            Some(component) => Ok((component, Compilation::Cached)),
+            None => Ok((self.compile(engine, bytes, digest)?, Compilation::Compiled)),
         }
     }
 

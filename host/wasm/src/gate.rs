@@ -38,8 +38,8 @@ pub(crate) struct Entry {
     /// Whether an idle instance may serve it and it may leave its instance for the next, when the grants say
     /// `instance = "reuse"` (tool executions and the handler hooks; never a description or a rendering).
     pub reusable: bool,
-    /// A built-in's short call, wherever it is placed (see [`WasmGrants::in_place`]).
-    pub inline: bool,
+    /// A built-in's short call, wherever it is placed (see [`WasmGrants::work`]).
+    pub short: bool,
 }
 
 impl Entry {
@@ -51,7 +51,7 @@ impl Entry {
             updates: CallSink::discard(),
             session: None,
             reusable: false,
-            inline: false,
+            short: false,
         }
     }
 }
@@ -75,7 +75,7 @@ pub(crate) fn enter<T>(
 /// The gate's asynchronous side: the slot is awaited (ending with the call's cancellation, so a nested call
 /// queued behind its own ancestors is released by them), then the call runs where its
 /// [`Placement`](toolwright_core::pipeline::Placement) says: right here when it runs alone (no thread hop),
-/// else on a short-work thread for a built-in ([`WasmGrants::in_place`]) or on a blocking thread.
+/// else on a short-work thread for a built-in ([`WasmGrants::work`]) or on a blocking thread.
 pub(crate) async fn enter_async<T: Send + 'static, P: Maker + 'static>(
     plugin: &Arc<P>,
     grants: Arc<WasmGrants>,
@@ -94,15 +94,11 @@ pub(crate) async fn enter_async<T: Send + 'static, P: Maker + 'static>(
     // goes to a short-work thread, as its native twin does: a thousand at once do not each wake (or start) a
     // thread of tokio's blocking pool. (A third party's may wait for its nested calls: it takes a thread of
     // its own.)
-    let placement = Placement::of(if grants.in_place {
-        Work::Short
-    } else {
-        Work::Relaying
-    });
+    let placement = Placement::of(grants.work);
     let here = placement == Placement::Here;
     let mut entry = entry;
-    if grants.in_place {
-        entry.inline = true;
+    if grants.work == Work::Short {
+        entry.short = true;
         entry.session = None;
     }
     // A tool execution or a hook takes an idle instance of the plugin's pool when one waits: a spare (made
@@ -154,7 +150,7 @@ fn run<T>(
         updates,
         session,
         reusable: _,
-        inline,
+        short,
     } = entry;
     let call = Call {
         cancel: cancel.clone(),
@@ -174,7 +170,7 @@ fn run<T>(
             Unmade::Start(e, stderr) => with_stderr(describe_trap(name, &e, grants), &stderr),
             Unmade::Failed(e) => fault(name, "cannot instantiate", &e),
         })?;
-    lease.store.data_mut().call.inline = inline;
+    lease.store.data_mut().call.short = short;
     let outcome = body(&mut lease.store, &lease.instance);
     lease.store.data().flush_output();
     let (result, ending) = match outcome {

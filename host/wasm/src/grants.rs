@@ -60,7 +60,7 @@ pub struct WasmGrants {
     /// update the queue has no room for is dropped, never waited for, and nested calls are refused. (Every
     /// plugin's call that runs alone is placed on the thread that polls its batch:
     /// [`Placement::of`](toolwright_core::pipeline::Placement::of).)
-    pub in_place: bool,
+    pub work: toolwright_core::pipeline::Work,
     /// Which tools its nested calls may reach, and under whose authority they run.
     pub calls: Calls,
     /// As a `tool_call` handler: the tools whose arguments it may rewrite (`*`: any). It may block any call.
@@ -253,7 +253,7 @@ impl WasmGrants {
             network_deny: Arc::default(),
             result_cap: DEFAULT_RESULT_CAP,
             reuse: None,
-            in_place: false,
+            work: toolwright_core::pipeline::Work::Relaying,
             calls: Calls::Own(Vec::new()),
             rewrite: Vec::new(),
         }
@@ -298,7 +298,7 @@ impl WasmGrants {
             network_deny: Arc::default(),
             result_cap: DEFAULT_RESULT_CAP,
             reuse: None,
-            in_place: false,
+            work: toolwright_core::pipeline::Work::Relaying,
             calls: Calls::Inherit,
             rewrite: Vec::new(),
         }

@@ -266,7 +266,7 @@ async fn tool_call(
         cancel,
         updates,
         reusable: true,
-        inline: false,
+        short: false,
         ..Entry::bare("tool_call")
     };
     let inner = plugin.clone();
@@ -299,7 +299,7 @@ async fn tool_result(
         cancel,
         updates,
         reusable: true,
-        inline: false,
+        short: false,
         ..Entry::bare("tool_result")
     };
     let inner = plugin.clone();

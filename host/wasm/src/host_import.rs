@@ -41,7 +41,7 @@ impl host::Host for PluginState {
                 toolwright_core::pipeline::flush_owed(&runtime);
                 true
             }
-            Ok(runtime) if !call.inline => call.updates.update_blocking(&runtime, result, call.stopped()),
+            Ok(runtime) if !call.short => call.updates.update_blocking(&runtime, result, call.stopped()),
             // In place nothing consumes updates until the call returns: one with no room is dropped.
             _ => {
                 call.updates.update(result);

@@ -79,7 +79,7 @@ use toolwright_sdk::{PluginMetadata, ToolSpec};
 
 pub use budget::{DEFAULT_HOST_MEMORY, DEFAULT_RESULT_CAP, MemoryBudget};
 pub use cache::{
-    CacheEntry, ComponentCache, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, Digest, FileStamp, Origin,
+    CacheEntry, Compilation, ComponentCache, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, Digest, FileStamp,
     clear as clear_cache, default_dir as default_cache_dir, entries as cache_entries,
     max_bytes as cache_max_bytes, prune as prune_cache,
 };
@@ -139,7 +139,7 @@ pub struct Plugin {
     /// Whether it exports the handler interface.
     pub is_handler: bool,
     /// Whether its compiled code came from the cache.
-    pub origin: Origin,
+    pub compilation: Compilation,
     /// How long loading took (compiling or reading the cache, and describing itself; not a link deferred to
     /// the first call, see [`Plugin::prepare`]).
     pub load_time: std::time::Duration,
@@ -296,11 +296,11 @@ impl PluginHost {
                 ..
             },
             linked,
-            origin,
+            compilation,
         ) = match described {
-            Some(described) => (described, std::sync::OnceLock::new(), Origin::Cached),
+            Some(described) => (described, std::sync::OnceLock::new(), Compilation::Cached),
             None => {
-                let (linked, origin) = link(runtime, path, lent, digest)?;
+                let (linked, compilation) = link(runtime, path, lent, digest)?;
                 let is_handler = linked.handler.is_some();
                 let describing = inner(std::sync::OnceLock::from(Ok(linked)), path.display().to_string());
                 let (metadata, tools) =
@@ -315,7 +315,7 @@ impl PluginHost {
                     handler: is_handler,
                 };
                 runtime.cache.store_metadata(digest, &described);
-                (described, describing.linked, origin)
+                (described, describing.linked, compilation)
             }
         };
         validate(&metadata, &tools).map_err(|message| PluginError::Metadata {
@@ -328,7 +328,7 @@ impl PluginHost {
             metadata,
             tools,
             is_handler: handler,
-            origin,
+            compilation,
             load_time: started.elapsed(),
         })
     }

@@ -283,7 +283,7 @@ impl PluginInner {
             env: grants.env.clone(),
             deadline: grants.timeout.map(|t| (Instant::now() + t, t)),
             session,
-            inline: false,
+            short: false,
         }
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use wasmtime::component::{InstancePre, Linker};
 
 use crate::bindings;
-use crate::cache::{self, ComponentCache, Digest, FileId, FileStamp, Origin};
+use crate::cache::{self, Compilation, ComponentCache, Digest, FileId, FileStamp};
 use crate::engine;
 use crate::error::PluginError;
 use crate::state::PluginState;
@@ -65,13 +65,13 @@ pub(crate) fn link(
     path: &Path,
     bytes: Option<&[u8]>,
     digest: &Digest,
-) -> Result<(Linked, Origin), PluginError> {
+) -> Result<(Linked, Compilation), PluginError> {
     let engine = runtime.engine.engine();
-    let (component, origin, image) = match runtime.cache.mapped(engine, digest) {
+    let (component, compilation, image) = match runtime.cache.mapped(engine, digest) {
         Some((component, file)) => {
             // Merging written runs only helps a reset by the pages PAGEMAP_SCAN finds (`crate::instances::resident`).
             let file = file.filter(|_| runtime.engine.pagemap_scan());
-            (component, Origin::Cached, file)
+            (component, Compilation::Cached, file)
         }
         None => {
             let read;
@@ -96,7 +96,7 @@ pub(crate) fn link(
                         message: format!("{e:#}"),
                     })?;
             // Compiled here: its memory image is anonymous memory, not a file's (`resident`).
-            (component, Origin::Compiled, None)
+            (component, Compilation::Compiled, None)
         }
     };
     let incompatible = |message: String| PluginError::Incompatible {
@@ -121,7 +121,7 @@ pub(crate) fn link(
             handler,
             image,
         },
-        origin,
+        compilation,
     ))
 }
 

@@ -45,9 +45,9 @@ pub struct CallEnv {
     /// for a call placed here).
     pub session: Option<ToolContext>,
     /// A built-in's short call, on the thread that polls its batch or on a short-work thread
-    /// ([`WasmGrants::in_place`](crate::WasmGrants)): an update never waits for room, and it makes no nested calls.
+    /// ([`WasmGrants::work`](crate::WasmGrants)): an update never waits for room, and it makes no nested calls.
     /// (Any other call placed here hands its updates on itself: `toolwright_core::pipeline::runs_here`.)
-    pub inline: bool,
+    pub short: bool,
 }
 
 impl CallEnv {

@@ -126,7 +126,7 @@ async fn execute(
         updates: run.updates,
         session,
         reusable: true,
-        inline: false,
+        short: false,
     };
     let (inner, call_grants) = (plugin.clone(), grants.clone());
     let call_id = run.call_id;

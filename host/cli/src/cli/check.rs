@@ -164,7 +164,7 @@ pub fn check(file: &Path, cache_dir: Option<PathBuf>) -> Value {
     report["version"] = json!(m.version);
     report["description"] = json!(m.description);
     report["kind"] = json!(if plugin.is_handler { "handler" } else { "tool" });
-    report["compiled"] = json!(plugin.origin == toolwright::wasm::Origin::Compiled);
+    report["compiled"] = json!(plugin.compilation == toolwright::wasm::Compilation::Compiled);
     report["loadMs"] = json!(started.elapsed().as_secs_f64() * 1000.0);
     report["tools"] = plugin
         .tools

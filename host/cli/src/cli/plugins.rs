@@ -118,7 +118,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
                     "decisions": grants,
                     "limits": limits,
                     "programs": programs,
-                    "cached": p.origin == toolwright::wasm::Origin::Cached,
+                    "cached": p.compilation == toolwright::wasm::Compilation::Cached,
                     "loadMs": p.load_time.as_secs_f64() * 1000.0,
                 })
             })
@@ -164,9 +164,9 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
     // own or rewrites the ones around it.
     for p in &toolset.plugins {
         let m = &p.metadata;
-        let origin = match p.origin {
-            toolwright::wasm::Origin::Cached => "from the cache",
-            toolwright::wasm::Origin::Compiled => "compiled",
+        let origin = match p.compilation {
+            toolwright::wasm::Compilation::Cached => "from the cache",
+            toolwright::wasm::Compilation::Compiled => "compiled",
         };
         writeln!(
             out,

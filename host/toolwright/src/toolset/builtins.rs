@@ -62,7 +62,7 @@ pub fn native_builtins(
         .builtins
         .as_ref()
         .filter(|section| section.grants())
-        .map(|section| BuiltinGrants::decide(section, &options.cwd, host));
+        .map(|section| BuiltinGrants::open(section, &options.cwd, host));
     native_builtins_granted(options, granted.as_ref(), host, mutations)
 }
 
@@ -130,7 +130,7 @@ pub(crate) struct BuiltinGrants {
 }
 
 impl BuiltinGrants {
-    pub(crate) fn decide(section: &PluginPolicy, cwd: &Path, host: &HostEnv) -> Self {
+    pub(crate) fn open(section: &PluginPolicy, cwd: &Path, host: &HostEnv) -> Self {
         let cwd_text = toolwright_sdk::paths::normalize(&cwd.to_string_lossy());
         let effective = crate::policy::intersect_granted(section, &cwd_text, host.home.as_deref());
         let dirs: Vec<Grant> = effective

@@ -91,12 +91,12 @@ pub(super) fn load(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> 
         background::forget_removed();
     }
     // Each file loads now, or compiles in the background (its outcome taken by a later load).
-    let mut slots: Vec<Slot> = sources.iter().map(|_| Slot::Load).collect();
+    let mut slots: Vec<Loading> = sources.iter().map(|_| Loading::Load).collect();
     for (path, location) in files {
         slots.push(match defer(options, &host, locks, &path, location) {
-            Some(Start::Deferred(plugin)) => Slot::Deferred(plugin),
-            Some(Start::Ended(outcome)) => Slot::Ended(outcome),
-            None => Slot::Load,
+            Some(Start::Deferred(plugin)) => Loading::Deferred(plugin),
+            Some(Start::Ended(outcome)) => Loading::Ended(outcome),
+            None => Loading::Load,
         });
         locations.push(location);
         sources.push((path, None));
@@ -104,16 +104,16 @@ pub(super) fn load(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> 
     let to_load: Vec<(PathBuf, Option<crate::wasm::Embedded>)> = sources
         .iter()
         .zip(&slots)
-        .filter(|(_, slot)| matches!(slot, Slot::Load))
+        .filter(|(_, slot)| matches!(slot, Loading::Load))
         .map(|(source, _)| source.clone())
         .collect();
     let mut fresh = host.load_all(&to_load).into_iter();
     for slot in &mut slots {
-        if matches!(slot, Slot::Load) {
+        if matches!(slot, Loading::Load) {
             let outcome = fresh
                 .next()
                 .unwrap_or_else(|| unreachable!("load_all gives one outcome per source"));
-            *slot = Slot::Ended(outcome);
+            *slot = Loading::Ended(outcome);
         }
     }
     // Which tool a name means never changes while a session runs: a plugin whose tool takes a name the toolset
@@ -130,32 +130,32 @@ pub(super) fn load(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> 
         names.insert(plugin.metadata.name.clone());
     };
     for slot in &slots {
-        if let Slot::Ended(Ok(plugin)) = slot {
+        if let Loading::Ended(Ok(plugin)) = slot {
             take(plugin, &mut taken, &mut names);
         }
     }
     loop {
         let clashing = slots.iter().position(|slot| {
-            matches!(slot, Slot::Deferred(d)
+            matches!(slot, Loading::Deferred(d)
                 if d.tools.iter().any(|t| taken.contains(t)) || names.contains(&d.name))
         });
         let Some(at) = clashing else { break };
-        let Slot::Deferred(plugin) = std::mem::replace(&mut slots[at], Slot::Load) else {
+        let Loading::Deferred(plugin) = std::mem::replace(&mut slots[at], Loading::Load) else {
             unreachable!("found above")
         };
         let outcome = plugin.finish(&host);
         if let Ok(plugin) = &outcome {
             take(plugin, &mut taken, &mut names);
         }
-        slots[at] = Slot::Ended(outcome);
+        slots[at] = Loading::Ended(outcome);
     }
     let mut deferred = Vec::new();
     let mut loaded = Vec::new();
     for (slot, location) in slots.into_iter().zip(locations) {
         match slot {
-            Slot::Deferred(plugin) => deferred.push(plugin),
-            Slot::Ended(outcome) => loaded.push((outcome.map_err(LoadError::from), location)),
-            Slot::Load => unreachable!("every slot to load was loaded"),
+            Loading::Deferred(plugin) => deferred.push(plugin),
+            Loading::Ended(outcome) => loaded.push((outcome.map_err(LoadError::from), location)),
+            Loading::Load => unreachable!("every slot to load was loaded"),
         }
     }
     let (kept, errors) = identity::dedupe(loaded);
@@ -170,7 +170,7 @@ pub(super) fn load(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> 
 }
 
 /// Where one plugin's outcome comes from, while the toolset loads.
-enum Slot {
+enum Loading {
     /// It loads now (or from the cache).
     Load,
     /// It loaded, or failed to.

@@ -156,7 +156,7 @@ pub fn pin_status(policy: Option<&PluginPolicy>, sha256: &str) -> PinStatus {
 /// What the plugin `name` (from `identity`) gets of its `requests` under `policy` (from [`policy_for`]): the
 /// intersection as [`crate::policy::intersect`] computes it, nothing but the restrictions when a pin does not
 /// match, and refusals that say why a grant of the trusted files does not reach a project's plugin.
-pub fn decide(
+pub fn grants_for(
     name: &str,
     requests: &[CapabilityRequest],
     policy: &Policy,
@@ -285,7 +285,7 @@ mod tests {
         let user = policy_for(&p, "x", PluginLocation::User).unwrap();
         assert_eq!(user.read, ["./secret", "./data"]);
 
-        let e = decide(
+        let e = grants_for(
             "x",
             &read_dot(),
             &policy("[plugins.x]\nread = [\"./secret\"]\n", ""),
@@ -302,7 +302,7 @@ mod tests {
                  directory or a --plugins directory"
             )
         );
-        let e = decide(
+        let e = grants_for(
             "x",
             &read_dot(),
             &policy("[plugins.x]\nread = [\"./secret\"]\n", ""),
@@ -334,7 +334,7 @@ mod tests {
             &format!("[plugins.x]\nread = [\".\"]\nsha256 = \"{}\"\n", "AB".repeat(32)),
             "",
         );
-        let e = decide(
+        let e = grants_for(
             "x",
             &read_dot(),
             &p,
@@ -355,7 +355,7 @@ mod tests {
                 .as_str()
             )
         );
-        let e = decide(
+        let e = grants_for(
             "x",
             &read_dot(),
             &p,
