@@ -30,6 +30,7 @@ fn session(cwd: &Path, tools: &[&str], timeout: Duration) -> Session {
     toolset.codemode = Some(toolwright::codemode::definition(CodemodeOptions {
         cwd: cwd.to_owned(),
         cache_dir: Some(cache_dir()),
+        hosts: options.hosts.clone(),
         timeout: Some(timeout),
         settings: Default::default(),
     }));

@@ -99,6 +99,7 @@ fn open(scenario: &Value, cwd: &Path) -> Harness {
     toolset.codemode = Some(toolwright::codemode::definition(CodemodeOptions {
         cwd: cwd.to_owned(),
         cache_dir: Some(cache),
+        hosts: options.hosts.clone(),
         timeout: Some(Duration::from_secs(60)),
         settings: settings(scenario),
     }));

@@ -1150,3 +1150,30 @@ async fn no_process_outlives_its_call_not_even_in_a_new_session() {
         assert_gone(&pids(&s.path("out/pids"), 2), case).await;
     }
 }
+
+#[test]
+fn a_reloaded_toolset_shares_its_plugin_host_and_another_embedders_does_not() {
+    use toolwright::toolset::BuiltinMode;
+    let ws = tempfile::tempdir().unwrap();
+    let mut options = ToolsetOptions::bare(ws.path());
+    options.builtins = BuiltinMode::Wasm;
+    options.cache_dir = Some(test_cache_dir());
+    let first = Toolset::load(&options).unwrap();
+    let reload = Toolset::load(&options.clone()).unwrap();
+    let (Some(a), Some(b)) = (&first.host, &reload.host) else {
+        panic!("wasm built-ins load into a plugin host");
+    };
+    assert!(
+        std::sync::Arc::ptr_eq(a, b),
+        "one runtime for a toolset and its reloads"
+    );
+    let other = Toolset::load(&ToolsetOptions {
+        hosts: Default::default(),
+        ..options.clone()
+    })
+    .unwrap();
+    assert!(
+        !std::sync::Arc::ptr_eq(a, other.host.as_ref().unwrap()),
+        "hosts are owned by whoever holds the options, not by the process"
+    );
+}

@@ -39,6 +39,9 @@ pub struct CodemodeOptions {
     pub cwd: PathBuf,
     /// The compiled-component cache.
     pub cache_dir: Option<PathBuf>,
+    /// Where its plugin host comes from: share the toolset's (its options' [`crate::Hosts`]) so that one runtime
+    /// serves both.
+    pub hosts: crate::Hosts,
     /// The wall-clock limit of one script, nested calls included (none: only cancellation stops it). A script's
     /// own `timeout_ms` shortens it.
     pub timeout: Option<Duration>,
@@ -52,6 +55,7 @@ impl CodemodeOptions {
         CodemodeOptions {
             cwd: cwd.into(),
             cache_dir: Some(crate::default_cache_dir()),
+            hosts: crate::Hosts::default(),
             timeout: Some(crate::DEFAULT_TIMEOUT),
             settings: Settings::default(),
         }
@@ -170,7 +174,9 @@ impl Component {
             let (bytes, digest) = crate::components::CODEMODE
                 .zip(crate::components::CODEMODE_DIGEST)
                 .ok_or("codemode is not available: this build skipped the wasm components")?;
-            let host = PluginHost::shared(self.options.cache_dir.clone()).map_err(|e| e.to_string())?;
+            let host = (self.options.hosts)
+                .get(self.options.cache_dir.clone())
+                .map_err(|e| e.to_string())?;
             let plugin = host
                 .load_embedded(Path::new("builtin:codemode"), bytes, &digest)
                 .map_err(|e| format!("cannot load the codemode component: {e}"))?;

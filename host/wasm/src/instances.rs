@@ -157,6 +157,7 @@ pub(crate) struct Instances {
     pools: Arc<Pools>,
     recycler: recycler::Recycler,
     reclaim: Reclaim,
+    pages: resident::PageMap,
 }
 
 impl Instances {
@@ -169,7 +170,13 @@ impl Instances {
             recycler: recycler::Recycler::new(pools.clone()),
             reclaim: Arc::new(move |spares_only| idle.drop_idle(spares_only)),
             pools,
+            pages: resident::PageMap::open(),
         }
+    }
+
+    /// This process's page map, as the host opened it.
+    pub(crate) fn pages(&self) -> &resident::PageMap {
+        &self.pages
     }
 
     /// An empty pool for one of the host's plugins.

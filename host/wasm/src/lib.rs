@@ -35,9 +35,9 @@
 //!
 //! State that lives longer than a call has an owner: a [`PluginHost`] owns its engines, its cache and its
 //! instances (with their counts and the recycler's thread); a plugin owns its pool and its opened directories.
-//! Nothing in this crate is process-wide and mutable but what a unit test lists with its reason
-//! (`tests::ALLOWED_STATICS`): the registry of the process's hosts ([`PluginHost::shared`], held weakly), and
-//! a probe of the kernel made once. Threads: each engine's epoch thread (it ends with the engine), and each
+//! Nothing in this crate is process-wide and mutable (a unit test, `tests::no_process_wide_mutable_state`,
+//! reads the sources): hosts are shared through a [`Hosts`] the embedder owns (the facade's toolset options
+//! hold one), and each host probes the kernel's page map itself. Threads: each engine's epoch thread (it ends with the engine), and each
 //! host's recycler (it ends with the host).
 //!
 //! ## Features
@@ -158,6 +158,40 @@ impl std::fmt::Debug for Plugin {
 /// A component embedded in the program and its SHA-256, computed when it was built.
 pub type Embedded = (&'static [u8], Digest);
 
+/// The plugin hosts of whoever holds a clone (a toolset's options and those of its reloads, the codemode they
+/// load), one per cache directory, each made on first need and kept while anything holds it: one engine, one
+/// epoch thread and one bound on live instances for all of them (DESIGN §5), so a reloaded toolset does not
+/// start a second runtime beside the first. Owned, not process-wide: two embedders' hosts stay apart.
+#[derive(Clone, Default)]
+pub struct Hosts(Arc<std::sync::Mutex<Vec<HostOf>>>);
+
+/// A host and the cache directory it was made for.
+type HostOf = (Option<PathBuf>, std::sync::Weak<PluginHost>);
+
+impl std::fmt::Debug for Hosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hosts").finish_non_exhaustive()
+    }
+}
+
+impl Hosts {
+    /// The host for `cache_dir`: the one a clone made and something still holds, or a new one.
+    pub fn get(&self, cache_dir: Option<PathBuf>) -> Result<Arc<PluginHost>, PluginError> {
+        let mut hosts = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        hosts.retain(|(_, host)| host.strong_count() > 0);
+        if let Some(host) = hosts
+            .iter()
+            .find(|(dir, _)| *dir == cache_dir)
+            .and_then(|(_, host)| host.upgrade())
+        {
+            return Ok(host);
+        }
+        let host = Arc::new(PluginHost::new(cache_dir.clone())?);
+        hosts.push((cache_dir, Arc::downgrade(&host)));
+        Ok(host)
+    }
+}
+
 impl PluginHost {
     /// A runtime caching compiled components in `cache_dir` (none: compile every time).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
@@ -182,26 +216,6 @@ impl PluginHost {
     pub fn with_load_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.load_timeout = timeout;
         self
-    }
-
-    /// The process's plugin host for `cache_dir`, made on first need and shared while anything holds it: one
-    /// engine, one epoch thread and one bound on live instances for every toolset and codemode of the process
-    /// (DESIGN §5), so a reloaded toolset does not start a second runtime beside the first.
-    pub fn shared(cache_dir: Option<PathBuf>) -> Result<Arc<PluginHost>, PluginError> {
-        static HOSTS: std::sync::Mutex<Vec<(Option<PathBuf>, std::sync::Weak<PluginHost>)>> =
-            std::sync::Mutex::new(Vec::new());
-        let mut hosts = HOSTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        hosts.retain(|(_, host)| host.strong_count() > 0);
-        if let Some(host) = hosts
-            .iter()
-            .find(|(dir, _)| *dir == cache_dir)
-            .and_then(|(_, host)| host.upgrade())
-        {
-            return Ok(host);
-        }
-        let host = Arc::new(PluginHost::new(cache_dir.clone())?);
-        hosts.push((cache_dir, Arc::downgrade(&host)));
-        Ok(host)
     }
 
     /// Load the plugin in `bytes` (`path` names it in errors and listings).

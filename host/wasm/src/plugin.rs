@@ -163,7 +163,7 @@ impl Maker for PluginInner {
             return;
         };
         if let Some(image) = self.image.get_or_init(|| linked.image.map(Image::new)) {
-            image.keep_written_resident();
+            image.keep_written_resident(self.instances.pages());
         }
     }
 }

@@ -56,6 +56,11 @@ pub struct ToolsetOptions {
     /// only plugins whose `toolwright.lock` entry approved exactly their file and says they are no handler).
     /// Off: every plugin is loaded before the toolset is.
     pub compile_in_background: bool,
+    /// The plugin hosts this toolset loads into, shared with every toolset loaded from a clone of these options
+    /// (a reload) and with their codemode: one runtime, one bound on live instances (feature `wasm`). Set it to
+    /// another toolset's `options.hosts` to share that one's.
+    #[cfg(feature = "wasm")]
+    pub hosts: crate::wasm::Hosts,
 }
 
 impl ToolsetOptions {
@@ -90,6 +95,8 @@ impl ToolsetOptions {
             audit_log: None,
             require_project_trust: false,
             compile_in_background: false,
+            #[cfg(feature = "wasm")]
+            hosts: crate::wasm::Hosts::default(),
         }
     }
 }

@@ -62,8 +62,10 @@ pub(super) fn load(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> 
             deferred: Vec::new(),
         });
     }
-    let host =
-        PluginHost::shared(options.cache_dir.clone()).map_err(|e| ToolsetError::Runtime(e.to_string()))?;
+    let host = options
+        .hosts
+        .get(options.cache_dir.clone())
+        .map_err(|e| ToolsetError::Runtime(e.to_string()))?;
     if let Some(mib) = policy.limits.host_memory_mib {
         host.memory_budget().set_cap(mib_bytes(mib));
     }
@@ -236,6 +238,7 @@ pub(super) fn codemode(
         Some(crate::codemode::definition(crate::codemode::CodemodeOptions {
             cwd: options.cwd.clone(),
             cache_dir: options.cache_dir.clone(),
+            hosts: options.hosts.clone(),
             timeout: Some(crate::wasm::DEFAULT_TIMEOUT),
             settings: Settings { mode, inline_budget },
         }))

@@ -80,6 +80,20 @@ impl Merged {
     }
 }
 
+/// This process's page map, opened by each host once for [`Image::keep_written_resident`] (nothing where the
+/// kernel lacks `PAGEMAP_SCAN` or `MADV_POPULATE_WRITE`, or elsewhere than Linux).
+pub(crate) struct PageMap(#[cfg(target_os = "linux")] Option<linux::Scanner>);
+
+impl PageMap {
+    /// Probe the kernel and open the map.
+    pub(crate) fn open() -> PageMap {
+        PageMap(
+            #[cfg(target_os = "linux")]
+            linux::Scanner::open(),
+        )
+    }
+}
+
 impl Image {
     /// The image mapped from `file`.
     pub(crate) fn new(file: FileId) -> Image {
@@ -92,8 +106,8 @@ impl Image {
     /// Merge the runs of written pages in the memory slots that map this image (see the module): each slot
     /// once it maps it, and then one in turn at each call.
     #[cfg(target_os = "linux")]
-    pub(crate) fn keep_written_resident(&self) {
-        let Some(scanner) = linux::Scanner::get() else {
+    pub(crate) fn keep_written_resident(&self, pages: &PageMap) {
+        let Some(scanner) = &pages.0 else {
             return;
         };
         let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
@@ -129,7 +143,7 @@ impl Image {
 
     /// Elsewhere: nothing to do (wasmtime resets a slot by `madvise` or copying, not by written runs).
     #[cfg(not(target_os = "linux"))]
-    pub(crate) fn keep_written_resident(&self) {}
+    pub(crate) fn keep_written_resident(&self, _: &PageMap) {}
 }
 
 /// Which gaps between `runs` (sorted, disjoint `[start, end)` page numbers) to fill so that at most `max_runs`
@@ -160,7 +174,6 @@ mod linux {
     //! The two system calls and `/proc/self/maps`.
 
     use std::os::fd::AsRawFd;
-    use std::sync::OnceLock;
 
     use crate::cache::FileId;
 
@@ -222,25 +235,19 @@ mod linux {
 
     impl Scanner {
         /// The scanner, where the kernel knows both `PAGEMAP_SCAN` and `MADV_POPULATE_WRITE`.
-        pub(super) fn get() -> Option<&'static Scanner> {
-            static SCANNER: OnceLock<Option<Scanner>> = OnceLock::new();
-            SCANNER
-                .get_or_init(|| {
-                    // The advice is checked before the length: an empty range tells whether the kernel knows it
-                    // (EINVAL if not), whatever is mapped there.
-                    let page = page_size();
-                    // SAFETY: an empty range: nothing is touched.
-                    let known =
-                        unsafe { libc::madvise(page as *mut libc::c_void, 0, libc::MADV_POPULATE_WRITE) };
-                    if known != 0 {
-                        return None;
-                    }
-                    let file = std::fs::File::open("/proc/self/pagemap").ok()?;
-                    let scanner = Scanner(file);
-                    // A scan of nothing tells whether the kernel knows the request.
-                    scanner.scan(0, 0, &mut [Region::default(); 1]).map(|_| scanner)
-                })
-                .as_ref()
+        pub(super) fn open() -> Option<Scanner> {
+            // The advice is checked before the length: an empty range tells whether the kernel knows it (EINVAL
+            // if not), whatever is mapped there.
+            let page = page_size();
+            // SAFETY: an empty range: nothing is touched.
+            let known = unsafe { libc::madvise(page as *mut libc::c_void, 0, libc::MADV_POPULATE_WRITE) };
+            if known != 0 {
+                return None;
+            }
+            let file = std::fs::File::open("/proc/self/pagemap").ok()?;
+            let scanner = Scanner(file);
+            // A scan of nothing tells whether the kernel knows the request.
+            scanner.scan(0, 0, &mut [Region::default(); 1]).map(|_| scanner)
         }
 
         /// The written, present pages of `[start, end)` that are neither the zero page nor a file's (those are
@@ -395,7 +402,7 @@ mod linux {
 
         #[test]
         fn the_kernel_reports_the_pages_written_in_a_mapping_and_a_populated_gap_joins_two_runs() {
-            let Some(scanner) = Scanner::get() else {
+            let Some(scanner) = Scanner::open() else {
                 return; // a kernel before 6.7: nothing is done, nothing to check
             };
             let page = page_size();
