@@ -195,11 +195,76 @@ pub struct PluginPolicy {
     /// file that pins): a plugin whose file does not match every pin gets no grant.
     #[serde(default, deserialize_with = "one_pin")]
     pub sha256: Vec<String>,
+    /// `[builtins]` only: how the programs the built-in tools start (`bash`'s) are confined (default
+    /// [`SandboxMode::WorkspaceWrite`]).
+    #[serde(default)]
+    pub sandbox: Option<SandboxMode>,
+    /// `[builtins]` only: the paths the built-ins' programs may never read or write, even below a grant,
+    /// replacing [`DEFAULT_SECRETS`] (`[]`: none). `deny = { read = [...] }` refuses whole grants instead.
+    #[serde(default)]
+    pub secrets: Option<Vec<String>>,
     /// Whether a file's section names a grant or denial key (`read`, `write`, `spawn`, `env`, `network`,
     /// `deny`), even with an empty list: `read = []` says "nothing", which an absent key does not.
     #[serde(skip)]
     pub names_grants: bool,
 }
+
+/// How the programs of the built-in tools are confined (`[builtins] sandbox`), as Codex names its modes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// pi's behaviour: unconfined, with the host's own authority.
+    Off,
+    /// Read below the read grants but the user's secrets, write the workspace (the write grants) and the
+    /// temporary directory, no network (the default).
+    #[default]
+    WorkspaceWrite,
+    /// As `workspace-write`, writing nothing.
+    ReadOnly,
+}
+
+impl SandboxMode {
+    /// Its name in a policy file.
+    pub fn name(self) -> &'static str {
+        match self {
+            SandboxMode::Off => "off",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::ReadOnly => "read-only",
+        }
+    }
+}
+
+/// The user's secrets the built-ins' programs may not read or write under the default policy (`~`: the home
+/// directory): keys, cloud and registry credentials, password stores, browser profiles, Toolwright's and pi's
+/// own configuration. `[builtins] secrets = [...]` replaces the list.
+pub const DEFAULT_SECRETS: &[&str] = &[
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.pypirc",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.gem/credentials",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.vault-token",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.mozilla",
+    "~/.config/google-chrome",
+    "~/.config/chromium",
+    "~/.config/BraveSoftware",
+    "~/.config/microsoft-edge",
+    "~/.config/toolwright",
+    "~/.pi/agent",
+];
 
 /// The `instance` setting of a plugin's section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -346,6 +411,15 @@ impl Policy {
                     ),
                 });
             }
+            if section != "[builtins]" && (p.sandbox.is_some() || p.secrets.is_some()) {
+                return Err(PolicyError {
+                    path: path.to_owned(),
+                    message: format!(
+                        "{section} sandbox, secrets: only the [builtins] section sets them (a plugin's programs \
+                         are confined to its own grants)"
+                    ),
+                });
+            }
             if p.instance_max_calls == Some(0) {
                 return Err(PolicyError {
                     path: path.to_owned(),
@@ -476,6 +550,20 @@ impl Policy {
                     .extend(p.confine(&format!("[plugins.{name}]"), &workspace, cwd, home, true));
             }
             if let Some(b) = &mut theirs.builtins {
+                // A repository may make the built-ins' sandbox stricter, never looser.
+                if b.sandbox == Some(SandboxMode::Off) {
+                    b.sandbox = None;
+                    policy.ignored.push(
+                        "[builtins] sandbox = \"off\" (only the user's config can turn the sandbox off)"
+                            .into(),
+                    );
+                }
+                if let Some(secrets) = b.secrets.take() {
+                    policy.ignored.push(format!(
+                        "[builtins] secrets = {secrets:?} (only the user's config says which secrets the sandbox \
+                         hides; a project may deny more with deny.read)"
+                    ));
+                }
                 if policy.builtins.as_ref().is_some_and(PluginPolicy::grants) {
                     // The user's config set the built-ins' grants: a project may only narrow them (deny, limits),
                     // or its grants would be added to the user's.
@@ -603,6 +691,19 @@ impl PluginPolicy {
         for pin in other.sha256 {
             if !self.sha256.contains(&pin) {
                 self.sha256.push(pin);
+            }
+        }
+        // The stricter sandbox wins; secrets add up.
+        self.sandbox = match (self.sandbox, other.sandbox) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(theirs) = other.secrets {
+            let ours = self.secrets.get_or_insert_with(Vec::new);
+            for secret in theirs {
+                if !ours.contains(&secret) {
+                    ours.push(secret);
+                }
             }
         }
         self.read.extend(other.read);

@@ -11,23 +11,22 @@
 //!   the grant which would allow an access.
 //! - [`builtins`]: the seven built-in tools, linked natively from their plugin crates.
 //! - `programs`: which programs a tool may start, resolved from the host's `PATH` ([`Programs`],
-//!   [`ProgramGrant`]); `confine`: Landlock rules for them ([`Confinement`]); `seccomp`: the system calls they
-//!   may not make (`memfd_create`, `execveat`, namespaces, …; `SyscallFilter`); `scope`: a per-call cgroup
-//!   ([`CallScope`]); `process`: the processes themselves ([`NativeProcess`], and [`without_forks`], which work
-//!   that must not meet a fork runs in); `mutation`: pi's file mutation
-//!   queue ([`FileMutationQueue`]).
+//!   [`ProgramGrant`]), and what a start becomes ([`Launch`]).
+//! - [`sandbox`]: the one sandbox every process the host starts runs in: Landlock rules ([`Confinement`]),
+//!   the seccomp filter, a network namespace of its own, the per-call cgroup with its limits ([`CallScope`]), the
+//!   processes themselves ([`NativeProcess`], and [`without_forks`], which work that must not meet a fork runs
+//!   in), the built-ins' modes ([`sandbox::BuiltinSandbox`]) and what a refusal tells the model
+//!   ([`sandbox::explain`]).
+//! - `mutation`: pi's file mutation queue ([`FileMutationQueue`]).
 //! - [`reach`]: what a plugin may touch as its nested calls carry it ([`Reach`]), and the intersections that
 //!   keep a built-in it calls within it ([`NativeEnv::narrowed`]).
 
 pub mod builtins;
-mod confine;
 pub mod grants;
 mod mutation;
-mod process;
 mod programs;
 pub mod reach;
-mod scope;
-mod seccomp;
+pub mod sandbox;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -42,12 +41,13 @@ use toolwright_sdk::{
     CallOutcome, Command, Ctx, Files, LogLevel, Process, TempFile, Tool, ToolError, ToolResult, paths,
 };
 
-pub use confine::{Confinement, SYSTEM_DEVICES, SYSTEM_EXEC, SYSTEM_READ, Tcp, landlock_abi};
 pub use mutation::FileMutationQueue;
-pub use process::{NativeProcess, without_forks};
 pub use programs::{GrantedProgram, Launch, ProgramGrant, Programs, Unresolved, steers_code};
 pub use reach::Reach;
-pub use scope::CallScope;
+pub use sandbox::{
+    CallScope, Confinement, NativeProcess, SYSTEM_DEVICES, SYSTEM_EXEC, SYSTEM_READ, Tcp, landlock_abi,
+    without_forks,
+};
 
 use crate::grants::GrantedFiles;
 use toolwright_core::definition::{ToolContext, ToolDefinition, ToolSource};
@@ -116,20 +116,21 @@ pub struct NativeEnv {
 }
 
 impl NativeEnv {
-    /// The built-ins' default: read anywhere, write in `cwd`, start any program, this process's environment.
+    /// The built-ins' default: read anywhere, write in `cwd`, start any program in the `workspace-write` sandbox
+    /// ([`sandbox`]), this process's environment.
     pub fn builtin(cwd: &std::path::Path) -> io::Result<Self> {
         Self::builtin_in(cwd, &HostEnv::current())
     }
 
-    /// The built-ins' default in the host environment `host`: read anywhere, write in `cwd`, start any program,
-    /// every variable.
+    /// The built-ins' default in the host environment `host`: read anywhere, write in `cwd`, start any program in
+    /// the `workspace-write` sandbox, every variable.
     pub fn builtin_in(cwd: &std::path::Path, host: &HostEnv) -> io::Result<Self> {
         let files = GrantedFiles::open(&grants::builtin_default(cwd))?;
         Ok(NativeEnv {
             cwd: paths::normalize(&cwd.to_string_lossy()),
             home: host.home.clone(),
             files: Arc::new(files),
-            programs: ProgramGrant::Any,
+            programs: sandbox::BuiltinSandbox::default_for(cwd, host).programs(),
             env: Arc::new(host.vars.clone()),
             temp_dir: host.temp_dir.clone(),
             mutations: Arc::default(),

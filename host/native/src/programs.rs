@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use toolwright_sdk::Command;
 
-use super::confine::{Confinement, Tcp};
+use crate::sandbox::{Confinement, Tcp};
 use toolwright_core::policy::{Effective, SpawnRule};
 
 /// Which programs a tool may start.
@@ -19,8 +19,9 @@ use toolwright_core::policy::{Effective, SpawnRule};
 pub enum ProgramGrant {
     /// None.
     None,
-    /// Any program, with any environment, unconfined (the built-in `bash`).
-    Any,
+    /// Any program, with any environment (the built-in `bash`), in the built-ins' sandbox (none: unconfined,
+    /// `sandbox = "off"`).
+    Any(Option<Confinement>),
     /// Only these, resolved by the host, with the environment rules and the confinement of [`Programs`].
     Only(Programs),
 }
@@ -315,6 +316,7 @@ impl ProgramGrant {
             programs: Vec::new(),
             tcp: Tcp::from_patterns(&effective.network),
             unconfined_ok: effective.unconfined_spawn,
+            ..Confinement::default()
         };
         ProgramGrant::Only(Programs::new(
             &effective.spawn_rules,
@@ -337,14 +339,18 @@ impl ProgramGrant {
         };
         let programs = match self {
             ProgramGrant::None => return Err(not_granted()),
-            ProgramGrant::Any => {
+            ProgramGrant::Any(sandbox) => {
                 let mut env = base.to_vec();
                 env.extend(command.env.iter().cloned());
+                let confinement = match sandbox {
+                    Some(c) => c.for_start(program, who)?,
+                    None => None,
+                };
                 return Ok(Launch {
                     program: program.clone(),
                     env,
-                    confinement: None,
-                    no_new_privs: false,
+                    no_new_privs: confinement.is_some(),
+                    confinement,
                 });
             }
             ProgramGrant::Only(programs) => programs,

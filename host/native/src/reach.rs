@@ -109,8 +109,8 @@ fn below(inner: &str, outer: &str) -> bool {
 pub fn narrow_programs(own: &ProgramGrant, reach: &Reach, files: &[Grant]) -> ProgramGrant {
     let mut programs = match (own, &reach.programs) {
         (ProgramGrant::None, _) | (_, ProgramGrant::None) => return ProgramGrant::None,
-        (_, ProgramGrant::Any) => return own.clone(),
-        (ProgramGrant::Any, ProgramGrant::Only(theirs)) => theirs.clone(),
+        (_, ProgramGrant::Any(_)) => return own.clone(),
+        (ProgramGrant::Any(_), ProgramGrant::Only(theirs)) => theirs.clone(),
         (ProgramGrant::Only(mine), ProgramGrant::Only(theirs)) => {
             let mut theirs = theirs.clone();
             theirs

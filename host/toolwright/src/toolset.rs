@@ -193,7 +193,7 @@ impl Toolset {
         // Every built-in has its slot in pi's order, native or wasm.
         let builtins = match options.builtins {
             BuiltinMode::Native => {
-                native_builtins_granted(options, builtin_section.as_ref(), &host, &mutations)?
+                native_builtins_granted(options, &policy, builtin_section.as_ref(), &host, &mutations)?
             }
             BuiltinMode::Wasm => Vec::new(),
         };
@@ -295,7 +295,7 @@ impl Toolset {
     ) -> Result<(WasmGrants, Vec<String>), TrustError> {
         let is_builtin = identity.location == PluginLocation::Builtin;
         let (mut grants, words) = if is_builtin {
-            let grants = builtins::wasm_builtin_grants(&self.policy, &options.cwd, host, builtin_section);
+            let grants = builtins::wasm_builtin_grants(options, &self.policy, host, builtin_section);
             let words = builtins::builtin_words(&grants);
             (grants, words)
         } else {

@@ -107,10 +107,10 @@ fn exceeds(grants: &WasmGrants, reach: &Reach) -> Option<String> {
     if let ProgramGrant::Only(mine) = &grants.programs {
         let theirs: &[toolwright_native::GrantedProgram] = match &reach.programs {
             ProgramGrant::Only(p) => &p.granted,
-            ProgramGrant::Any => &[],
+            ProgramGrant::Any(_) => &[],
             ProgramGrant::None => &[],
         };
-        let any = matches!(reach.programs, ProgramGrant::Any);
+        let any = matches!(reach.programs, ProgramGrant::Any(_));
         if let Some(g) = mine
             .granted
             .iter()
@@ -118,7 +118,9 @@ fn exceeds(grants: &WasmGrants, reach: &Reach) -> Option<String> {
         {
             return Some(format!("spawn {}", g.rule.program));
         }
-    } else if matches!(grants.programs, ProgramGrant::Any) && !matches!(reach.programs, ProgramGrant::Any) {
+    } else if matches!(grants.programs, ProgramGrant::Any(_))
+        && !matches!(reach.programs, ProgramGrant::Any(_))
+    {
         return Some("spawn (any program)".into());
     }
     if let Some((k, _)) = grants.env.iter().find(|(k, _)| !reach.env.iter().any(|n| n == k)) {

@@ -286,7 +286,7 @@ impl WasmGrants {
             cwd: cwd_text,
             home: host.home.clone(),
             temp_dir: Some(temp_text),
-            programs: ProgramGrant::Any,
+            programs: toolwright_native::sandbox::BuiltinSandbox::default_for(cwd, host).programs(),
             env: Arc::new(host.vars.clone()),
             mutations: Arc::default(),
             // pi's bash has no default timeout; the built-ins run unbounded unless a policy says otherwise.

@@ -36,11 +36,9 @@ fn spawn_confinement(e: &toolwright::policy::Effective) -> Option<(&'static str,
         return None;
     }
     let confinement = Confinement {
-        read: Vec::new(),
-        write: Vec::new(),
-        programs: Vec::new(),
         tcp: Tcp::from_patterns(&e.network),
         unconfined_ok: e.unconfined_spawn,
+        ..Confinement::default()
     };
     Some(match confinement.unavailable() {
         None => (

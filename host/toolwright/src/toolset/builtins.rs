@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::{ToolsetError, ToolsetOptions};
 use crate::definition::ToolDefinition;
 use crate::grants::{Grant, GrantedFiles};
+use crate::native::sandbox::BuiltinSandbox;
 use crate::native::{FileMutationQueue, HostEnv, NativeEnv, ProgramGrant};
 use crate::policy::{PluginPolicy, Policy};
 #[cfg(feature = "wasm")]
@@ -63,12 +64,13 @@ pub fn native_builtins(
         .as_ref()
         .filter(|section| section.grants())
         .map(|section| BuiltinGrants::open(section, &options.cwd, host));
-    native_builtins_granted(options, granted.as_ref(), host, mutations)
+    native_builtins_granted(options, policy, granted.as_ref(), host, mutations)
 }
 
 /// [`native_builtins`] with the `[builtins]` section already decided (`None`: the defaults).
 pub(crate) fn native_builtins_granted(
     options: &ToolsetOptions,
+    policy: &Policy,
     granted: Option<&BuiltinGrants>,
     host: &HostEnv,
     mutations: &Arc<FileMutationQueue>,
@@ -83,6 +85,7 @@ pub(crate) fn native_builtins_granted(
         env.programs = granted.programs.clone();
         env.env = Arc::new(granted.vars.clone());
     }
+    env.programs = sandboxed(&env.programs, &builtin_sandbox(options, policy, granted, host));
     env.mutations = mutations.clone();
     let origin = Arc::new(crate::audit::Origin {
         grants: granted.map(|g| {
@@ -103,11 +106,80 @@ pub(crate) fn native_builtins_granted(
     Ok(definitions)
 }
 
+/// The name of a lockfile beside a policy file (`toolwright::trust::lock::FILE_NAME`, also without the `wasm`
+/// feature).
+const LOCK_FILE_NAME: &str = "toolwright.lock";
+
+/// What no third-party plugin may write, with what each is: the component cache (compiled code runs outside
+/// the sandbox), the plugin directories, the trusted policy files with their lockfiles (a plugin writing
+/// them would grant itself more at the next start), and the audit logs (a plugin writing one would erase what
+/// it did; a grant of the directory that holds one is refused with it).
+pub(crate) fn trusted_paths(options: &ToolsetOptions, policy: &Policy) -> Vec<(PathBuf, &'static str)> {
+    let mut paths = Vec::new();
+    for log in super::audit_logs(options, policy) {
+        paths.push((log, "the audit log"));
+    }
+    if let Some(cache) = &options.cache_dir {
+        paths.push((cache.clone(), "the component cache"));
+    }
+    for dir in &options.plugin_dirs {
+        paths.push((dir.clone(), "the plugin directory"));
+    }
+    for file in &options.policy_files {
+        paths.push((file.clone(), "the policy file"));
+        if let Some(dir) = file.parent() {
+            paths.push((dir.join(LOCK_FILE_NAME), "the lockfile"));
+        }
+    }
+    paths
+}
+
+/// The built-ins' sandbox under `policy`'s `[builtins]` section (its `sandbox` mode and `secrets`), over the
+/// file grants in force (`granted`'s, else the defaults), keeping out of what would give a program more at the
+/// host's next start ([`trusted_paths`]).
+pub(crate) fn builtin_sandbox(
+    options: &ToolsetOptions,
+    policy: &Policy,
+    granted: Option<&BuiltinGrants>,
+    host: &HostEnv,
+) -> BuiltinSandbox {
+    let mut sandbox = BuiltinSandbox::default_for(&options.cwd, host);
+    if let Some(section) = &policy.builtins {
+        sandbox.mode = section.sandbox.unwrap_or_default();
+        if let Some(secrets) = &section.secrets {
+            sandbox.hidden = crate::native::sandbox::secrets(secrets, host.home.as_deref());
+        }
+    }
+    if let Some(granted) = granted {
+        let (write, read): (Vec<&Grant>, Vec<&Grant>) = granted.dirs.iter().partition(|g| g.write);
+        sandbox.write = write.iter().map(|g| g.path.clone()).collect();
+        sandbox.read = read.iter().chain(&write).map(|g| g.path.clone()).collect();
+    }
+    sandbox.protected = trusted_paths(options, policy)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    sandbox
+}
+
+/// `programs` confined by `sandbox`.
+pub(crate) fn sandboxed(programs: &ProgramGrant, sandbox: &BuiltinSandbox) -> ProgramGrant {
+    match programs {
+        ProgramGrant::None => ProgramGrant::None,
+        ProgramGrant::Any(_) => sandbox.programs(),
+        ProgramGrant::Only(only) => {
+            let mut only = only.clone();
+            only.confinement = crate::native::Confinement::for_builtins(sandbox);
+            ProgramGrant::Only(only)
+        }
+    }
+}
+
 /// The programs of a grant in the audit log's words (`spawn git`, `spawn *`).
 pub(crate) fn program_words(programs: &ProgramGrant) -> Vec<String> {
     match programs {
         ProgramGrant::None => Vec::new(),
-        ProgramGrant::Any => vec!["spawn *".into()],
+        ProgramGrant::Any(_) => vec!["spawn *".into()],
         ProgramGrant::Only(p) => p
             .granted
             .iter()
@@ -149,12 +221,13 @@ impl BuiltinGrants {
             .spawn_rules
             .iter()
             .any(|r| r.program == "*" && r.args.is_none());
+        // Confined by the built-ins' sandbox where they are used (`sandboxed`).
         let programs = if any_program && section.deny.spawn.is_empty() {
-            ProgramGrant::Any
+            ProgramGrant::Any(None)
         } else {
             let writable: Vec<PathBuf> = dirs.iter().filter(|g| g.write).map(|g| g.path.clone()).collect();
-            // The built-ins' programs are resolved like a plugin's, but run unconfined with any variables, as
-            // they always have: the built-in tools are the host's own code.
+            // The built-ins' programs are resolved like a plugin's, with any variables (the built-in tools are
+            // the host's own code), in the built-ins' sandbox rather than a plugin's confinement.
             ProgramGrant::Only(crate::native::Programs::new(
                 &effective.spawn_rules,
                 &host.path,
@@ -173,12 +246,13 @@ impl BuiltinGrants {
 /// the host's own code, as in pi).
 #[cfg(feature = "wasm")]
 pub(super) fn wasm_builtin_grants(
+    options: &ToolsetOptions,
     policy: &Policy,
-    cwd: &Path,
     host: &HostEnv,
     granted: Option<&BuiltinGrants>,
 ) -> WasmGrants {
-    let mut grants = WasmGrants::builtin(cwd, host);
+    let mut grants = WasmGrants::builtin(&options.cwd, host);
+    grants.programs = sandboxed(&grants.programs, &builtin_sandbox(options, policy, granted, host));
     let Some(section) = &policy.builtins else {
         return grants;
     };
@@ -195,7 +269,10 @@ pub(super) fn wasm_builtin_grants(
             })
             .chain(temp)
             .collect();
-        grants.programs = granted.programs.clone();
+        grants.programs = sandboxed(
+            &granted.programs,
+            &builtin_sandbox(options, policy, granted.into(), host),
+        );
         grants.env = Arc::new(granted.vars.clone());
     }
     grants.limit(section.timeout_ms, section.memory_mib);

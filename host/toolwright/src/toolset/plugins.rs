@@ -22,29 +22,7 @@ pub(super) struct Loaded {
     pub(super) deferred: Vec<Deferred>,
 }
 
-/// What no third-party plugin may write, with what each is: the component cache (compiled code runs outside
-/// the sandbox), the plugin directories, the trusted policy files with their lockfiles (a plugin writing
-/// them would grant itself more at the next start), and the audit logs (a plugin writing one would erase what
-/// it did; a grant of the directory that holds one is refused with it).
-pub(super) fn trusted_paths(options: &ToolsetOptions, policy: &Policy) -> Vec<(PathBuf, &'static str)> {
-    let mut paths = Vec::new();
-    for log in super::audit_logs(options, policy) {
-        paths.push((log, "the audit log"));
-    }
-    if let Some(cache) = &options.cache_dir {
-        paths.push((cache.clone(), "the component cache"));
-    }
-    for dir in &options.plugin_dirs {
-        paths.push((dir.clone(), "the plugin directory"));
-    }
-    for file in &options.policy_files {
-        paths.push((file.clone(), "the policy file"));
-        if let Some(dir) = file.parent() {
-            paths.push((dir.join(crate::trust::lock::FILE_NAME), "the lockfile"));
-        }
-    }
-    paths
-}
+pub(super) use super::builtins::trusted_paths;
 
 /// Step 3: the wasm built-ins asked for and the plugin files, loaded in parallel (or from the cache), with
 /// duplicates between locations resolved by trust ([`identity::dedupe`]).

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use toolwright_sdk::{Command, ExitStatus, Process, ProcessEvent};
 
-use super::programs::Launch;
+use super::Confinement;
 use super::scope::CallScope;
 use super::seccomp::SyscallFilter;
+use crate::programs::Launch;
 
 /// Held for reading around every fork of the host's (a spawn), and for writing by [`without_forks`].
 static FORKS: std::sync::RwLock<()> = std::sync::RwLock::new(());
@@ -50,6 +51,58 @@ pub struct NativeProcess {
     open_pipes: usize,
     exited: Option<(ExitStatus, Instant)>,
     killed: bool,
+    /// The built-ins' sandbox it runs in, watching its output for refusals to explain at its end.
+    watch: Option<Watch>,
+}
+
+/// The lines of a sandboxed process's output that report a refusal, kept to be explained once it exits
+/// ([`super::explain`]).
+struct Watch {
+    confinement: Confinement,
+    /// Where it runs: relative paths in its output are resolved against it.
+    cwd: Option<std::path::PathBuf>,
+    /// The last line, while it is not complete.
+    partial: Vec<u8>,
+    /// The refusal lines seen (at most [`Watch::MAX_LINES`]).
+    lines: Vec<String>,
+    explained: bool,
+}
+
+impl Watch {
+    const MAX_LINES: usize = 16;
+    /// Longer lines are not kept whole.
+    const MAX_LINE: usize = 4096;
+
+    fn see(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            if byte == b'\n' {
+                self.line();
+            } else if self.partial.len() < Self::MAX_LINE {
+                self.partial.push(byte);
+            }
+        }
+    }
+
+    fn line(&mut self) {
+        let line = String::from_utf8_lossy(&self.partial).into_owned();
+        self.partial.clear();
+        if self.lines.len() < Self::MAX_LINES && super::shows_refusal(&line) {
+            self.lines.push(line);
+        }
+    }
+
+    /// What to tell the model, once.
+    fn explanation(&mut self) -> Option<Vec<u8>> {
+        if self.explained {
+            return None;
+        }
+        self.explained = true;
+        if !self.partial.is_empty() {
+            self.line();
+        }
+        let text = super::explain(&self.lines.join("\n"), &self.confinement, self.cwd.as_deref())?;
+        Some(format!("\n{text}\n").into_bytes())
+    }
 }
 
 impl NativeProcess {
@@ -77,8 +130,11 @@ impl NativeProcess {
             .as_ref()
             .map(|_| SyscallFilter::get())
             .transpose()?;
+        let limits = launch.confinement.as_ref().map(|c| c.limits).unwrap_or_default();
+        let own_network = launch.confinement.as_ref().is_some_and(|c| c.own_network);
         let setup = ChildSetup {
-            join: scope.join_fd(),
+            join: scope.join_fds(&limits),
+            network: own_network.then(NetworkSetup::current),
             setsid: true,
             no_new_privs: launch.no_new_privs || ruleset.is_some(),
             ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
@@ -86,9 +142,10 @@ impl NativeProcess {
         };
         #[allow(unsafe_code)]
         // SAFETY: the closure runs between fork and exec in a copy of a multi-threaded process, so it must be
-        // async-signal-safe: it only reads its captured integers and the compiled filter, and makes the setsid,
-        // write, prctl, landlock_restrict_self and seccomp syscalls; it allocates nothing and takes no lock. The
-        // descriptors it uses are kept open by `scope` and `ruleset` until `spawn` returns; the filter is static.
+        // async-signal-safe: it only reads what it captured (integers, buffers formatted here, the compiled
+        // filter), and makes the setsid, write, unshare, open, socket, ioctl, close, prctl,
+        // landlock_restrict_self and seccomp syscalls; it allocates nothing and takes no lock. The descriptors it
+        // uses are kept open by `scope` and `ruleset` until `spawn` returns; the filter is static.
         unsafe {
             cmd.pre_exec(move || setup.apply());
         }
@@ -106,12 +163,24 @@ impl NativeProcess {
         // the host's memory (16 chunks of at most 64 KiB).
         let (tx, rx) = mpsc::sync_channel(16);
         pump(reader, tx);
+        let watch = launch
+            .confinement
+            .as_ref()
+            .filter(|c| c.mode.is_some())
+            .map(|c| Watch {
+                confinement: c.clone(),
+                cwd: command.cwd.as_ref().map(std::path::PathBuf::from),
+                partial: Vec::new(),
+                lines: Vec::new(),
+                explained: false,
+            });
         Ok(NativeProcess {
             child,
             rx,
             open_pipes: 1,
             exited: None,
             killed: false,
+            watch,
         })
     }
 
@@ -130,13 +199,16 @@ impl NativeProcess {
 }
 
 /// What a child does to itself before exec.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct ChildSetup {
     /// Lead a session (and so a process group) of its own, as pi's detached children do: the group is what
     /// `kill` signals, the session what the clean-up without a cgroup follows.
     setsid: bool,
-    /// The call cgroup's `cgroup.procs`: writing `0` moves the writer in, before it can fork.
-    join: Option<RawFd>,
+    /// The call's cgroups' `cgroup.procs` (the unified one, and the v1 hierarchies that limit it where the
+    /// unified one cannot): writing `0` moves the writer in, before it can fork.
+    join: [Option<RawFd>; 3],
+    /// A network namespace of its own, with its loopback up.
+    network: Option<NetworkSetup>,
     /// No setuid or file-capability gains from here on (required by Landlock).
     no_new_privs: bool,
     /// A Landlock ruleset to enforce.
@@ -148,16 +220,19 @@ struct ChildSetup {
 impl ChildSetup {
     /// Runs in the forked child: syscalls only (see the SAFETY note at the call).
     #[allow(unsafe_code)]
-    fn apply(self) -> io::Result<()> {
+    fn apply(&self) -> io::Result<()> {
         // SAFETY: setsid takes no arguments.
         if self.setsid && unsafe { libc::setsid() } < 0 {
             return Err(io::Error::last_os_error());
         }
-        if let Some(fd) = self.join {
+        for fd in self.join.iter().flatten() {
             // SAFETY: a write of one byte from a static buffer to a descriptor that is open.
-            if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
+            if unsafe { libc::write(*fd, b"0".as_ptr().cast(), 1) } != 1 {
                 return Err(io::Error::last_os_error());
             }
+        }
+        if let Some(network) = &self.network {
+            network.apply()?;
         }
         if self.no_new_privs {
             // SAFETY: prctl with integer arguments only.
@@ -177,6 +252,94 @@ impl ChildSetup {
         }
         Ok(())
     }
+}
+
+/// How a child gets a network namespace of its own: as root, directly; otherwise (or where root may not) in a
+/// user namespace of its own that maps its user and group to themselves.
+#[derive(Debug, Clone)]
+struct NetworkSetup {
+    /// `/proc/self/uid_map`'s and `gid_map`'s lines, formatted in the parent.
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    root: bool,
+}
+
+impl NetworkSetup {
+    fn current() -> Self {
+        let (uid, gid) = (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        );
+        NetworkSetup {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            root: uid == 0,
+        }
+    }
+
+    /// In the child: syscalls only.
+    #[allow(unsafe_code)]
+    fn apply(&self) -> io::Result<()> {
+        // SAFETY: unshare with flags only.
+        let direct = self.root && unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0;
+        if !direct {
+            // SAFETY: unshare with flags only.
+            if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            write_file(c"/proc/self/setgroups", b"deny")?;
+            write_file(c"/proc/self/uid_map", &self.uid_map)?;
+            write_file(c"/proc/self/gid_map", &self.gid_map)?;
+        }
+        loopback_up()
+    }
+}
+
+/// Write `bytes` to the file at `path` (in the child: syscalls only).
+#[allow(unsafe_code)]
+fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: open of a NUL-terminated path; write from a buffer that lives across the call; close of the
+    // descriptor just opened.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        libc::close(fd);
+        if written != bytes.len() as isize {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Bring the namespace's loopback interface up (a fresh network namespace has it down), so that programs may
+/// still talk to each other on 127.0.0.1 (in the child: syscalls only).
+#[allow(unsafe_code)]
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: a socket for the ioctls; `ifreq` is plain data, zeroed, its name set within bounds; the ioctls
+    // read and write only it; the descriptor is closed.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        request.ifr_name[0] = b'l' as libc::c_char;
+        request.ifr_name[1] = b'o' as libc::c_char;
+        let mut result = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut request);
+        if result == 0 {
+            request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            result = libc::ioctl(fd, libc::SIOCSIFFLAGS, &request);
+        }
+        let error = io::Error::last_os_error();
+        libc::close(fd);
+        if result != 0 {
+            return Err(error);
+        }
+    }
+    Ok(())
 }
 
 /// Copy a pipe into the channel, chunk by chunk, until it closes.
@@ -205,6 +368,12 @@ impl Process for NativeProcess {
             if let Some((status, since)) = self.exited
                 && (self.open_pipes == 0 || since.elapsed() >= IDLE_GRACE)
             {
+                // What the sandbox refused, said after the last output (nothing when it refused nothing).
+                if !self.killed
+                    && let Some(note) = self.watch.as_mut().and_then(Watch::explanation)
+                {
+                    return Ok(ProcessEvent::Output(note));
+                }
                 return Ok(ProcessEvent::Exited(status));
             }
             // Poll often enough to notice the exit (waitpid has no timeout), but not busily.
@@ -217,6 +386,9 @@ impl Process for NativeProcess {
                 Ok(Message::Output(bytes)) => {
                     if let Some((_, since)) = &mut self.exited {
                         *since = Instant::now();
+                    }
+                    if let Some(watch) = &mut self.watch {
+                        watch.see(&bytes);
                     }
                     return Ok(ProcessEvent::Output(bytes));
                 }

@@ -23,6 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::Limits;
+
 /// How long a background thread waits for a killed cgroup to empty before removing it.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -30,6 +32,8 @@ const DRAIN: Duration = Duration::from_secs(5);
 #[derive(Debug, Default)]
 pub struct CallScope {
     cgroup: OnceLock<Option<Cgroup>>,
+    /// The cgroups of v1 hierarchies that carry the call's limits where the unified one has not the controller.
+    limiters: OnceLock<Vec<Cgroup>>,
     /// The sessions of the children started without a cgroup (each child leads its own).
     sessions: Mutex<Vec<i32>>,
 }
@@ -65,6 +69,22 @@ impl CallScope {
             adopt_orphans();
         }
         fd
+    }
+
+    /// The descriptors a child writes `0` to, to join the call's cgroup and the ones that carry `limits` (made
+    /// by the first start that has limits: the call's later starts share them).
+    pub fn join_fds(&self, limits: &Limits) -> [Option<RawFd>; 3] {
+        let unified = self.join_fd();
+        let mut fds = [unified, None, None];
+        if limits.pids.is_none() && limits.memory.is_none() {
+            return fds;
+        }
+        let dir = self.cgroup.get().and_then(Option::as_ref).map(|c| c.dir.clone());
+        let limiters = self.limiters.get_or_init(|| limit(dir.as_deref(), limits));
+        for (slot, limiter) in fds[1..].iter_mut().zip(limiters) {
+            *slot = Some(limiter.procs.as_raw_fd());
+        }
+        fds
     }
 
     /// A scope that never makes a cgroup: the fallback, for tests on hosts that can make them.
@@ -113,11 +133,94 @@ impl CallScope {
         if let Some(Some(cgroup)) = self.cgroup.take() {
             cgroup.kill();
         }
+        for limiter in self.limiters.take().into_iter().flatten() {
+            limiter.kill();
+        }
         let sessions = std::mem::take(self.sessions.get_mut().unwrap_or_else(|e| e.into_inner()));
         if !sessions.is_empty() {
             kill_sessions(sessions);
         }
     }
+}
+
+/// Set `limits` on the unified cgroup `unified` where its controllers allow, and make cgroups of the v1
+/// hierarchies (`pids`, `memory`) for the rest: those to join besides the unified one. A limit no hierarchy can
+/// carry is left out (logged once per call).
+fn limit(unified: Option<&Path>, limits: &Limits) -> Vec<Cgroup> {
+    let set = |dir: &Path, file: &str, value: String| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(file))
+            .and_then(|mut f| f.write_all(value.as_bytes()))
+            .is_ok()
+    };
+    let mut extra = Vec::new();
+    let wanted = [
+        ("pids", limits.pids.map(|p| vec![("pids.max", p.to_string())])),
+        (
+            "memory",
+            limits
+                .memory
+                .map(|m| vec![("memory.max", m.to_string()), ("memory.swap.max", "0".to_owned())]),
+        ),
+    ];
+    for (controller, files) in wanted {
+        let Some(files) = files else { continue };
+        if let Some(dir) = unified
+            && set(dir, files[0].0, files[0].1.clone())
+        {
+            for (file, value) in &files[1..] {
+                let _ = set(dir, file, value.clone());
+            }
+            continue;
+        }
+        let v1 = v1_base(controller).and_then(|base| {
+            let group = Cgroup::create_in(&base)?;
+            let file = match controller {
+                "pids" => ("pids.max", files[0].1.clone()),
+                _ => ("memory.limit_in_bytes", files[0].1.clone()),
+            };
+            if set(&group.dir, file.0, file.1) {
+                Some(group)
+            } else {
+                group.kill();
+                None
+            }
+        });
+        match v1 {
+            Some(group) => extra.push(group),
+            None => tracing::debug!("no cgroup can carry the {controller} limit of a call: left out"),
+        }
+    }
+    extra
+}
+
+/// The host's own cgroup in the v1 hierarchy of `controller`, where one is mounted and writable.
+fn v1_base(controller: &str) -> Option<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own.lines().find_map(|l| {
+        let mut fields = l.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.to_owned())
+    })?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mounts.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let mut right = right.split_whitespace();
+        let (fstype, options) = (right.next()?, right.nth(1)?);
+        (fstype == "cgroup" && options.split(',').any(|o| o == controller))
+            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+    })?;
+    let dir = mount.join(own.trim_start_matches('/'));
+    if !dir.join("cgroup.procs").exists() {
+        return None;
+    }
+    // What hosts that exited before their clean-up ran left behind.
+    sweep(&dir);
+    Some(dir)
 }
 
 /// Make the host a child subreaper (once), so the orphans of the processes it starts stay within its reach.
@@ -237,8 +340,12 @@ fn sweep(base: &Path) {
 
 impl Cgroup {
     fn create() -> Option<Cgroup> {
+        Self::create_in(base()?)
+    }
+
+    /// A new cgroup below `base`.
+    fn create_in(base: &Path) -> Option<Cgroup> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let base = base()?;
         let dir = base.join(format!(
             "toolwright-{}-{}",
             std::process::id(),

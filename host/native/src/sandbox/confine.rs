@@ -1,13 +1,22 @@
-//! Landlock confinement of the programs a third-party plugin starts: they reach only the plugin's own file grants
-//! (read-only ones read-only, read-write ones read-write; neither executable, so nothing the plugin wrote can
-//! run, only the system's programs and the granted programs themselves) and the read-only system paths a
-//! program needs to run, and no TCP unless the plugin has a network grant.
+//! Landlock rules of a confined program ([`Confinement`]): what it may read, write and execute, and which TCP
+//! it may use.
+//!
+//! - A third-party plugin's programs reach only the plugin's own file grants (read-only ones read-only,
+//!   read-write ones read-write; neither executable, so nothing the plugin wrote can run, only the system's
+//!   programs and the granted programs themselves) and the read-only system paths a program needs to run
+//!   ([`Exec::Granted`]).
+//! - The built-in `bash`'s programs read below their read grants and write below their write grants, and may
+//!   execute anything they may read ([`Exec::Readable`]: the model builds and runs code in the workspace).
+//! - Either way, `hidden` paths (the user's secrets) are carved out of every grant, and `protected` ones (the
+//!   host's policy, lockfiles, cache, audit logs) out of every write grant: Landlock only allows, so a grant
+//!   with a hidden path below it becomes rules for its other entries, level by level down to the hidden path
+//!   (plus the right to list directories, not to read files, on the grant itself).
 //!
 //! The ruleset is built in the parent (it allocates and opens files); the child, between fork and exec, only
 //! makes two syscalls on the ready file descriptor (see `process.rs`).
 
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use landlock::{
@@ -67,16 +76,66 @@ const NET_ABI: i32 = 4;
 /// What a confined program may reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confinement {
-    /// The plugin's read-only grants.
+    /// The read-only grants.
     pub read: Vec<PathBuf>,
-    /// The plugin's read-write grants.
+    /// The read-write grants.
     pub write: Vec<PathBuf>,
     /// The granted programs' resolved paths: executable even inside a read-only grant.
     pub programs: Vec<PathBuf>,
+    /// What it may execute.
+    pub exec: Exec,
+    /// Paths it may neither read nor write, even below a grant (the user's secrets).
+    pub hidden: Vec<PathBuf>,
+    /// Paths it may not write, even below a write grant (what would give it more at the host's next start).
+    pub protected: Vec<PathBuf>,
     /// TCP: none, only to these ports, or any (Landlock filters by port, not by address).
     pub tcp: Tcp,
-    /// Whether the plugin may start programs unconfined where Landlock is not available.
+    /// A network namespace of its own, with only a loopback interface: no address outside is reachable
+    /// (TCP, UDP, DNS), whatever `tcp` says; `tcp` then applies inside it.
+    pub own_network: bool,
+    /// The call's cgroup limits.
+    pub limits: Limits,
+    /// The built-ins' sandbox mode it was made for (none: a plugin's grants).
+    pub mode: Option<toolwright_core::policy::SandboxMode>,
+    /// Whether programs may start unconfined where Landlock is not available.
     pub unconfined_ok: bool,
+}
+
+impl Default for Confinement {
+    /// Nothing: no file, no program but the system's, no TCP.
+    fn default() -> Self {
+        Confinement {
+            read: Vec::new(),
+            write: Vec::new(),
+            programs: Vec::new(),
+            exec: Exec::Granted,
+            hidden: Vec::new(),
+            protected: Vec::new(),
+            tcp: Tcp::None,
+            own_network: false,
+            limits: Limits::default(),
+            mode: None,
+            unconfined_ok: false,
+        }
+    }
+}
+
+/// What a confined program may execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exec {
+    /// The system's programs and the granted ones (a plugin's programs: nothing written can run).
+    Granted,
+    /// Anything it may read (the built-in `bash`).
+    Readable,
+}
+
+/// The limits of a call's cgroup, where the host can make one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Limits {
+    /// At most this many processes and threads at once (`pids.max`): a fork storm stops there.
+    pub pids: Option<u32>,
+    /// At most this much memory, in bytes (`memory.max`, swap none): past it the kernel kills in the cgroup.
+    pub memory: Option<u64>,
 }
 
 /// The TCP a confined program may use.
@@ -167,9 +226,14 @@ impl Confinement {
         let fail = |e: landlock::RulesetError| std::io::Error::other(format!("cannot set up Landlock: {e}"));
         let all = AccessFs::from_all(TARGET_ABI);
         let read = AccessFs::from_read(TARGET_ABI);
-        // Written files are never executable: a program cannot run what the plugin (or it) wrote.
-        let write = all & !BitFlags::from(AccessFs::Execute);
-        let data = read & !BitFlags::from(AccessFs::Execute);
+        let (write, data) = match self.exec {
+            // Written files are never executable: a program cannot run what the plugin (or it) wrote.
+            Exec::Granted => (
+                all & !BitFlags::from(AccessFs::Execute),
+                read & !BitFlags::from(AccessFs::Execute),
+            ),
+            Exec::Readable => (all, read),
+        };
         let mut ruleset = Ruleset::default().handle_access(all).map_err(fail)?;
         if self.tcp != Tcp::Any {
             ruleset = ruleset
@@ -182,19 +246,30 @@ impl Confinement {
                 .scope(Scope::AbstractUnixSocket | Scope::Signal)
                 .map_err(fail)?;
         }
+        let hidden = existing(&self.hidden);
+        let protected: Vec<PathBuf> = hidden.iter().cloned().chain(existing(&self.protected)).collect();
+        let (read_roots, listed) = carve_all(&self.read, &hidden);
+        let (write_roots, _) = carve_all(&self.write, &protected);
+        let (program_roots, _) = carve_all(&self.programs, &hidden);
         let mut created = ruleset.create().map_err(fail)?;
         created = created
             .add_rules(path_beneath_rules(SYSTEM_EXEC, read))
             .map_err(fail)?
             .add_rules(path_beneath_rules(SYSTEM_READ, data))
             .map_err(fail)?
-            .add_rules(path_beneath_rules(SYSTEM_DEVICES, write))
+            .add_rules(path_beneath_rules(
+                SYSTEM_DEVICES,
+                all & !BitFlags::from(AccessFs::Execute),
+            ))
             .map_err(fail)?
-            .add_rules(path_beneath_rules(&self.read, data))
+            // A grant a hidden path was carved out of may still be listed (names, not contents).
+            .add_rules(path_beneath_rules(&listed, AccessFs::ReadDir))
             .map_err(fail)?
-            .add_rules(path_beneath_rules(&self.programs, read))
+            .add_rules(path_beneath_rules(&read_roots, data))
             .map_err(fail)?
-            .add_rules(path_beneath_rules(&self.write, write))
+            .add_rules(path_beneath_rules(&program_roots, read))
+            .map_err(fail)?
+            .add_rules(path_beneath_rules(&write_roots, write))
             .map_err(fail)?;
         if let Tcp::Ports(ports) = &self.tcp {
             for port in ports {
@@ -208,19 +283,59 @@ impl Confinement {
     }
 }
 
+/// The paths of `paths` that exist, with symlinks resolved (a hidden path that does not exist hides nothing,
+/// and carving around it would only take away the right to create entries beside it).
+fn existing(paths: &[PathBuf]) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect()
+}
+
+/// The roots that grant what `grants` grant without anything below `hidden` (canonical), and the grants a hidden
+/// path was carved out of.
+fn carve_all(grants: &[PathBuf], hidden: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut roots = Vec::new();
+    let mut carved = Vec::new();
+    for grant in grants {
+        let real = std::fs::canonicalize(grant).unwrap_or_else(|_| grant.clone());
+        if hidden.iter().any(|h| h.starts_with(&real) && *h != real) {
+            carved.push(real.clone());
+        }
+        carve(&real, hidden, &mut roots);
+    }
+    (roots, carved)
+}
+
+/// Push onto `out` the paths whose rules grant everything below `root` but what lies below `hidden`: `root`
+/// itself when no hidden path is below it, none when it is hidden, else its entries in turn (symbolic links
+/// are left out: what they point to is reached, and checked, where it is).
+fn carve(root: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
+    if hidden.iter().any(|h| root.starts_with(h)) {
+        return;
+    }
+    if !hidden.iter().any(|h| h.starts_with(root)) {
+        out.push(root.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        carve(&entry.path(), hidden, out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn refused_without_landlock_unless_the_policy_opts_in() {
-        let mut c = Confinement {
-            read: Vec::new(),
-            write: Vec::new(),
-            programs: Vec::new(),
-            tcp: Tcp::None,
-            unconfined_ok: false,
-        };
+        let mut c = Confinement::default();
         if c.unavailable().is_none() {
             assert_eq!(c.for_start("git", "the plugin p"), Ok(Some(c.clone())));
             assert!(c.ruleset().is_ok());
