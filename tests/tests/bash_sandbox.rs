@@ -229,6 +229,35 @@ fn read_only_writes_nothing_and_says_which_mode_would() {
 }
 
 #[test]
+fn the_hosts_own_files_in_the_workspace_stay_as_they_are() {
+    for mode in MODES {
+        // The user's policy file given with --policy, inside the workspace: a command that rewrote it would run
+        // unconfined from the next start on.
+        let m = Machine::new(mode);
+        let policy = m.path("ws/policy.toml");
+        std::fs::write(&policy, "[builtins]\ntimeout-ms = 60000\n").unwrap();
+        let m = Machine {
+            policy: Some(policy.clone()),
+            ..m
+        };
+        let (_, text) = m.bash(
+            "printf '[builtins]\\nsandbox = \"off\"\\n' > policy.toml; rm -f policy.toml; mv policy.toml p2; \
+             echo new > new.txt && cat new.txt",
+        );
+        assert_eq!(
+            std::fs::read_to_string(&policy).unwrap(),
+            "[builtins]\ntimeout-ms = 60000\n",
+            "{mode}: {text}"
+        );
+        assert!(
+            text.contains("new\n"),
+            "{mode}: the workspace is still writable: {text}"
+        );
+        assert!(text.contains("is the host's own"), "{mode}: {text}");
+    }
+}
+
+#[test]
 fn a_cloned_projects_policy_cannot_turn_the_sandbox_off() {
     let m = Machine::new("native");
     std::fs::write(
@@ -245,6 +274,8 @@ fn a_cloned_projects_policy_cannot_turn_the_sandbox_off() {
 fn bash_cannot_undo_its_confinement_nor_reach_the_host() {
     for mode in MODES {
         let m = Machine::new(mode);
+        let agent = std::os::unix::net::UnixListener::bind(m.path("home/agent.sock")).unwrap();
+        agent.set_nonblocking(true).unwrap();
         let cgroup_escape = "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/unified/cgroup.procs; do \
                              [ -e $f ] && echo $$ > $f && echo ESCAPED-CGROUP; done";
         let commands = [
@@ -268,6 +299,12 @@ fn bash_cannot_undo_its_confinement_nor_reach_the_host() {
             ),
             // Leaving the call's cgroup.
             (cgroup_escape, ""),
+            // A Unix socket by path (an SSH agent's, a Docker daemon's): Landlock does not check `connect`.
+            (
+                "python3 -c 'import socket, sys; s=socket.socket(socket.AF_UNIX); \
+                 s.connect(sys.argv[1]); print(\"ESCAPED-UNIX\")' $HOME/agent.sock",
+                "Operation not permitted",
+            ),
             // Its own network namespace has a loopback, and only that.
             (
                 "python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(); \
@@ -280,6 +317,7 @@ fn bash_cannot_undo_its_confinement_nor_reach_the_host() {
             assert!(!text.contains("ESCAPED"), "{mode}: {command}: {text}");
             assert!(text.contains(expected), "{mode}: {command}: {text}");
         }
+        assert!(agent.accept().is_err(), "{mode}: the agent's socket was reached");
     }
 }
 

@@ -100,6 +100,7 @@ impl Confinement {
             // Any TCP, inside a network namespace whose only interface is its own loopback.
             tcp: Tcp::Any,
             own_network: true,
+            unix_sockets: false,
             limits: Limits {
                 pids: Some(BUILTIN_PIDS),
                 memory: None,
@@ -168,6 +169,13 @@ pub fn explain(output: &str, confinement: &Confinement, cwd: Option<&Path>) -> O
                      `secrets` would allow it.",
                     path.display(),
                     secret.display()
+                ));
+                named = true;
+            } else if confinement.protected.iter().any(|p| path.starts_with(p)) {
+                lines.push(format!(
+                    "- {} is the host's own (a policy file, lockfile, plugin directory, component cache or audit \
+                     log): no command may change it.",
+                    path.display()
                 ));
                 named = true;
             } else if !confinement.read.iter().any(|r| path.starts_with(r)) {

@@ -7,10 +7,10 @@
 //!   ([`Exec::Granted`]).
 //! - The built-in `bash`'s programs read below their read grants and write below their write grants, and may
 //!   execute anything they may read ([`Exec::Readable`]: the model builds and runs code in the workspace).
-//! - Either way, `hidden` paths (the user's secrets) are carved out of every grant, and `protected` ones (the
-//!   host's policy, lockfiles, cache, audit logs) out of every write grant: Landlock only allows, so a grant
-//!   with a hidden path below it becomes rules for its other entries, level by level down to the hidden path
-//!   (plus the right to list directories, not to read files, on the grant itself).
+//! - Either way, `hidden` paths (the user's secrets) are carved out of every grant: Landlock only allows, so a
+//!   grant with a hidden path below it becomes rules for its other entries, level by level down to the hidden
+//!   path (plus the right to list directories, not to read files, on the grant itself). `protected` paths (the
+//!   host's policy, lockfiles, cache, audit logs) are bound read-only instead (`process.rs`).
 //!
 //! The ruleset is built in the parent (it allocates and opens files); the child, between fork and exec, only
 //! makes two syscalls on the ready file descriptor (see `process.rs`).
@@ -86,13 +86,17 @@ pub struct Confinement {
     pub exec: Exec,
     /// Paths it may neither read nor write, even below a grant (the user's secrets).
     pub hidden: Vec<PathBuf>,
-    /// Paths it may not write, even below a write grant (what would give it more at the host's next start).
+    /// Paths it may not write, even below a write grant (what would give it more at the host's next start):
+    /// bound read-only over themselves in a mount namespace of its own.
     pub protected: Vec<PathBuf>,
     /// TCP: none, only to these ports, or any (Landlock filters by port, not by address).
     pub tcp: Tcp,
     /// A network namespace of its own, with only a loopback interface: no address outside is reachable
     /// (TCP, UDP, DNS), whatever `tcp` says; `tcp` then applies inside it.
     pub own_network: bool,
+    /// Whether it may make Unix sockets (a socket by path is reached whatever the file rules say: a Docker
+    /// daemon's or an SSH agent's is an escape). `socketpair` is always allowed.
+    pub unix_sockets: bool,
     /// The call's cgroup limits.
     pub limits: Limits,
     /// The built-ins' sandbox mode it was made for (none: a plugin's grants).
@@ -113,6 +117,7 @@ impl Default for Confinement {
             protected: Vec::new(),
             tcp: Tcp::None,
             own_network: false,
+            unix_sockets: false,
             limits: Limits::default(),
             mode: None,
             unconfined_ok: false,
@@ -246,10 +251,10 @@ impl Confinement {
                 .scope(Scope::AbstractUnixSocket | Scope::Signal)
                 .map_err(fail)?;
         }
+        // Protected paths are bound read-only in a mount namespace of its own (`process.rs`), not carved.
         let hidden = existing(&self.hidden);
-        let protected: Vec<PathBuf> = hidden.iter().cloned().chain(existing(&self.protected)).collect();
         let (read_roots, listed) = carve_all(&self.read, &hidden);
-        let (write_roots, _) = carve_all(&self.write, &protected);
+        let (write_roots, _) = carve_all(&self.write, &hidden);
         let (program_roots, _) = carve_all(&self.programs, &hidden);
         let mut created = ruleset.create().map_err(fail)?;
         created = created

@@ -128,13 +128,18 @@ impl NativeProcess {
         let filter = launch
             .confinement
             .as_ref()
-            .map(|_| SyscallFilter::get())
+            .map(|c| SyscallFilter::get(c.unix_sockets))
             .transpose()?;
         let limits = launch.confinement.as_ref().map(|c| c.limits).unwrap_or_default();
-        let own_network = launch.confinement.as_ref().is_some_and(|c| c.own_network);
+        let namespaces = launch
+            .confinement
+            .as_ref()
+            .filter(|c| c.own_network || !c.protected.is_empty())
+            .map(Namespaces::for_confinement)
+            .transpose()?;
         let setup = ChildSetup {
             join: scope.join_fds(&limits),
-            network: own_network.then(NetworkSetup::current),
+            namespaces,
             setsid: true,
             no_new_privs: launch.no_new_privs || ruleset.is_some(),
             ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
@@ -207,8 +212,8 @@ struct ChildSetup {
     /// The call's cgroups' `cgroup.procs` (the unified one, and the v1 hierarchies that limit it where the
     /// unified one cannot): writing `0` moves the writer in, before it can fork.
     join: [Option<RawFd>; 3],
-    /// A network namespace of its own, with its loopback up.
-    network: Option<NetworkSetup>,
+    /// Namespaces of its own: network (with its loopback up), mounts (the protected paths read-only).
+    namespaces: Option<Namespaces>,
     /// No setuid or file-capability gains from here on (required by Landlock).
     no_new_privs: bool,
     /// A Landlock ruleset to enforce.
@@ -231,8 +236,8 @@ impl ChildSetup {
                 return Err(io::Error::last_os_error());
             }
         }
-        if let Some(network) = &self.network {
-            network.apply()?;
+        if let Some(namespaces) = &self.namespaces {
+            namespaces.apply()?;
         }
         if self.no_new_privs {
             // SAFETY: prctl with integer arguments only.
@@ -254,45 +259,128 @@ impl ChildSetup {
     }
 }
 
-/// How a child gets a network namespace of its own: as root, directly; otherwise (or where root may not) in a
-/// user namespace of its own that maps its user and group to themselves.
+/// The namespaces a child makes for itself: as root directly; otherwise (or where root may not) inside a user
+/// namespace of its own that maps its user and group to themselves.
+///
+/// - network: its own, whose only interface is its loopback, brought up;
+/// - mounts: its own, private (nothing propagates back to the host's), with each protected path bound
+///   read-only over itself: a command cannot change, replace or remove the host's policy files, lockfiles, cache
+///   or audit logs, even inside a directory it may write (Landlock can only allow, not take a file out of a
+///   grant).
 #[derive(Debug, Clone)]
-struct NetworkSetup {
+struct Namespaces {
     /// `/proc/self/uid_map`'s and `gid_map`'s lines, formatted in the parent.
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     root: bool,
+    network: bool,
+    /// The protected paths that exist, with the flags of the mounts they are on (kept when remounting: a user
+    /// namespace may not clear `nosuid`, `nodev`, `noexec`).
+    read_only: Vec<(std::ffi::CString, libc::c_ulong)>,
 }
 
-impl NetworkSetup {
-    fn current() -> Self {
+impl Namespaces {
+    fn for_confinement(confinement: &Confinement) -> io::Result<Self> {
+        use std::os::unix::ffi::OsStrExt;
         let (uid, gid) = (
             rustix::process::geteuid().as_raw(),
             rustix::process::getegid().as_raw(),
         );
-        NetworkSetup {
+        let mut read_only = Vec::new();
+        for path in &confinement.protected {
+            let Ok(real) = std::fs::canonicalize(path) else {
+                continue;
+            };
+            let path = std::ffi::CString::new(real.as_os_str().as_bytes()).map_err(io::Error::other)?;
+            let flags = mount_flags(&path);
+            read_only.push((path, flags));
+        }
+        Ok(Namespaces {
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             root: uid == 0,
-        }
+            network: confinement.own_network,
+            read_only,
+        })
     }
 
     /// In the child: syscalls only.
     #[allow(unsafe_code)]
     fn apply(&self) -> io::Result<()> {
+        let mut flags = 0;
+        if self.network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        if !self.read_only.is_empty() {
+            flags |= libc::CLONE_NEWNS;
+        }
         // SAFETY: unshare with flags only.
-        let direct = self.root && unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0;
+        let direct = self.root && unsafe { libc::unshare(flags) } == 0;
         if !direct {
             // SAFETY: unshare with flags only.
-            if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
+            if unsafe { libc::unshare(libc::CLONE_NEWUSER | flags) } != 0 {
                 return Err(io::Error::last_os_error());
             }
             write_file(c"/proc/self/setgroups", b"deny")?;
             write_file(c"/proc/self/uid_map", &self.uid_map)?;
             write_file(c"/proc/self/gid_map", &self.gid_map)?;
         }
-        loopback_up()
+        if !self.read_only.is_empty() {
+            // SAFETY: mount with NUL-terminated paths that live across the calls, null or static strings for the
+            // rest: first nothing propagates back to the host's namespace, then each path is bound over itself
+            // and the binding made read-only.
+            unsafe {
+                let none = std::ptr::null();
+                if libc::mount(
+                    none,
+                    c"/".as_ptr(),
+                    none,
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    none.cast(),
+                ) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                for (path, kept) in &self.read_only {
+                    if libc::mount(path.as_ptr(), path.as_ptr(), none, libc::MS_BIND, none.cast()) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    let read_only = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | kept;
+                    if libc::mount(none, path.as_ptr(), none, read_only, none.cast()) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+            }
+        }
+        if self.network {
+            loopback_up()?;
+        }
+        Ok(())
     }
+}
+
+/// The flags of the mount `path` is on that a remount must keep (`statvfs`'s, as `mount` flags).
+#[allow(unsafe_code)]
+fn mount_flags(path: &std::ffi::CStr) -> libc::c_ulong {
+    // SAFETY: statvfs writes the struct it is given, zeroed plain data, for a NUL-terminated path.
+    let flag = unsafe {
+        let mut stat: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut stat) != 0 {
+            return 0;
+        }
+        stat.f_flag
+    };
+    [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ]
+    .into_iter()
+    .filter(|(st, _)| flag & st != 0)
+    .fold(0, |all, (_, ms)| all | ms)
 }
 
 /// Write `bytes` to the file at `path` (in the child: syscalls only).

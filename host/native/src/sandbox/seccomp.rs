@@ -89,18 +89,22 @@ pub(crate) struct SyscallFilter {
 }
 
 impl SyscallFilter {
-    /// The filters, compiled at the first confined start (the same for every program).
-    pub(crate) fn get() -> io::Result<&'static SyscallFilter> {
-        static FILTER: OnceLock<Result<SyscallFilter, String>> = OnceLock::new();
-        FILTER
+    /// The filters, compiled at the first confined start (the same for every program): with `unix_sockets`
+    /// false, a Unix socket cannot be made either (`socketpair` still can): a socket by path is reached whatever
+    /// Landlock says (`connect` is not a file access it checks), and a Docker daemon's or an SSH agent's socket
+    /// is an escape.
+    pub(crate) fn get(unix_sockets: bool) -> io::Result<&'static SyscallFilter> {
+        static FILTERS: [OnceLock<Result<SyscallFilter, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+        FILTERS[usize::from(unix_sockets)]
             .get_or_init(|| {
-                SyscallFilter::compile().map_err(|e| format!("cannot build the seccomp filter: {e}"))
+                SyscallFilter::compile(unix_sockets)
+                    .map_err(|e| format!("cannot build the seccomp filter: {e}"))
             })
             .as_ref()
             .map_err(|e| io::Error::other(e.clone()))
     }
 
-    fn compile() -> Result<SyscallFilter, seccompiler::BackendError> {
+    fn compile(unix_sockets: bool) -> Result<SyscallFilter, seccompiler::BackendError> {
         let arch = TargetArch::try_from(std::env::consts::ARCH)?;
         let mut denied: BTreeMap<i64, Vec<SeccompRule>> = DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
         // Any one of the namespace flags (rules of one call are alternatives; a rule's conditions all hold).
@@ -121,6 +125,17 @@ impl SyscallFilter {
         denied.insert(libc::SYS_unshare, new_namespace(0)?);
         // `clone(flags, …)` on every architecture seccompiler knows (x86_64, aarch64, riscv64).
         denied.insert(libc::SYS_clone, new_namespace(0)?);
+        if !unix_sockets {
+            denied.insert(
+                libc::SYS_socket,
+                vec![SeccompRule::new(vec![SeccompCondition::new(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    libc::AF_UNIX as u64,
+                )?])?],
+            );
+        }
         let eperm = SeccompFilter::new(
             denied,
             SeccompAction::Allow,
@@ -213,7 +228,7 @@ mod tests {
     /// Run `f` in a forked child under the filters (its threads untouched); its exit code.
     #[allow(unsafe_code)]
     fn in_child(f: fn() -> i32) -> i32 {
-        let filter = SyscallFilter::get().unwrap();
+        let filter = SyscallFilter::get(false).unwrap();
         // SAFETY: the child makes only system calls (prctl, seccomp, the ones `f` tests) and exits with `_exit`.
         unsafe {
             match libc::fork() {
