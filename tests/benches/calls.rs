@@ -373,5 +373,57 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-criterion_group!(benches, pipeline, dispatch, tools);
+/// What the sandbox costs a start: `echo` unconfined (`sandbox = "off"`), and in the default `workspace-write`
+/// sandbox (Landlock with the secrets carved out, seccomp, network and mount namespaces, the pids limit) and with
+/// a proxied host (the listener handed over), each waited for to its exit.
+fn sandbox(c: &mut Criterion) {
+    use toolwright::native::sandbox::{BuiltinSandbox, Hosts};
+    use toolwright::native::{CallScope, HostEnv, NativeProcess};
+    let ws = tempfile::tempdir().unwrap();
+    let host = HostEnv::current();
+    let mut confined = BuiltinSandbox::default_for(ws.path(), &host);
+    confined.protected = vec![ws.path().join("policy.toml")];
+    std::fs::write(ws.path().join("policy.toml"), "").unwrap();
+    let mut proxied = confined.clone();
+    proxied.network = Hosts {
+        allow: vec![toolwright::policy::NetPattern::parse("127.0.0.1:9").unwrap()],
+        deny: Vec::new(),
+    };
+    let off = BuiltinSandbox {
+        mode: toolwright::native::sandbox::SandboxMode::Off,
+        ..confined.clone()
+    };
+    let command = toolwright_sdk::Command {
+        program: "echo".into(),
+        args: vec!["hi".into()],
+        cwd: Some(ws.path().to_string_lossy().into_owned()),
+        env: Vec::new(),
+    };
+    let mut group = c.benchmark_group("sandbox/echo");
+    for (label, sandbox) in [("off", off), ("workspace-write", confined), ("proxied", proxied)] {
+        let launch = sandbox
+            .programs()
+            .launch(
+                &command,
+                &[("PATH".into(), HostEnv::DEFAULT_PATH.into())],
+                "bench",
+            )
+            .unwrap();
+        group.bench_function(label, |b| {
+            b.iter(|| {
+                let scope = CallScope::new();
+                let mut process = NativeProcess::spawn(&command, &launch, &scope).unwrap();
+                loop {
+                    use toolwright_sdk::{Process, ProcessEvent};
+                    if let ProcessEvent::Exited(_) = process.next(Duration::from_secs(5)).unwrap() {
+                        break;
+                    }
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, pipeline, dispatch, tools, sandbox);
 criterion_main!(benches);

@@ -63,8 +63,14 @@ impl Machine {
         command
     }
 
+    fn audit_log(&self) -> PathBuf {
+        self.path("audit.jsonl")
+    }
+
     fn args(&self) -> Vec<String> {
         let mut args = vec![
+            "--audit-log".into(),
+            self.audit_log().to_string_lossy().into_owned(),
             "--cwd".into(),
             self.path("ws").to_string_lossy().into_owned(),
             "--builtins".into(),
@@ -367,5 +373,94 @@ fn under_mcp_bash_is_confined_and_the_next_call_works() {
         assert!(text.contains("[sandbox]"), "{mode}: {text}");
         let (is_error, text) = mcp.run(2, "bash", json!({"command": "echo next"}));
         assert!(!is_error && text.starts_with("next\n"), "{mode}: {text}");
+    }
+}
+
+/// A loopback HTTP server answering every request with `hello from PATH`, and how many it served.
+fn http_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Write;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let path = head.split(' ').nth(1).unwrap_or("?").to_owned();
+            let body = format!("hello from {path}");
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, served)
+}
+
+#[test]
+fn granted_hosts_are_reached_by_name_through_the_proxy_and_the_rest_is_refused_and_audited() {
+    for mode in MODES {
+        let (granted, served) = http_server();
+        let (refused, refused_served) = http_server();
+        let m = Machine::new(mode).with_policy(&format!("[builtins]\nnetwork = [\"127.0.0.1:{granted}\"]\n"));
+        // NO_PROXY names the sandbox's own loopback by default: these requests are for the host's.
+        let fetch = |port: u16, path: &str| {
+            format!(
+                "NO_PROXY= no_proxy= python3 -c 'import urllib.request; \
+                 print(urllib.request.urlopen(\"http://127.0.0.1:{port}{path}\").read().decode())'"
+            )
+        };
+        let tunnel = format!(
+            "python3 -c 'import http.client; c = http.client.HTTPConnection(\"127.0.0.1\", {proxy}); \
+             c.set_tunnel(\"127.0.0.1\", {granted}); c.request(\"GET\", \"/tunnel\"); \
+             print(c.getresponse().read().decode())'",
+            proxy = toolwright::native::sandbox::PROXY_PORT
+        );
+        let (_, text) = m.bash(&format!(
+            "{}; {tunnel}; {}",
+            fetch(granted, "/plain"),
+            fetch(refused, "/no")
+        ));
+        assert!(text.contains("hello from /plain"), "{mode}: {text}");
+        assert!(text.contains("hello from /tunnel"), "{mode}: {text}");
+        assert!(text.contains("HTTP Error 403"), "{mode}: {text}");
+        assert!(
+            text.contains(&format!(
+                "- the proxy refused 127.0.0.1:{refused}: `network = [\"127.0.0.1:{refused}\"]` would allow it."
+            )),
+            "{mode}: {text}"
+        );
+        assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2, "{mode}");
+        assert_eq!(
+            refused_served.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "{mode}"
+        );
+        // Without the proxy nothing goes anywhere: the host's port is not in the sandbox's namespace.
+        let (_, text) = m.bash(&format!("echo > /dev/tcp/127.0.0.1/{granted} && echo DIRECT"));
+        assert!(!text.contains("DIRECT"), "{mode}: {text}");
+        // Both are on the audit trail.
+        let log = std::fs::read_to_string(m.audit_log()).unwrap();
+        let connections: Vec<Value> = log
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .flat_map(|r| r["connections"].as_array().cloned().unwrap_or_default())
+            .collect();
+        assert!(
+            connections.contains(&json!({"address": format!("127.0.0.1:{granted}"), "allowed": true})),
+            "{mode}: {connections:?}"
+        );
+        assert!(
+            connections.contains(&json!({"address": format!("127.0.0.1:{refused}"), "allowed": false})),
+            "{mode}: {connections:?}"
+        );
     }
 }

@@ -24,6 +24,8 @@
 //! [builtins]                # replaces the built-ins' default grants (read "/", write ".", spawn any, env "*");
 //!                           # a section of limits only (timeout-ms, memory-mib, instance…) keeps them
 //! write = ["./src"]
+//! sandbox = "workspace-write" # how bash's programs are confined: "workspace-write" (default), "read-only", "off"
+//! network = ["crates.io:443"] # hosts bash's programs reach through the host's proxy (none by default)
 //! ```
 //!
 //! A project's `toolwright.toml` comes with the repository, so it is not trusted by default: it may deny,
@@ -304,6 +306,20 @@ impl PluginPolicy {
                 && self.deny == Deny::default())
     }
 
+    /// For the `[builtins]` section: whether it replaces the built-ins' default grants ([`PluginPolicy::grants`]
+    /// but for `network`, which only opens the sandbox's proxy to the hosts it names).
+    pub fn replaces_builtin_defaults(&self) -> bool {
+        self.names_grants
+            || !(self.read.is_empty()
+                && self.write.is_empty()
+                && self.spawn.is_empty()
+                && self.env.is_empty()
+                && Deny {
+                    network: Vec::new(),
+                    ..self.deny.clone()
+                } == Deny::default())
+    }
+
     /// The instance reuse this section asks for: none unless `instance = "reuse"`.
     pub fn reuse(&self) -> Option<InstanceReuse> {
         (self.instance == Some(InstanceMode::Reuse)).then(|| InstanceReuse {
@@ -380,7 +396,8 @@ impl Policy {
             message: e.to_string(),
         })?;
         if let Some(builtins) = &mut policy.builtins {
-            const GRANT_KEYS: [&str; 6] = ["read", "write", "spawn", "env", "network", "deny"];
+            // `network` only opens the sandbox's proxy: it does not replace the default file grants.
+            const GRANT_KEYS: [&str; 5] = ["read", "write", "spawn", "env", "deny"];
             let table: toml::Table = toml::from_str(text).unwrap_or_default();
             builtins.names_grants = table
                 .get("builtins")
@@ -442,10 +459,6 @@ impl Policy {
                 (
                     b.unconfined_spawn,
                     "unconfined-spawn: the built-in tools' programs are not confined",
-                ),
-                (
-                    !b.network.is_empty() || !b.deny.network.is_empty(),
-                    "network: the built-in tools open no sockets",
                 ),
                 (
                     b.fuel.is_some(),
@@ -558,13 +571,23 @@ impl Policy {
                             .into(),
                     );
                 }
+                if !b.network.is_empty() {
+                    policy.ignored.push(format!(
+                        "[builtins] network = {:?} (only the user's config lets commands reach hosts)",
+                        std::mem::take(&mut b.network)
+                    ));
+                }
                 if let Some(secrets) = b.secrets.take() {
                     policy.ignored.push(format!(
                         "[builtins] secrets = {secrets:?} (only the user's config says which secrets the sandbox \
                          hides; a project may deny more with deny.read)"
                     ));
                 }
-                if policy.builtins.as_ref().is_some_and(PluginPolicy::grants) {
+                if policy
+                    .builtins
+                    .as_ref()
+                    .is_some_and(PluginPolicy::replaces_builtin_defaults)
+                {
                     // The user's config set the built-ins' grants: a project may only narrow them (deny, limits),
                     // or its grants would be added to the user's.
                     policy.ignored.extend(b.drop_grants("[builtins]"));

@@ -242,6 +242,15 @@ impl CallSink {
         }
     }
 
+    /// [`CallSink::connected`] for a target by name (`host:port`, as the sandbox's proxy was asked for it).
+    pub fn connected_to(&self, target: &str, allowed: bool) {
+        let Some(inner) = &self.inner else { return };
+        if inner.accepting.load(Ordering::Acquire) {
+            inner.activity().connected(target.to_owned(), allowed);
+            Self::reported(inner);
+        }
+    }
+
     /// Whether anything listens: a tool may skip building log lines nobody reads.
     pub fn is_connected(&self) -> bool {
         self.inner.as_ref().is_some_and(|i| i.report.is_none())

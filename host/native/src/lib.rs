@@ -231,7 +231,7 @@ impl Ctx for NativeCtx {
                 return Err(io::Error::new(io::ErrorKind::PermissionDenied, refusal));
             }
         };
-        match NativeProcess::spawn(command, &launch, &self.processes) {
+        match NativeProcess::spawn_for(command, &launch, &self.processes, self.updates.clone()) {
             Ok(process) => {
                 self.updates.spawned(&command.program, &command.args, None);
                 Ok(Box::new(process))

@@ -19,6 +19,7 @@
 
 mod confine;
 mod process;
+mod proxy;
 mod scope;
 mod seccomp;
 
@@ -26,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 pub use confine::{Confinement, Exec, Limits, SYSTEM_DEVICES, SYSTEM_EXEC, SYSTEM_READ, Tcp, landlock_abi};
 pub use process::{NativeProcess, without_forks};
+pub use proxy::{Hosts, PORT as PROXY_PORT};
 pub use scope::CallScope;
 pub use toolwright_core::policy::SandboxMode;
 
@@ -49,6 +51,8 @@ pub struct BuiltinSandbox {
     pub hidden: Vec<PathBuf>,
     /// What no program of theirs may write (the host's policy files, lockfiles, cache, audit logs).
     pub protected: Vec<PathBuf>,
+    /// The hosts their programs reach through the host's proxy (`[builtins] network`).
+    pub network: Hosts,
 }
 
 impl BuiltinSandbox {
@@ -66,6 +70,7 @@ impl BuiltinSandbox {
             temp_dir: host.temp_dir.clone(),
             hidden: secrets(&defaults, host.home.as_deref()),
             protected: Vec::new(),
+            network: Hosts::default(),
         }
     }
 
@@ -100,6 +105,7 @@ impl Confinement {
             // Any TCP, inside a network namespace whose only interface is its own loopback.
             tcp: Tcp::Any,
             own_network: true,
+            proxy: (!sandbox.network.allow.is_empty()).then(|| sandbox.network.clone()),
             unix_sockets: false,
             limits: Limits {
                 pids: Some(BUILTIN_PIDS),
@@ -147,11 +153,16 @@ pub(crate) fn shows_refusal(line: &str) -> bool {
 
 /// What the model is told after the `output` of a command of the built-ins run under `confinement`, when the
 /// output shows a refusal the sandbox may have caused (none otherwise: pi's texts stay as they are).
-pub fn explain(output: &str, confinement: &Confinement, cwd: Option<&Path>) -> Option<String> {
+pub fn explain(
+    output: &str,
+    confinement: &Confinement,
+    cwd: Option<&Path>,
+    refused_hosts: &[String],
+) -> Option<String> {
     let mode = confinement.mode?;
     let refused = REFUSED.iter().any(|r| output.contains(r));
     let offline = NO_NETWORK.iter().any(|r| output.contains(r));
-    if !refused && !offline {
+    if !refused && !offline && refused_hosts.is_empty() {
         return None;
     }
     let mut lines = vec![format!(
@@ -216,12 +227,23 @@ pub fn explain(output: &str, confinement: &Confinement, cwd: Option<&Path>) -> O
             ));
         }
     }
-    if offline && confinement.own_network {
-        lines.push(
-            "- it has no network (only a loopback of its own): no host outside can be reached. `sandbox = \"off\"` \
-             would give commands the host's network."
+    for host in refused_hosts {
+        lines.push(format!(
+            "- the proxy refused {host}: `network = [\"{host}\"]` would allow it."
+        ));
+    }
+    if offline && refused_hosts.is_empty() && confinement.own_network {
+        lines.push(match &confinement.proxy {
+            None => "- it has no network (only a loopback of its own): no host outside can be reached. A \
+                     `network = [\"HOST:PORT\"]` grant would let commands reach that host through the host's proxy \
+                     (HTTP_PROXY); `sandbox = \"off\"` would give them the host's network."
                 .into(),
-        );
+            Some(hosts) => format!(
+                "- it reaches only {} through the host's proxy (HTTP_PROXY, HTTPS_PROXY); a program that ignores \
+                 them reaches nothing.",
+                hosts.describe()
+            ),
+        });
     }
     lines.push("Ask the user to change the policy if the command needs more.".into());
     Some(lines.join("\n"))
@@ -279,13 +301,14 @@ mod tests {
             temp_dir: "/tmp".into(),
             hidden: vec!["/home/u/.ssh".into()],
             protected: Vec::new(),
+            network: Hosts::default(),
         })
         .unwrap()
     }
 
     #[test]
     fn nothing_is_added_when_nothing_was_refused() {
-        assert_eq!(explain("hello\n", &confined(), None), None);
+        assert_eq!(explain("hello\n", &confined(), None, &[]), None);
     }
 
     #[test]
@@ -294,6 +317,7 @@ mod tests {
             "touch: cannot touch '/etc/x': Permission denied\n/bin/bash: line 1: /etc/y: Permission denied\n",
             &confined(),
             None,
+            &[],
         )
         .unwrap();
         assert!(text.contains("workspace-write sandbox"), "{text}");
@@ -316,6 +340,7 @@ mod tests {
             "cat: /home/u/.ssh/id_ed25519: Permission denied\n",
             &confined(),
             None,
+            &[],
         )
         .unwrap();
         assert!(
@@ -330,6 +355,7 @@ mod tests {
             "curl: (6) Could not resolve host: example.com\n",
             &confined(),
             None,
+            &[],
         )
         .unwrap();
         assert!(text.contains("it has no network"), "{text}");

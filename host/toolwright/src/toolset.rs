@@ -188,7 +188,7 @@ impl Toolset {
         let builtin_section = policy
             .builtins
             .as_ref()
-            .filter(|section| section.grants())
+            .filter(|section| section.replaces_builtin_defaults())
             .map(|section| BuiltinGrants::open(section, &options.cwd, &host));
         // Every built-in has its slot in pi's order, native or wasm.
         let builtins = match options.builtins {

@@ -31,7 +31,7 @@ impl wit::Host for PluginState {
                 return Ok(Err(refusal));
             }
         };
-        match NativeProcess::spawn(&command, &launch, &self.processes) {
+        match NativeProcess::spawn_for(&command, &launch, &self.processes, updates.clone()) {
             Ok(process) => {
                 updates.spawned(&command.program, &command.args, None);
                 Ok(Ok(self.table.push(process)?))

@@ -118,19 +118,24 @@ fn parses_kebab_case_and_rejects_unknown_keys() {
     assert_eq!(p.plugins["x"].timeout_ms, Some(5));
     let err = Policy::parse(Path::new("t.toml"), "[plugins.x]\nraed = [\".\"]\n").unwrap_err();
     assert!(err.to_string().starts_with("t.toml: "), "{err}");
-    for (text, why) in [
-        (
-            "[builtins]\nnetwork = [\"*:*\"]\n",
-            "network: the built-in tools open no sockets",
-        ),
-        (
-            "[builtins]\nfuel = 5\n",
-            "fuel: the built-in tools are not metered (use timeout-ms)",
-        ),
-    ] {
-        let err = Policy::parse(Path::new("t.toml"), text).unwrap_err();
-        assert_eq!(err.to_string(), format!("t.toml: [builtins] cannot set {why}"));
-    }
+    // The sandbox's keys belong to the built-ins; a plugin's programs are confined to its own grants.
+    let err = Policy::parse(Path::new("t.toml"), "[plugins.x]\nsandbox = \"off\"\n").unwrap_err();
+    assert!(
+        err.to_string().contains("only the [builtins] section sets them"),
+        "{err}"
+    );
+    let p = Policy::parse(
+        Path::new("t.toml"),
+        "[builtins]\nsandbox = \"read-only\"\nnetwork = [\"crates.io:443\"]\n",
+    )
+    .unwrap();
+    let b = p.builtins.unwrap();
+    assert_eq!((b.sandbox, b.network.len()), (Some(SandboxMode::ReadOnly), 1));
+    let err = Policy::parse(Path::new("t.toml"), "[builtins]\nfuel = 5\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "t.toml: [builtins] cannot set fuel: the built-in tools are not metered (use timeout-ms)"
+    );
     for (text, bad) in [
         ("[plugins.x]\nnetwork = [\"example.com\"]\n", "\"example.com\""),
         (

@@ -94,6 +94,8 @@ pub struct Confinement {
     /// A network namespace of its own, with only a loopback interface: no address outside is reachable
     /// (TCP, UDP, DNS), whatever `tcp` says; `tcp` then applies inside it.
     pub own_network: bool,
+    /// With `own_network`: the hosts it reaches by name through the host's proxy (none: no network at all).
+    pub proxy: Option<super::proxy::Hosts>,
     /// Whether it may make Unix sockets (a socket by path is reached whatever the file rules say: a Docker
     /// daemon's or an SSH agent's is an escape). `socketpair` is always allowed.
     pub unix_sockets: bool,
@@ -117,6 +119,7 @@ impl Default for Confinement {
             protected: Vec::new(),
             tcp: Tcp::None,
             own_network: false,
+            proxy: None,
             unix_sockets: false,
             limits: Limits::default(),
             mode: None,

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 
 use toolwright_sdk::{Command, ExitStatus, Process, ProcessEvent};
 
-use super::Confinement;
 use super::scope::CallScope;
 use super::seccomp::SyscallFilter;
+use super::{Confinement, proxy};
 use crate::programs::Launch;
+use toolwright_core::tool::CallSink;
 
 /// Held for reading around every fork of the host's (a spawn), and for writing by [`without_forks`].
 static FORKS: std::sync::RwLock<()> = std::sync::RwLock::new(());
@@ -53,12 +54,16 @@ pub struct NativeProcess {
     killed: bool,
     /// The built-ins' sandbox it runs in, watching its output for refusals to explain at its end.
     watch: Option<Watch>,
+    /// The proxy its sandbox reaches hosts through, serving while it lives.
+    _proxy: Option<proxy::Proxy>,
 }
 
 /// The lines of a sandboxed process's output that report a refusal, kept to be explained once it exits
 /// ([`super::explain`]).
 struct Watch {
     confinement: Confinement,
+    /// What its proxy refused.
+    refused: Option<std::sync::Arc<std::sync::Mutex<Vec<String>>>>,
     /// Where it runs: relative paths in its output are resolved against it.
     cwd: Option<std::path::PathBuf>,
     /// The last line, while it is not complete.
@@ -100,7 +105,21 @@ impl Watch {
         if !self.partial.is_empty() {
             self.line();
         }
-        let text = super::explain(&self.lines.join("\n"), &self.confinement, self.cwd.as_deref())?;
+        let refused = self
+            .refused
+            .as_ref()
+            .map(|r| {
+                r.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+            })
+            .unwrap_or_default();
+        let text = super::explain(
+            &self.lines.join("\n"),
+            &self.confinement,
+            self.cwd.as_deref(),
+            &refused,
+        )?;
         Some(format!("\n{text}\n").into_bytes())
     }
 }
@@ -109,6 +128,17 @@ impl NativeProcess {
     /// Start `command` as `launch` says (its program, exactly its environment, its confinement), in a new
     /// process group and in the cgroup of `scope`.
     pub fn spawn(command: &Command, launch: &Launch, scope: &CallScope) -> io::Result<Self> {
+        Self::spawn_for(command, launch, scope, CallSink::discard())
+    }
+
+    /// [`NativeProcess::spawn`] for a call whose audit record is `sink`: the connections its sandbox's proxy
+    /// allows and refuses are recorded there.
+    pub fn spawn_for(
+        command: &Command,
+        launch: &Launch,
+        scope: &CallScope,
+        sink: CallSink,
+    ) -> io::Result<Self> {
         // One pipe for both streams: the bytes arrive in exactly the order the process wrote them.
         let (reader, writer) = io::pipe()?;
         let mut cmd = std::process::Command::new(&launch.program);
@@ -123,6 +153,31 @@ impl NativeProcess {
         if let Some(cwd) = &command.cwd {
             cmd.current_dir(cwd);
         }
+        // Hosts by name through the host's proxy: the child makes its listener, the host serves it.
+        let proxied = launch
+            .confinement
+            .as_ref()
+            .filter(|c| c.own_network)
+            .and_then(|c| c.proxy.clone());
+        let channel = match &proxied {
+            Some(_) => {
+                let url = format!("http://127.0.0.1:{}", proxy::PORT);
+                for name in [
+                    "HTTP_PROXY",
+                    "HTTPS_PROXY",
+                    "ALL_PROXY",
+                    "http_proxy",
+                    "https_proxy",
+                    "all_proxy",
+                ] {
+                    cmd.env(name, &url);
+                }
+                cmd.env("NO_PROXY", "localhost,127.0.0.1,::1")
+                    .env("no_proxy", "localhost,127.0.0.1,::1");
+                Some(socket_pair()?)
+            }
+            None => None,
+        };
         // Everything that allocates or opens files happens here, in the parent; the child only makes syscalls.
         let ruleset = launch.confinement.as_ref().map(|c| c.ruleset()).transpose()?;
         let filter = launch
@@ -135,7 +190,7 @@ impl NativeProcess {
             .confinement
             .as_ref()
             .filter(|c| c.own_network || !c.protected.is_empty())
-            .map(Namespaces::for_confinement)
+            .map(|c| Namespaces::for_confinement(c, channel.as_ref().map(|(_, child)| child.as_raw_fd())))
             .transpose()?;
         let setup = ChildSetup {
             join: scope.join_fds(&limits),
@@ -161,6 +216,14 @@ impl NativeProcess {
         };
         drop(ruleset);
         scope.started(child.id() as i32);
+        // The child sent its listener before it ran the program (`spawn` returns once it did).
+        let proxy = match (proxied, channel) {
+            (Some(hosts), Some((parent, child_end))) => {
+                drop(child_end);
+                Some(proxy::Proxy::serve(receive_listener(&parent)?, hosts, sink))
+            }
+            _ => None,
+        };
         // `cmd` holds the parent's copies of the write end; dropping it closes them, so the pipe reports
         // end-of-file once every process that inherited it is gone.
         drop(cmd);
@@ -174,6 +237,7 @@ impl NativeProcess {
             .filter(|c| c.mode.is_some())
             .map(|c| Watch {
                 confinement: c.clone(),
+                refused: proxy.as_ref().map(proxy::Proxy::refused),
                 cwd: command.cwd.as_ref().map(std::path::PathBuf::from),
                 partial: Vec::new(),
                 lines: Vec::new(),
@@ -186,6 +250,7 @@ impl NativeProcess {
             exited: None,
             killed: false,
             watch,
+            _proxy: proxy,
         })
     }
 
@@ -277,10 +342,12 @@ struct Namespaces {
     /// The protected paths that exist, with the flags of the mounts they are on (kept when remounting: a user
     /// namespace may not clear `nosuid`, `nodev`, `noexec`).
     read_only: Vec<(std::ffi::CString, libc::c_ulong)>,
+    /// Where to send the proxy's listener, made on the namespace's loopback (the child's end of a socket pair).
+    proxy: Option<RawFd>,
 }
 
 impl Namespaces {
-    fn for_confinement(confinement: &Confinement) -> io::Result<Self> {
+    fn for_confinement(confinement: &Confinement, proxy: Option<RawFd>) -> io::Result<Self> {
         use std::os::unix::ffi::OsStrExt;
         let (uid, gid) = (
             rustix::process::geteuid().as_raw(),
@@ -301,6 +368,7 @@ impl Namespaces {
             root: uid == 0,
             network: confinement.own_network,
             read_only,
+            proxy,
         })
     }
 
@@ -354,8 +422,124 @@ impl Namespaces {
         }
         if self.network {
             loopback_up()?;
+            if let Some(channel) = self.proxy {
+                send_listener(channel)?;
+            }
         }
         Ok(())
+    }
+}
+
+/// A Unix socket pair, both ends close-on-exec: (the parent's, the child's).
+#[allow(unsafe_code)]
+fn socket_pair() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two descriptors into the array it is given.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just made and are owned by nothing else.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// Room for one descriptor's control message (`CMSG_SPACE(sizeof(int))` is 24 on 64-bit, 16 on 32-bit).
+const CONTROL: usize = 32;
+
+/// In the child: make a listening socket on the namespace's loopback at the proxy's port and send it over
+/// `channel` (syscalls only, on stack memory).
+#[allow(unsafe_code)]
+fn send_listener(channel: RawFd) -> io::Result<()> {
+    // SAFETY: plain data structures, zeroed then filled within their bounds; the syscalls read or write only
+    // them; the listener's descriptor is closed once sent (the parent holds its copy).
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut address: libc::sockaddr_in = std::mem::zeroed();
+        address.sin_family = libc::AF_INET as libc::sa_family_t;
+        address.sin_port = proxy::PORT.to_be();
+        address.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+        let size = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if libc::bind(fd, (&raw const address).cast(), size) != 0 || libc::listen(fd, 128) != 0 {
+            let error = io::Error::last_os_error();
+            libc::close(fd);
+            return Err(error);
+        }
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut control = [0u64; CONTROL / 8];
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &raw mut iov;
+        message.msg_iovlen = 1;
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as _;
+        let header = libc::CMSG_FIRSTHDR(&raw const message);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<libc::c_int>(), fd);
+        let sent = libc::sendmsg(channel, &raw const message, 0);
+        let error = io::Error::last_os_error();
+        libc::close(fd);
+        if sent != 1 {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// In the parent: the listener the child sent over `channel`.
+#[allow(unsafe_code)]
+fn receive_listener(channel: &std::os::fd::OwnedFd) -> io::Result<std::net::TcpListener> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: as in `send_listener`: plain data within bounds; the descriptor received is owned from here on.
+    unsafe {
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut control = [0u64; CONTROL / 8];
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &raw mut iov;
+        message.msg_iovlen = 1;
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = CONTROL as _;
+        let received = libc::recvmsg(
+            channel.as_raw_fd(),
+            &raw mut message,
+            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+        );
+        let header = libc::CMSG_FIRSTHDR(&raw const message);
+        if received != 1
+            || header.is_null()
+            || (*header).cmsg_level != libc::SOL_SOCKET
+            || (*header).cmsg_type != libc::SCM_RIGHTS
+        {
+            return Err(io::Error::other(
+                "the sandbox's proxy listener was not handed over",
+            ));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<libc::c_int>());
+        Ok(std::net::TcpListener::from_raw_fd(fd))
     }
 }
 

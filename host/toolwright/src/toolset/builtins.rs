@@ -62,7 +62,7 @@ pub fn native_builtins(
     let granted = policy
         .builtins
         .as_ref()
-        .filter(|section| section.grants())
+        .filter(|section| section.replaces_builtin_defaults())
         .map(|section| BuiltinGrants::open(section, &options.cwd, host));
     native_builtins_granted(options, policy, granted.as_ref(), host, mutations)
 }
@@ -149,6 +149,15 @@ pub(crate) fn builtin_sandbox(
         if let Some(secrets) = &section.secrets {
             sandbox.hidden = crate::native::sandbox::secrets(secrets, host.home.as_deref());
         }
+        let patterns = |list: &[String]| {
+            list.iter()
+                .filter_map(|p| crate::policy::NetPattern::parse(p))
+                .collect()
+        };
+        sandbox.network = crate::native::sandbox::Hosts {
+            allow: patterns(&section.network),
+            deny: patterns(&section.deny.network),
+        };
     }
     if let Some(granted) = granted {
         let (write, read): (Vec<&Grant>, Vec<&Grant>) = granted.dirs.iter().partition(|g| g.write);
