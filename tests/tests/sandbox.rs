@@ -998,19 +998,36 @@ async fn a_spawned_program_reaches_only_the_plugins_grants() {
         "no TCP without a network grant"
     );
 
-    // With a network grant naming a port: TCP to that port only (Landlock filters ports, not hosts).
+    // With a network grant: the granted host, by name, through the host's proxy; nothing directly, not even the
+    // granted port (the program's namespace has only its own loopback).
     let other = greeter("other\n");
     let s = sandbox(&format!(
         "[plugins.toolwright-test-probe]\nspawn = [\"bash\"]\nnetwork = [\"127.0.0.1:{port}\"]\n"
     ));
+    let proxy = toolwright::native::sandbox::PROXY_PORT;
+    let tunnel = |port: u16| {
+        json!({"action": "spawn", "target": "bash", "args": ["-c", format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{proxy}; printf 'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n' >&3; \
+             timeout 5 cat <&3 | tr -d '\\r'"
+        )]})
+    };
     let connect = |port: u16| json!({"action": "spawn", "target": "bash", "args": ["-c", format!("cat < /dev/tcp/127.0.0.1/{port}")]});
-    let out = s.run(&[connect(port), connect(other)]).await;
-    assert_eq!(text(&out[0]), "hello\n");
-    assert_eq!(
-        text(&out[1]),
-        format!(
-            "bash: connect: Permission denied\nbash: line 1: /dev/tcp/127.0.0.1/{other}: Permission denied\n"
-        )
+    let out = s.run(&[tunnel(port), tunnel(other), connect(port)]).await;
+    assert_eq!(text(&out[0]), "HTTP/1.1 200 Connection established\n\nhello\n");
+    assert!(
+        text(&out[1]).starts_with("HTTP/1.1 403 Forbidden\n"),
+        "{}",
+        text(&out[1])
+    );
+    assert!(
+        text(&out[1]).contains(&format!("127.0.0.1:{other} is not granted")),
+        "{}",
+        text(&out[1])
+    );
+    assert!(
+        text(&out[2]).contains("Connection refused") || text(&out[2]).contains("Permission denied"),
+        "{}",
+        text(&out[2])
     );
 }
 

@@ -302,7 +302,8 @@ fn is_executable(path: &Path) -> bool {
 impl ProgramGrant {
     /// A third-party plugin's programs under its policy decision: resolved on the host's `PATH` (`host_path`),
     /// never inside its writable grants, only the variables the policy names settable, confined by Landlock to
-    /// its granted directories and network.
+    /// its granted directories, in a network namespace of their own that reaches its granted hosts through the
+    /// host's proxy.
     pub fn for_plugin(effective: &Effective, host_path: &str) -> ProgramGrant {
         let (write, read): (Vec<_>, Vec<_>) = effective.dirs.iter().partition(|d| d.write);
         let paths = |list: Vec<&toolwright_core::policy::DirGrant>| -> Vec<PathBuf> {
@@ -314,7 +315,18 @@ impl ProgramGrant {
             write: write.clone(),
             // Filled in with the resolved programs.
             programs: Vec::new(),
-            tcp: Tcp::from_patterns(&effective.network),
+            // No network of their own: the granted hosts, by name, through the host's proxy (the only TCP
+            // Landlock lets them open is the proxy's port on their namespace's loopback).
+            tcp: if effective.network.is_empty() {
+                Tcp::None
+            } else {
+                Tcp::Ports(vec![crate::sandbox::PROXY_PORT])
+            },
+            own_network: true,
+            proxy: (!effective.network.is_empty()).then(|| crate::sandbox::Hosts {
+                allow: effective.network.clone(),
+                deny: effective.network_deny.clone(),
+            }),
             unconfined_ok: effective.unconfined_spawn,
             ..Confinement::default()
         };

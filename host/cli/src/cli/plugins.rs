@@ -40,13 +40,21 @@ fn spawn_confinement(e: &toolwright::policy::Effective) -> Option<(&'static str,
         unconfined_ok: e.unconfined_spawn,
         ..Confinement::default()
     };
+    let network = if e.network.is_empty() {
+        "no network".to_owned()
+    } else {
+        let hosts: Vec<String> = e.network.iter().map(ToString::to_string).collect();
+        format!(
+            "the network only to {} through the host's proxy",
+            hosts.join(", ")
+        )
+    };
     Some(match confinement.unavailable() {
         None => (
             "landlock",
             format!(
-                "confined by Landlock (ABI {}) to its own grants and the system's read-only paths, {}",
-                landlock_abi(),
-                confinement.tcp
+                "confined by Landlock (ABI {}) to its own grants and the system's read-only paths, {network}",
+                landlock_abi()
             ),
         ),
         Some(why) if e.unconfined_spawn => (
@@ -143,14 +151,21 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
             .collect();
         let mut errors: Vec<String> = toolset.errors.iter().map(ToString::to_string).collect();
         errors.extend(problems.iter().cloned());
+        let (mode, text) = toolwright::toolset::sandbox_summary(&toolset.policy);
+        let sandbox = json!({"mode": mode.name(), "text": text});
         writeln!(
             out,
             "{}",
             json!({"plugins": plugins, "held": held, "errors": errors, "warnings": warnings,
-                "ignoredFromProject": toolset.policy.ignored})
+                "ignoredFromProject": toolset.policy.ignored, "builtinsSandbox": sandbox})
         )?;
         return Ok(code);
     }
+    writeln!(
+        out,
+        "built-ins' sandbox: {}",
+        toolwright::toolset::sandbox_summary(&toolset.policy).1
+    )?;
     if toolset.plugins.is_empty() && toolset.errors.is_empty() && problems.is_empty() {
         writeln!(
             out,

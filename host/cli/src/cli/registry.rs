@@ -84,6 +84,10 @@ pub fn tools(args: ToolsArgs) -> anyhow::Result<ExitCode> {
             .map(|(info, granted)| {
                 let mut value = serde_json::to_value(info).unwrap_or(Value::Null);
                 value["grants"] = granted.clone();
+                if info.name == "bash" && info.source_info.path.starts_with("builtin:") {
+                    let (mode, text) = toolwright::toolset::sandbox_summary(&toolset.policy);
+                    value["sandbox"] = json!({"mode": mode.name(), "text": text});
+                }
                 value
             })
             .collect();
@@ -139,6 +143,10 @@ pub fn tools(args: ToolsArgs) -> anyhow::Result<ExitCode> {
                 })
                 .collect();
             writeln!(out, "{:width$}  grants: {}", "", dirs.join(", "))?;
+        }
+        if info.name == "bash" && info.source_info.path.starts_with("builtin:") {
+            let (_, text) = toolwright::toolset::sandbox_summary(&toolset.policy);
+            writeln!(out, "{:width$}  sandbox: {text}", "")?;
         }
     }
     Ok(ExitCode::SUCCESS)

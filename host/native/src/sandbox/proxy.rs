@@ -25,6 +25,9 @@ pub const PORT: u16 = 3128;
 /// The longest request head the proxy reads.
 const MAX_HEAD: usize = 16 * 1024;
 
+/// At most this many connections of one sandboxed process are served at once (each holds a thread or two).
+const MAX_CONNECTIONS: usize = 64;
+
 /// How long a client may take to send its request head, and a connection to a host may take to open.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -85,15 +88,26 @@ impl Proxy {
         let listener = Arc::new(listener);
         let refused: Arc<Mutex<Vec<String>>> = Arc::default();
         let (accepting, hosts, noted) = (listener.clone(), Arc::new(hosts), refused.clone());
+        let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let _ = thread::Builder::new()
             .name("toolwright-proxy".into())
             .spawn(move || {
                 for stream in accepting.incoming() {
-                    let Ok(stream) = stream else {
+                    let Ok(mut stream) = stream else {
                         // Shut down (the process ended), or out of descriptors: stop either way.
                         break;
                     };
-                    let (hosts, sink, noted) = (hosts.clone(), sink.clone(), noted.clone());
+                    if open.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_CONNECTIONS {
+                        open.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                        let _ = respond(
+                            &mut stream,
+                            "503 Service Unavailable",
+                            "Toolwright's sandbox proxy: too many connections at once (64)\n",
+                        );
+                        continue;
+                    }
+                    let (hosts, sink, noted, open) =
+                        (hosts.clone(), sink.clone(), noted.clone(), open.clone());
                     let _ = thread::Builder::new()
                         .name("toolwright-proxy-conn".into())
                         .spawn(move || {
@@ -104,6 +118,7 @@ impl Proxy {
                                     noted.push(target);
                                 }
                             }
+                            open.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                         });
                 }
             });

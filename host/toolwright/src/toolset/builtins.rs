@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{ToolsetError, ToolsetOptions};
 use crate::definition::ToolDefinition;
 use crate::grants::{Grant, GrantedFiles};
-use crate::native::sandbox::BuiltinSandbox;
+use crate::native::sandbox::{BuiltinSandbox, SandboxMode};
 use crate::native::{FileMutationQueue, HostEnv, NativeEnv, ProgramGrant};
 use crate::policy::{PluginPolicy, Policy};
 #[cfg(feature = "wasm")]
@@ -169,6 +169,39 @@ pub(crate) fn builtin_sandbox(
         .map(|(p, _)| p)
         .collect();
     sandbox
+}
+
+/// The sandbox the built-ins' programs run in under `policy`, in a sentence (what `toolwright plugins` and
+/// `toolwright tools` show): its mode, what it writes, the secrets it keeps out of, and its network.
+pub fn sandbox_summary(policy: &Policy) -> (SandboxMode, String) {
+    let section = policy.builtins.as_ref();
+    let mode = section.and_then(|s| s.sandbox).unwrap_or_default();
+    let secrets = section
+        .and_then(|s| s.secrets.as_ref())
+        .map_or(crate::policy::DEFAULT_SECRETS.len(), Vec::len);
+    let network: Vec<&String> = section.map(|s| s.network.iter().collect()).unwrap_or_default();
+    let network = if network.is_empty() {
+        "no network".to_owned()
+    } else {
+        let hosts: Vec<&str> = network.iter().map(|h| h.as_str()).collect();
+        format!(
+            "the network only to {} through the host's proxy",
+            hosts.join(", ")
+        )
+    };
+    let text = match mode {
+        SandboxMode::Off => {
+            "off: bash's programs run unconfined, with the host's authority (pi's behaviour)".to_owned()
+        }
+        SandboxMode::WorkspaceWrite => format!(
+            "workspace-write: bash's programs write the workspace (the write grants) and the temporary directory, \
+             read all but {secrets} secrets, {network}"
+        ),
+        SandboxMode::ReadOnly => {
+            format!("read-only: bash's programs write nothing, read all but {secrets} secrets, {network}")
+        }
+    };
+    (mode, text)
 }
 
 /// `programs` confined by `sandbox`.
