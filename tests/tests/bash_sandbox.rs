@@ -282,6 +282,14 @@ fn bash_cannot_undo_its_confinement_nor_reach_the_host() {
         let m = Machine::new(mode);
         let agent = std::os::unix::net::UnixListener::bind(m.path("home/agent.sock")).unwrap();
         agent.set_nonblocking(true).unwrap();
+        // A datagram to a port of the host's loopback (the way to a DNS server): it stays in the sandbox.
+        let dns = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        dns.set_nonblocking(true).unwrap();
+        let dns_port = dns.local_addr().unwrap().port();
+        let datagram = format!(
+            "python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+             s.sendto(b\"q\", (\"127.0.0.1\", {dns_port})); print(\"SENT\")'"
+        );
         let cgroup_escape = "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/unified/cgroup.procs; do \
                              [ -e $f ] && echo $$ > $f && echo ESCAPED-CGROUP; done";
         let commands = [
@@ -305,12 +313,19 @@ fn bash_cannot_undo_its_confinement_nor_reach_the_host() {
             ),
             // Leaving the call's cgroup.
             (cgroup_escape, ""),
+            // Another process's memory: the host's.
+            (
+                "python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); \
+                 r = libc.ptrace(16, os.getppid(), 0, 0); print(\"ptrace\", r, ctypes.get_errno())'",
+                "ptrace -1 1",
+            ),
             // A Unix socket by path (an SSH agent's, a Docker daemon's): Landlock does not check `connect`.
             (
                 "python3 -c 'import socket, sys; s=socket.socket(socket.AF_UNIX); \
                  s.connect(sys.argv[1]); print(\"ESCAPED-UNIX\")' $HOME/agent.sock",
                 "Operation not permitted",
             ),
+            (datagram.as_str(), "SENT"),
             // Its own network namespace has a loopback, and only that.
             (
                 "python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(); \
@@ -324,6 +339,10 @@ fn bash_cannot_undo_its_confinement_nor_reach_the_host() {
             assert!(text.contains(expected), "{mode}: {command}: {text}");
         }
         assert!(agent.accept().is_err(), "{mode}: the agent's socket was reached");
+        assert!(
+            dns.recv_from(&mut [0u8; 16]).is_err(),
+            "{mode}: a datagram reached the host's loopback"
+        );
     }
 }
 
@@ -463,4 +482,27 @@ fn granted_hosts_are_reached_by_name_through_the_proxy_and_the_rest_is_refused_a
             "{mode}: {connections:?}"
         );
     }
+}
+
+#[test]
+fn a_calls_processes_share_the_memory_limit_and_the_host_lives_on() {
+    let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
+    if !Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists()
+        && !v2.split_whitespace().any(|c| c == "memory")
+    {
+        eprintln!("no memory controller on this machine: the limit is not tested");
+        return;
+    }
+    let m = Machine::new("native").with_policy("[builtins]\nprocess-memory-mib = 64\n");
+    let (is_error, text) = m.bash(
+        "python3 -c 'b = bytearray(256 << 20); b[::4096] = b\"x\" * len(b[::4096]); print(\"allocated\", len(b))'; \
+         echo exit=$?",
+    );
+    assert!(!text.contains("allocated 268435456"), "{text}");
+    assert!(
+        text.contains("exit=137"),
+        "killed by the kernel: {is_error} {text}"
+    );
+    let (is_error, text) = m.bash("python3 -c 'b = bytearray(16 << 20); print(\"small\")'");
+    assert_eq!((is_error, text.as_str()), (false, "small\n"));
 }

@@ -201,6 +201,10 @@ pub struct PluginPolicy {
     /// [`SandboxMode::WorkspaceWrite`]).
     #[serde(default)]
     pub sandbox: Option<SandboxMode>,
+    /// `[builtins]` only: the memory the processes of one sandboxed call may use together, in MiB (the call's
+    /// cgroup; none by default). Past it the kernel kills in that cgroup, never in the host.
+    #[serde(default)]
+    pub process_memory_mib: Option<u64>,
     /// `[builtins]` only: the paths the built-ins' programs may never read or write, even below a grant,
     /// replacing [`DEFAULT_SECRETS`] (`[]`: none). `deny = { read = [...] }` refuses whole grants instead.
     #[serde(default)]
@@ -428,12 +432,14 @@ impl Policy {
                     ),
                 });
             }
-            if section != "[builtins]" && (p.sandbox.is_some() || p.secrets.is_some()) {
+            if section != "[builtins]"
+                && (p.sandbox.is_some() || p.secrets.is_some() || p.process_memory_mib.is_some())
+            {
                 return Err(PolicyError {
                     path: path.to_owned(),
                     message: format!(
-                        "{section} sandbox, secrets: only the [builtins] section sets them (a plugin's programs \
-                         are confined to its own grants)"
+                        "{section} sandbox, secrets, process-memory-mib: only the [builtins] section sets them (a \
+                         plugin's programs are confined to its own grants)"
                     ),
                 });
             }
@@ -716,6 +722,7 @@ impl PluginPolicy {
                 self.sha256.push(pin);
             }
         }
+        self.process_memory_mib = min_opt(self.process_memory_mib, other.process_memory_mib);
         // The stricter sandbox wins; secrets add up.
         self.sandbox = match (self.sandbox, other.sandbox) {
             (Some(a), Some(b)) => Some(a.max(b)),

@@ -53,6 +53,8 @@ pub struct BuiltinSandbox {
     pub protected: Vec<PathBuf>,
     /// The hosts their programs reach through the host's proxy (`[builtins] network`).
     pub network: Hosts,
+    /// The memory one call's processes may use together, in bytes (`[builtins] process-memory-mib`).
+    pub memory: Option<u64>,
 }
 
 impl BuiltinSandbox {
@@ -71,6 +73,7 @@ impl BuiltinSandbox {
             hidden: secrets(&defaults, host.home.as_deref()),
             protected: Vec::new(),
             network: Hosts::default(),
+            memory: None,
         }
     }
 
@@ -109,7 +112,7 @@ impl Confinement {
             unix_sockets: false,
             limits: Limits {
                 pids: Some(BUILTIN_PIDS),
-                memory: None,
+                memory: sandbox.memory,
             },
             mode: Some(sandbox.mode),
             unconfined_ok: false,
@@ -302,6 +305,7 @@ mod tests {
             hidden: vec!["/home/u/.ssh".into()],
             protected: Vec::new(),
             network: Hosts::default(),
+            memory: None,
         })
         .unwrap()
     }

@@ -222,6 +222,11 @@ impl Confinement {
         match self.unavailable() {
             None => Ok(Some(self.clone())),
             Some(_) if self.unconfined_ok => Ok(None),
+            Some(why) if self.mode.is_some() => Err(format!(
+                "Permission denied: {who} may start {program} only in the built-ins' sandbox, and {why}. \
+                 `sandbox = \"off\"` in the [builtins] section of the policy file (toolwright.toml) would start \
+                 it unconfined, as pi does."
+            )),
             Some(why) => Err(format!(
                 "Permission denied: {who} may start {program} only confined by Landlock, and {why}. \
                  `unconfined-spawn = true` for it in the policy file (toolwright.toml) would start it unconfined."

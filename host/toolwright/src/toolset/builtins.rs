@@ -149,6 +149,7 @@ pub(crate) fn builtin_sandbox(
         if let Some(secrets) = &section.secrets {
             sandbox.hidden = crate::native::sandbox::secrets(secrets, host.home.as_deref());
         }
+        sandbox.memory = section.process_memory_mib.map(|m| m.saturating_mul(1 << 20));
         let patterns = |list: &[String]| {
             list.iter()
                 .filter_map(|p| crate::policy::NetPattern::parse(p))
