@@ -11,7 +11,7 @@
 //!   the grant which would allow an access.
 //! - [`builtins`]: the seven built-in tools, linked natively from their plugin crates.
 //! - `programs`: which programs a tool may start, resolved from the host's `PATH` ([`Programs`],
-//!   [`ProgramGrant`]), and what a start becomes ([`Launch`]).
+//!   [`ProgramGrant`]), each start made a [`Launch`].
 //! - [`sandbox`]: the one sandbox every process the host starts runs in: Landlock rules ([`Confinement`]),
 //!   the seccomp filter, a network namespace of its own, the per-call cgroup with its limits ([`CallScope`]), the
 //!   processes themselves ([`NativeProcess`], and [`without_forks`], which work that must not meet a fork runs
@@ -42,11 +42,11 @@ use toolwright_sdk::{
 };
 
 pub use mutation::FileMutationQueue;
-pub use programs::{GrantedProgram, Launch, ProgramGrant, Programs, Unresolved, steers_code};
+pub use programs::{GrantedProgram, ProgramGrant, Programs, Unresolved, steers_code};
 pub use reach::Reach;
 pub use sandbox::{
-    CallScope, Confinement, NativeProcess, SYSTEM_DEVICES, SYSTEM_EXEC, SYSTEM_READ, Tcp, landlock_abi,
-    without_forks,
+    CallScope, Confinement, Launch, NativeProcess, SYSTEM_DEVICES, SYSTEM_EXEC, SYSTEM_READ, Tcp,
+    landlock_abi, without_forks,
 };
 
 use crate::grants::GrantedFiles;

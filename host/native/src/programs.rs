@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use toolwright_sdk::Command;
 
-use crate::sandbox::{Confinement, Tcp};
+use crate::sandbox::{Confinement, Launch, Tcp};
 use toolwright_core::policy::{Effective, SpawnRule};
 
 /// Which programs a tool may start.
@@ -63,19 +63,6 @@ pub enum Unresolved {
         /// The writable grant.
         dir: PathBuf,
     },
-}
-
-/// What a granted start runs: the program's path, the child's whole environment, and its confinement.
-#[derive(Debug, Clone)]
-pub struct Launch {
-    /// The program to execute (absolute for resolved grants).
-    pub program: String,
-    /// Exactly the environment the child gets.
-    pub env: Vec<(String, String)>,
-    /// Landlock confinement (none: unconfined).
-    pub confinement: Option<Confinement>,
-    /// Set `PR_SET_NO_NEW_PRIVS` (third-party plugins' children: no setuid escalation).
-    pub no_new_privs: bool,
 }
 
 /// Variables that change which code a process loads or runs, by exact name (compared upper-cased).
@@ -297,6 +284,13 @@ fn resolve(program: &str, host_path: &str, writable: &[PathBuf]) -> Result<PathB
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+impl crate::sandbox::BuiltinSandbox {
+    /// The programs the built-ins may start under it: any, confined by it.
+    pub fn programs(&self) -> ProgramGrant {
+        ProgramGrant::Any(Confinement::for_builtins(self))
+    }
 }
 
 impl ProgramGrant {

@@ -73,6 +73,19 @@ const TARGET_ABI: ABI = ABI::V6;
 /// Landlock's TCP restrictions need ABI 4.
 const NET_ABI: i32 = 4;
 
+/// What a granted start runs: the program's path, the child's whole environment, and its confinement.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The program to execute (absolute for resolved grants).
+    pub program: String,
+    /// Exactly the environment the child gets.
+    pub env: Vec<(String, String)>,
+    /// Landlock confinement (none: unconfined).
+    pub confinement: Option<Confinement>,
+    /// Set `PR_SET_NO_NEW_PRIVS` (third-party plugins' children: no setuid escalation).
+    pub no_new_privs: bool,
+}
+
 /// What a confined program may reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confinement {

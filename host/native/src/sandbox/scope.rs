@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::Limits;
+use super::confine::Limits;
 
 /// How long a background thread waits for a killed cgroup to empty before removing it.
 const DRAIN: Duration = Duration::from_secs(5);
