@@ -1235,3 +1235,73 @@ fn handler_output_is_counted_before_it_is_parsed() {
     );
     assert!(run.peak < 256 << 20, "peak RSS {} MiB", run.peak >> 20);
 }
+
+/// A plugin granted a shell and Python, and the host's loopback port it was not granted, an SSH agent's socket,
+/// and a loopback datagram port: its programs share the built-ins' sandbox (no network of their own, no Unix
+/// socket, no `ptrace`, no new namespace), under `exec` and `mcp`, and the next call works.
+#[test]
+fn a_plugins_programs_have_no_network_socket_or_namespace_of_their_own_under_exec_and_mcp() {
+    const PYTHON: &str = "/usr/bin/python3";
+    if toolwright::native::landlock_abi() < 6 || !Path::new(PYTHON).exists() {
+        return; // no confinement here (the grant is refused, see above), or no Python
+    }
+    let setup = setup(&format!(
+        "[plugins.toolwright-test-probe]\nread = [\".\"]\nspawn = [\"bash\", \"{PYTHON}\"]\n"
+    ));
+    let ws = setup.ws.path();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let agent = std::os::unix::net::UnixListener::bind(ws.join("agent.sock")).unwrap();
+    agent.set_nonblocking(true).unwrap();
+    let datagrams = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    datagrams.set_nonblocking(true).unwrap();
+    let udp = datagrams.local_addr().unwrap().port();
+    let python = |code: String| json!({"action": "spawn", "target": PYTHON, "args": ["-c", code]});
+    let calls = [
+        json!({"action": "spawn", "target": "bash", "args": ["-c", format!("echo > /dev/tcp/127.0.0.1/{port} && echo ESCAPED")]}),
+        python(format!(
+            "import socket\ntry:\n    s = socket.socket(socket.AF_UNIX); s.connect({:?}); print('ESCAPED')\n\
+             except OSError as e: print('unix', e.errno)",
+            ws.join("agent.sock").to_string_lossy()
+        )),
+        python(format!(
+            "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'q', ('127.0.0.1', {udp})); print('sent')"
+        )),
+        python(
+            "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); \
+             print('ptrace', libc.ptrace(16, os.getppid(), 0, 0), ctypes.get_errno())"
+                .into(),
+        ),
+        json!({"action": "spawn", "target": "bash", "args": ["-c", "unshare -r true && echo ESCAPED"]}),
+        json!({"action": "spawn", "target": "bash", "args": ["-c", "echo next"]}),
+    ];
+    let check = |how: &str, out: &[(bool, String)]| {
+        assert!(
+            out[0].1.contains("Connection refused") || out[0].1.contains("Permission denied"),
+            "{how}: {:?}",
+            out[0]
+        );
+        assert_eq!(out[1].1, "unix 1\n", "{how}: EPERM");
+        assert_eq!(out[2].1, "sent\n", "{how}");
+        assert_eq!(out[3].1, "ptrace -1 1\n", "{how}");
+        assert!(
+            out[4].1.contains("Operation not permitted"),
+            "{how}: {:?}",
+            out[4]
+        );
+        assert_eq!(out[5], (false, "next\n".into()), "{how}");
+        for (_, text) in out {
+            assert!(!text.contains("ESCAPED"), "{how}: {text}");
+        }
+    };
+    check("exec", &setup.exec_sequential(&calls));
+    check("mcp", &setup.mcp_sequential(&calls));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(listener.accept().is_err(), "the host's loopback port was reached");
+    assert!(agent.accept().is_err(), "the agent's socket was reached");
+    assert!(
+        datagrams.recv_from(&mut [0u8; 8]).is_err(),
+        "a datagram reached the host"
+    );
+}

@@ -144,6 +144,33 @@ pub(super) fn socket_pair() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::Ow
 /// Room for one descriptor's control message (`CMSG_SPACE(sizeof(int))` is 24 on 64-bit, 16 on 32-bit).
 const CONTROL: usize = 32;
 
+/// An `iovec` to be filled by [`one_descriptor`].
+const EMPTY_IOV: libc::iovec = libc::iovec {
+    iov_base: std::ptr::null_mut(),
+    iov_len: 0,
+};
+
+/// A message of one byte with room for one descriptor, over the caller's buffers (no allocation: the child uses
+/// it too). The buffers must outlive the message's use.
+fn one_descriptor(
+    byte: &mut [u8; 1],
+    iov: &mut libc::iovec,
+    control: &mut [u64; CONTROL / 8],
+) -> libc::msghdr {
+    *iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: `msghdr` is plain data, for which all zeroes is a valid value.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.as_mut_ptr().cast();
+    message.msg_controllen = CONTROL as _;
+    message
+}
+
 /// In the child: make a listening socket on the namespace's loopback at the proxy's port and send it over
 /// `channel` (syscalls only, on stack memory).
 #[allow(unsafe_code)]
@@ -165,16 +192,8 @@ fn send_listener(channel: RawFd) -> io::Result<()> {
             libc::close(fd);
             return Err(error);
         }
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut control = [0u64; CONTROL / 8];
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &raw mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.as_mut_ptr().cast();
+        let (mut byte, mut iov, mut control) = ([0u8; 1], EMPTY_IOV, [0u64; CONTROL / 8]);
+        let mut message = one_descriptor(&mut byte, &mut iov, &mut control);
         message.msg_controllen = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as _;
         let header = libc::CMSG_FIRSTHDR(&raw const message);
         (*header).cmsg_level = libc::SOL_SOCKET;
@@ -197,17 +216,8 @@ pub(super) fn receive_listener(channel: &std::os::fd::OwnedFd) -> io::Result<std
     use std::os::fd::FromRawFd;
     // SAFETY: as in `send_listener`: plain data within bounds; the descriptor received is owned from here on.
     unsafe {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut control = [0u64; CONTROL / 8];
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &raw mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = CONTROL as _;
+        let (mut byte, mut iov, mut control) = ([0u8; 1], EMPTY_IOV, [0u64; CONTROL / 8]);
+        let mut message = one_descriptor(&mut byte, &mut iov, &mut control);
         let received = libc::recvmsg(
             channel.as_raw_fd(),
             &raw mut message,

@@ -197,28 +197,40 @@ fn limit(unified: Option<&Path>, limits: &Limits) -> Vec<Cgroup> {
 
 /// The host's own cgroup in the v1 hierarchy of `controller`, where one is mounted and writable.
 fn v1_base(controller: &str) -> Option<PathBuf> {
+    own_cgroup(Some(controller))
+}
+
+/// The host's own cgroup directory: in the unified hierarchy (`controller` none), or in the v1 hierarchy of
+/// `controller`, where one is mounted with a `cgroup.procs`; what hosts that exited before their clean-up ran
+/// left there is swept.
+fn own_cgroup(controller: Option<&str>) -> Option<PathBuf> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    // Lines: hierarchy-id:controllers:path (the unified one is `0::path`).
     let own = own.lines().find_map(|l| {
         let mut fields = l.splitn(3, ':');
-        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == controller)
-            .then(|| path.to_owned())
+        let (id, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let wanted = match controller {
+            None => id == "0" && controllers.is_empty(),
+            Some(c) => controllers.split(',').any(|x| x == c),
+        };
+        wanted.then(|| path.trim().to_owned())
     })?;
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // Fields: id parent major:minor root mount-point options... - fstype source super-options.
     let mount = mounts.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
         let mut right = right.split_whitespace();
-        let (fstype, options) = (right.next()?, right.nth(1)?);
-        (fstype == "cgroup" && options.split(',').any(|o| o == controller))
-            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+        let (fstype, options) = (right.next()?, right.nth(1).unwrap_or_default());
+        let wanted = match controller {
+            None => fstype == "cgroup2",
+            Some(c) => fstype == "cgroup" && options.split(',').any(|o| o == c),
+        };
+        wanted.then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
     })?;
     let dir = mount.join(own.trim_start_matches('/'));
     if !dir.join("cgroup.procs").exists() {
         return None;
     }
-    // What hosts that exited before their clean-up ran left behind.
     sweep(&dir);
     Some(dir)
 }
@@ -297,24 +309,7 @@ impl Drop for CallScope {
 /// Where the host may make cgroups: its own cgroup v2 directory, found once.
 fn base() -> Option<&'static Path> {
     static BASE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BASE.get_or_init(|| {
-        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let own = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim().to_owned();
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-        // Fields: id parent major:minor root mount-point options... - fstype source super-options.
-        let mount = mounts.lines().find_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            (right.split_whitespace().next()? == "cgroup2")
-                .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
-        })?;
-        let dir = mount.join(own.trim_start_matches('/'));
-        if !dir.join("cgroup.procs").exists() {
-            return None;
-        }
-        sweep(&dir);
-        Some(dir)
-    })
-    .as_deref()
+    BASE.get_or_init(|| own_cgroup(None)).as_deref()
 }
 
 /// Remove the empty cgroups earlier hosts left in `base` (a host that exited before its clean-up thread ran).
