@@ -38,6 +38,56 @@ pub fn without_forks<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Whether this system lets the host's children make the namespaces a sandbox needs, probed once by a child
+/// that makes a network namespace (as the sandbox would: directly as root, else in a user namespace) and exits
+/// without `exec`; else the refusal, naming what would start programs anyway.
+fn namespaces_available() -> io::Result<()> {
+    static PROBED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let probed = PROBED.get_or_init(|| {
+        let probe = Namespaces::for_confinement(
+            &Confinement {
+                own_network: true,
+                ..Confinement::default()
+            },
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+        // Never run: the child ends in `pre_exec`.
+        let mut cmd = std::process::Command::new("/");
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        #[allow(unsafe_code)]
+        // SAFETY: between fork and exec the child makes the namespace syscalls of `Namespaces::apply` (see
+        // `spawn`) and `_exit`s; it allocates nothing and takes no lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                probe.apply()?;
+                libc::_exit(0)
+            });
+        }
+        let spawned = {
+            let _forking = FORKS.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            cmd.spawn()
+        };
+        match spawned.and_then(|mut child| child.wait()) {
+            Ok(status) if status.success() => Ok(()),
+            Ok(status) => Err(format!("the probe ended with {status}")),
+            Err(e) => Err(e.to_string()),
+        }
+    });
+    probed.clone().map_err(|why| {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "the sandbox cannot start programs here: this system lets the host make no network namespace \
+                 ({why}; as root, or in an unprivileged user namespace). `sandbox = \"off\"` in the [builtins] \
+                 section of the policy file (toolwright.toml) would start the built-ins' programs unconfined."
+            ),
+        )
+    })
+}
+
 /// How long the pipes may stay quiet after the process exited before it counts as done (pi's 100 ms grace,
 /// re-armed on every chunk), so a quiet background process holding the pipes does not block the result.
 const IDLE_GRACE: Duration = Duration::from_millis(100);
@@ -194,6 +244,9 @@ impl NativeProcess {
             .filter(|c| c.own_network || !c.protected.is_empty())
             .map(|c| Namespaces::for_confinement(c, channel.as_ref().map(|(_, child)| child.as_raw_fd())))
             .transpose()?;
+        if namespaces.is_some() {
+            namespaces_available()?;
+        }
         let setup = ChildSetup {
             join: scope.join_fds(&limits),
             namespaces,
