@@ -9,6 +9,8 @@
 //!   [`Watch`] ([`Reload`], [`Pending`]) for plugin directories that change while it serves, [`McpServeError`].
 //! - [`result`]: tools and results in the shape each protocol revision asks for (structured output).
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
+//! - [`client`]: MCP servers as tools (the client side): their configuration files and tool names, as pi reads
+//!   and names them.
 //! - [`http`]: the streamable-HTTP transport ([`HttpOptions`], bearer token, `Host`/`Origin` allow-lists, timeouts,
 //!   bounds on connections and sessions).
 //!
@@ -31,6 +33,7 @@
 //!
 //! Nothing but protocol messages goes to stdout: logs go to stderr through `tracing`.
 
+pub mod client;
 pub mod http;
 pub mod result;
 mod sink;
