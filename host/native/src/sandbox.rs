@@ -13,7 +13,8 @@
 //! - `namespaces`: the network and mount namespaces a child makes for itself, and the proxy listener's hand-over.
 //! - `proxy`: hosts by name through the host's proxy ([`Hosts`]).
 //! - `explain`: what a refusal tells the model ([`explain`]).
-//! - `process`: the start itself ([`NativeProcess`]): between fork and exec the child joins the cgroups, makes
+//! - `process`: the start itself ([`NativeProcess`]; [`PipedProcess`] for a program spoken to over its standard
+//!   streams, as an MCP server on stdio is): between fork and exec the child joins the cgroups, makes
 //!   its namespaces, sets `PR_SET_NO_NEW_PRIVS`, enforces the Landlock ruleset, then the seccomp filter.
 //!
 //! Why in-process rather than Debian's `bubblewrap`: every mechanism is a system call the child makes on
@@ -34,7 +35,7 @@ pub use confine::{
     Confinement, Exec, Launch, Limits, SYSTEM_DEVICES, SYSTEM_EXEC, SYSTEM_READ, Tcp, landlock_abi,
 };
 pub use explain::explain;
-pub use process::{NativeProcess, without_forks};
+pub use process::{NativeProcess, PipedProcess, without_forks};
 pub use proxy::{Hosts, PORT as PROXY_PORT};
 pub use scope::CallScope;
 pub use toolwright_core::policy::SandboxMode;

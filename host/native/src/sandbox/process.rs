@@ -194,91 +194,10 @@ impl NativeProcess {
         // One pipe for both streams: the bytes arrive in exactly the order the process wrote them.
         let (reader, writer) = io::pipe()?;
         let mut cmd = std::process::Command::new(&launch.program);
-        // The name the tool asked for (a granted name, or exactly the resolved path), as a shell would pass it.
-        cmd.arg0(&command.program)
-            .args(&command.args)
-            .env_clear()
-            .envs(launch.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+        cmd.stdin(Stdio::null())
             .stdout(writer.try_clone()?)
             .stderr(writer);
-        if let Some(cwd) = &command.cwd {
-            cmd.current_dir(cwd);
-        }
-        // Hosts by name through the host's proxy: the child makes its listener, the host serves it.
-        let proxied = launch
-            .confinement
-            .as_ref()
-            .filter(|c| c.own_network)
-            .and_then(|c| c.proxy.clone());
-        let channel = match &proxied {
-            Some(_) => {
-                let url = format!("http://127.0.0.1:{}", proxy::PORT);
-                for name in [
-                    "HTTP_PROXY",
-                    "HTTPS_PROXY",
-                    "ALL_PROXY",
-                    "http_proxy",
-                    "https_proxy",
-                    "all_proxy",
-                ] {
-                    cmd.env(name, &url);
-                }
-                cmd.env("NO_PROXY", "localhost,127.0.0.1,::1")
-                    .env("no_proxy", "localhost,127.0.0.1,::1");
-                Some(socket_pair()?)
-            }
-            None => None,
-        };
-        // Everything that allocates or opens files happens here, in the parent; the child only makes syscalls.
-        let ruleset = launch.confinement.as_ref().map(|c| c.ruleset()).transpose()?;
-        let filter = launch
-            .confinement
-            .as_ref()
-            .map(|c| SyscallFilter::get(c.unix_sockets))
-            .transpose()?;
-        let limits = launch.confinement.as_ref().map(|c| c.limits).unwrap_or_default();
-        let namespaces = launch
-            .confinement
-            .as_ref()
-            .filter(|c| c.own_network || !c.protected.is_empty())
-            .map(|c| Namespaces::for_confinement(c, channel.as_ref().map(|(_, child)| child.as_raw_fd())))
-            .transpose()?;
-        if namespaces.is_some() {
-            namespaces_available()?;
-        }
-        let setup = ChildSetup {
-            join: scope.join_fds(&limits),
-            namespaces,
-            setsid: true,
-            no_new_privs: launch.no_new_privs || ruleset.is_some(),
-            ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
-            filter,
-        };
-        #[allow(unsafe_code)]
-        // SAFETY: the closure runs between fork and exec in a copy of a multi-threaded process, so it must be
-        // async-signal-safe: it only reads what it captured (integers, buffers formatted here, the compiled
-        // filter), and makes the setsid, write, unshare, open, socket, ioctl, close, prctl,
-        // landlock_restrict_self and seccomp syscalls; it allocates nothing and takes no lock. The descriptors it
-        // uses are kept open by `scope` and `ruleset` until `spawn` returns; the filter is static.
-        unsafe {
-            cmd.pre_exec(move || setup.apply());
-        }
-        let child = {
-            // Never while an engine is made (`without_forks`); spawns run side by side.
-            let _forking = FORKS.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            cmd.spawn()?
-        };
-        drop(ruleset);
-        scope.started(child.id() as i32);
-        // The child sent its listener before it ran the program (`spawn` returns once it did).
-        let proxy = match (proxied, channel) {
-            (Some(hosts), Some((parent, child_end))) => {
-                drop(child_end);
-                Some(proxy::Proxy::serve(receive_listener(&parent)?, hosts, sink))
-            }
-            _ => None,
-        };
+        let (child, proxy) = start(&mut cmd, command, launch, scope, sink)?;
         // `cmd` holds the parent's copies of the write end; dropping it closes them, so the pipe reports
         // end-of-file once every process that inherited it is gone.
         drop(cmd);
@@ -376,6 +295,135 @@ impl ChildSetup {
             filter.apply()?;
         }
         Ok(())
+    }
+}
+
+/// Start `command` as `launch` says with `cmd` (made for `launch.program`, its standard streams set): arguments,
+/// exactly its environment, the proxy where its confinement names hosts, the confinement itself, a new session,
+/// the cgroups of `scope`. The child, and the proxy serving it.
+fn start(
+    cmd: &mut std::process::Command,
+    command: &Command,
+    launch: &Launch,
+    scope: &CallScope,
+    sink: CallSink,
+) -> io::Result<(Child, Option<proxy::Proxy>)> {
+    // The name the tool asked for (a granted name, or exactly the resolved path), as a shell would pass it.
+    cmd.arg0(&command.program)
+        .args(&command.args)
+        .env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)));
+    if let Some(cwd) = &command.cwd {
+        cmd.current_dir(cwd);
+    }
+    // Hosts by name through the host's proxy: the child makes its listener, the host serves it.
+    let proxied = launch
+        .confinement
+        .as_ref()
+        .filter(|c| c.own_network)
+        .and_then(|c| c.proxy.clone());
+    let channel = match &proxied {
+        Some(_) => {
+            let url = format!("http://127.0.0.1:{}", proxy::PORT);
+            for name in [
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "ALL_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "all_proxy",
+            ] {
+                cmd.env(name, &url);
+            }
+            cmd.env("NO_PROXY", "localhost,127.0.0.1,::1")
+                .env("no_proxy", "localhost,127.0.0.1,::1");
+            Some(socket_pair()?)
+        }
+        None => None,
+    };
+    // Everything that allocates or opens files happens here, in the parent; the child only makes syscalls.
+    let ruleset = launch.confinement.as_ref().map(|c| c.ruleset()).transpose()?;
+    let filter = launch
+        .confinement
+        .as_ref()
+        .map(|c| SyscallFilter::get(c.unix_sockets))
+        .transpose()?;
+    let limits = launch.confinement.as_ref().map(|c| c.limits).unwrap_or_default();
+    let namespaces = launch
+        .confinement
+        .as_ref()
+        .filter(|c| c.own_network || !c.protected.is_empty())
+        .map(|c| Namespaces::for_confinement(c, channel.as_ref().map(|(_, child)| child.as_raw_fd())))
+        .transpose()?;
+    if namespaces.is_some() {
+        namespaces_available()?;
+    }
+    let setup = ChildSetup {
+        join: scope.join_fds(&limits),
+        namespaces,
+        setsid: true,
+        no_new_privs: launch.no_new_privs || ruleset.is_some(),
+        ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
+        filter,
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs between fork and exec in a copy of a multi-threaded process, so it must be
+    // async-signal-safe: it only reads what it captured (integers, buffers formatted here, the compiled
+    // filter), and makes the setsid, write, unshare, open, socket, ioctl, close, prctl,
+    // landlock_restrict_self and seccomp syscalls; it allocates nothing and takes no lock. The descriptors it
+    // uses are kept open by `scope` and `ruleset` until `spawn` returns; the filter is static.
+    unsafe {
+        cmd.pre_exec(move || setup.apply());
+    }
+    let child = {
+        // Never while an engine is made (`without_forks`); spawns run side by side.
+        let _forking = FORKS.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        cmd.spawn()?
+    };
+    drop(ruleset);
+    scope.started(child.id() as i32);
+    // The child sent its listener before it ran the program (`spawn` returns once it did).
+    let proxy = match (proxied, channel) {
+        (Some(hosts), Some((parent, child_end))) => {
+            drop(child_end);
+            Some(proxy::Proxy::serve(receive_listener(&parent)?, hosts, sink))
+        }
+        _ => None,
+    };
+    Ok((child, proxy))
+}
+
+/// A sandboxed program whose standard streams are its caller's to speak over (an MCP server on stdio), started
+/// as [`NativeProcess`]es are (the same confinement, proxy and cgroups), with its stdin, stdout and stderr as
+/// three pipes. Dropping it kills its process group (the call's scope kills the rest).
+pub struct PipedProcess {
+    /// The child; its `stdin`, `stdout` and `stderr` are the caller's to take.
+    pub child: Child,
+    _proxy: Option<proxy::Proxy>,
+}
+
+impl PipedProcess {
+    /// Start `command` as `launch` says, in `scope`, recording its proxy's connections into `sink`.
+    pub fn spawn(command: &Command, launch: &Launch, scope: &CallScope, sink: CallSink) -> io::Result<Self> {
+        let mut cmd = std::process::Command::new(&launch.program);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let (child, proxy) = start(&mut cmd, command, launch, scope, sink)?;
+        Ok(PipedProcess { child, _proxy: proxy })
+    }
+}
+
+impl Drop for PipedProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        CallScope::reaped(self.child.id() as i32);
     }
 }
 
@@ -519,6 +567,51 @@ mod tests {
     }
 
     const ESCAPEES: &str = "sleep 60 & echo $!; setsid sleep 60 & echo $!; exit 0";
+
+    #[test]
+    fn a_piped_program_speaks_over_its_own_streams_inside_the_same_sandbox() {
+        use std::io::{BufRead, Write};
+        if super::super::landlock_abi() < 6 {
+            return; // no sandbox here: the start is refused (tested with the modes)
+        }
+        let root = tempfile::tempdir().unwrap();
+        let (ws, secret) = (root.path().join("ws"), root.path().join("secret"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::write(secret.join("key"), "KEY").unwrap();
+        let host = crate::HostEnv::current();
+        let mut sandbox = super::super::BuiltinSandbox::default_for(&ws, &host);
+        sandbox.hidden.push(secret.clone());
+        // A line server: each line in is answered on stdout; the secret is tried on stderr.
+        let script = format!(
+            "cat {} >&2; while read line; do echo \"got $line\"; done",
+            secret.join("key").display()
+        );
+        let command = Command {
+            program: "sh".into(),
+            args: vec!["-c".into(), script],
+            cwd: Some(ws.to_string_lossy().into_owned()),
+            ..Default::default()
+        };
+        let launch = sandbox
+            .programs()
+            .launch(&command, &[("PATH".into(), "/usr/bin:/bin".into())], "test")
+            .unwrap();
+        let scope = CallScope::new();
+        let mut server = PipedProcess::spawn(&command, &launch, &scope, CallSink::discard()).unwrap();
+        let mut stdin = server.child.stdin.take().unwrap();
+        let mut stdout = io::BufReader::new(server.child.stdout.take().unwrap());
+        let mut stderr = server.child.stderr.take().unwrap();
+        writeln!(stdin, "one").unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, "got one\n");
+        drop(stdin);
+        let mut errors = String::new();
+        stderr.read_to_string(&mut errors).unwrap();
+        assert!(errors.contains("Permission denied"), "{errors}");
+        assert!(!errors.contains("KEY"), "{errors}");
+    }
 
     #[test]
     fn no_process_is_forked_while_work_that_must_not_meet_a_fork_runs() {
