@@ -209,7 +209,7 @@ pub struct PluginPolicy {
     /// replacing [`DEFAULT_SECRETS`] (`[]`: none). `deny = { read = [...] }` refuses whole grants instead.
     #[serde(default)]
     pub secrets: Option<Vec<String>>,
-    /// Whether a file's section names a grant or denial key (`read`, `write`, `spawn`, `env`, `network`,
+    /// Whether a file's `[builtins]` section names a grant or denial key (`read`, `write`, `spawn`, `env`,
     /// `deny`), even with an empty list: `read = []` says "nothing", which an absent key does not.
     #[serde(skip)]
     pub names_grants: bool,
@@ -297,21 +297,10 @@ pub struct InstanceReuse {
 }
 
 impl PluginPolicy {
-    /// Whether it grants or denies anything, or names a key that does (`read`, `write`, `spawn`, `env`,
-    /// `network`, `deny`; `read = []` counts). A `[builtins]` section that does not — only limits or instance
-    /// settings — keeps the built-ins' default grant; one that does replaces it.
-    pub fn grants(&self) -> bool {
-        self.names_grants
-            || !(self.read.is_empty()
-                && self.write.is_empty()
-                && self.spawn.is_empty()
-                && self.env.is_empty()
-                && self.network.is_empty()
-                && self.deny == Deny::default())
-    }
-
-    /// For the `[builtins]` section: whether it replaces the built-ins' default grants ([`PluginPolicy::grants`]
-    /// but for `network`, which only opens the sandbox's proxy to the hosts it names).
+    /// For the `[builtins]` section: whether it grants or denies anything, or names a key that does (`read`,
+    /// `write`, `spawn`, `env`, `deny`; `read = []` counts), and so replaces the built-ins' default grant. A
+    /// section of limits, instance settings, `sandbox`, `secrets` or `network` (which only opens the sandbox's
+    /// proxy to the hosts it names) keeps it.
     pub fn replaces_builtin_defaults(&self) -> bool {
         self.names_grants
             || !(self.read.is_empty()

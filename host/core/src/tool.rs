@@ -235,11 +235,7 @@ impl CallSink {
     /// Record, for the audit log, that the call connected (or sent a datagram) to `address`, or was refused.
     /// Ignored once the call settled.
     pub fn connected(&self, address: std::net::SocketAddr, allowed: bool) {
-        let Some(inner) = &self.inner else { return };
-        if inner.accepting.load(Ordering::Acquire) {
-            inner.activity().connected(address.to_string(), allowed);
-            Self::reported(inner);
-        }
+        self.connected_to(&address.to_string(), allowed);
     }
 
     /// [`CallSink::connected`] for a target by name (`host:port`, as the sandbox's proxy was asked for it).

@@ -79,7 +79,7 @@ impl BuiltinSandbox {
             read: vec!["/".into()],
             write: vec![cwd.to_path_buf()],
             temp_dir: host.temp_dir.clone(),
-            hidden: secrets(&defaults, host.home.as_deref()),
+            hidden: secrets(&defaults, cwd, host.home.as_deref()),
             protected: Vec::new(),
             network: Hosts::default(),
             memory: None,
@@ -124,13 +124,11 @@ impl Confinement {
     }
 }
 
-/// The secrets of `list` (as a policy writes them: `~` the home directory), absolute.
-pub fn secrets(list: &[String], home: Option<&str>) -> Vec<PathBuf> {
+/// The secrets of `list` as a policy writes them (`~` the home directory, relative paths below the workspace
+/// `cwd`), absolute.
+pub fn secrets(list: &[String], cwd: &Path, home: Option<&str>) -> Vec<PathBuf> {
+    let cwd = toolwright_sdk::paths::normalize(&cwd.to_string_lossy());
     list.iter()
-        .filter_map(|s| match s.strip_prefix("~/") {
-            Some(rest) => home.map(|h| Path::new(h).join(rest)),
-            None if s == "~" => home.map(PathBuf::from),
-            None => Some(PathBuf::from(s)),
-        })
+        .map(|s| PathBuf::from(toolwright_sdk::paths::resolve_to_cwd(s, &cwd, home)))
         .collect()
 }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 pub use background::{Deferred, must_wait};
 #[cfg(feature = "wasm")]
 use builtins::{BuiltinGrants, load_policy_trusted, native_builtins_granted};
-pub use builtins::{load_policy, native_builtins, sandbox_summary};
+pub use builtins::{load_policy, native_builtins, network_summary, sandbox_summary};
 pub use options::{BuiltinMode, ToolsetOptions, audit_logs, project_plugin_dir, user_plugin_dir};
 
 #[cfg(feature = "wasm")]

@@ -155,19 +155,11 @@ struct Request {
 /// Serve one connection; the target when it was refused.
 fn handle(mut client: TcpStream, hosts: &Hosts, sink: &CallSink) -> Option<String> {
     let _ = client.set_read_timeout(Some(HEAD_TIMEOUT));
-    let (head, rest) = match read_head(&mut client) {
+    let read = read_head(&mut client)
+        .map_err(|e| e.to_string())
+        .and_then(|(head, rest)| Ok((parse(&head)?, rest)));
+    let (request, rest) = match read {
         Ok(read) => read,
-        Err(e) => {
-            let _ = respond(
-                &mut client,
-                "400 Bad Request",
-                &format!("Toolwright's sandbox proxy: {e}\n"),
-            );
-            return None;
-        }
-    };
-    let request = match parse(&head) {
-        Ok(request) => request,
         Err(e) => {
             let _ = respond(
                 &mut client,

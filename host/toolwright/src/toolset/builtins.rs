@@ -147,7 +147,7 @@ pub(crate) fn builtin_sandbox(
     if let Some(section) = &policy.builtins {
         sandbox.mode = section.sandbox.unwrap_or_default();
         if let Some(secrets) = &section.secrets {
-            sandbox.hidden = crate::native::sandbox::secrets(secrets, host.home.as_deref());
+            sandbox.hidden = crate::native::sandbox::secrets(secrets, &options.cwd, host.home.as_deref());
         }
         sandbox.memory = section.process_memory_mib.map(|m| m.saturating_mul(1 << 20));
         let patterns = |list: &[String]| {
@@ -203,6 +203,18 @@ pub fn sandbox_summary(policy: &Policy) -> (SandboxMode, String) {
         }
     };
     (mode, text)
+}
+
+/// What network a sandboxed program has with `hosts` granted (policy patterns), in words.
+pub fn network_summary(hosts: &[impl std::fmt::Display]) -> String {
+    if hosts.is_empty() {
+        return "no network".to_owned();
+    }
+    let hosts: Vec<String> = hosts.iter().map(ToString::to_string).collect();
+    format!(
+        "the network only to {} through the host's proxy",
+        hosts.join(", ")
+    )
 }
 
 /// `programs` confined by `sandbox`.
@@ -295,10 +307,6 @@ pub(super) fn wasm_builtin_grants(
     granted: Option<&BuiltinGrants>,
 ) -> WasmGrants {
     let mut grants = WasmGrants::builtin(&options.cwd, host);
-    grants.programs = sandboxed(&grants.programs, &builtin_sandbox(options, policy, granted, host));
-    let Some(section) = &policy.builtins else {
-        return grants;
-    };
     // A section of limits only keeps the default grant (`granted` is none then).
     if let Some(granted) = granted {
         let temp = grants.preopens.pop();
@@ -312,14 +320,14 @@ pub(super) fn wasm_builtin_grants(
             })
             .chain(temp)
             .collect();
-        grants.programs = sandboxed(
-            &granted.programs,
-            &builtin_sandbox(options, policy, granted.into(), host),
-        );
+        grants.programs = granted.programs.clone();
         grants.env = Arc::new(granted.vars.clone());
     }
-    grants.limit(section.timeout_ms, section.memory_mib);
-    grants.reuse = section.reuse();
+    grants.programs = sandboxed(&grants.programs, &builtin_sandbox(options, policy, granted, host));
+    if let Some(section) = &policy.builtins {
+        grants.limit(section.timeout_ms, section.memory_mib);
+        grants.reuse = section.reuse();
+    }
     grants
 }
 
