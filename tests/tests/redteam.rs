@@ -1305,3 +1305,45 @@ fn a_plugins_programs_have_no_network_socket_or_namespace_of_their_own_under_exe
         "a datagram reached the host"
     );
 }
+
+/// Through another: a plugin that may call `bash` (and start a shell) gets no more through it than its own
+/// programs get: no host port, no Unix socket, nothing written outside its grant, under `exec` and `mcp`.
+#[test]
+fn a_plugin_reaches_nothing_more_through_a_nested_bash_under_exec_and_mcp() {
+    if toolwright::native::landlock_abi() < 6 {
+        return; // no confinement here: the grant is refused
+    }
+    let mut setup = setup(
+        "[plugins.toolwright-test-probe]\ntools = [\"bash\"]\nread = [\".\"]\nwrite = [\"./out\"]\nspawn = [\"sh\"]\n",
+    );
+    setup.allow = "probe,bash".into();
+    let ws = setup.ws.path().to_owned();
+    std::fs::create_dir(ws.join("out")).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let outside = tempfile::tempdir().unwrap();
+    let command = format!(
+        "bash -c 'echo > /dev/tcp/127.0.0.1/{port}' && echo ESCAPED-NET; echo x > {}/f && echo ESCAPED-FILE; echo x > out/in; echo done",
+        outside.path().display()
+    );
+    let call = json!({"action": "call", "tool": "bash", "arguments": {"command": command}});
+    let check = |how: &str, (is_error, text): (bool, String)| {
+        assert!(!is_error, "{how}: {text}");
+        assert!(text.starts_with("ok: "), "{how}: {text}");
+        assert!(text.contains("done"), "{how}: {text}");
+        assert!(!text.contains("ESCAPED"), "{how}: {text}");
+        assert!(
+            !outside.path().join("f").exists(),
+            "{how}: written outside the grant"
+        );
+        assert!(ws.join("out/in").exists(), "{how}: the grant itself is writable");
+        std::fs::remove_file(ws.join("out/in")).unwrap();
+    };
+    let by_exec = setup.exec(std::slice::from_ref(&call)).pop().unwrap();
+    check("exec", by_exec);
+    let mut mcp = setup.mcp();
+    check("mcp", mcp.run(1, "probe", call.clone()));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(listener.accept().is_err(), "the host's loopback port was reached");
+}
