@@ -96,6 +96,14 @@ pub struct ToolArgs {
     /// instance `--expose word_count=deferred` to leave a plugin's tool to `tool_search`.
     #[arg(long = "expose", value_name = "TOOL=EXPOSURE", value_parser = parse_exposure)]
     expose: Vec<(String, toolwright::Exposure)>,
+    /// An MCP configuration file (`{"mcpServers": {...}}`, as pi, Claude Desktop and Cursor write it) whose
+    /// servers' tools are offered (repeatable; after `~/.pi/agent/mcp.json` and `~/.config/toolwright/mcp.json`).
+    /// Each stdio server runs in the sandbox, with its `[mcp.NAME]` grants of the policy.
+    #[arg(long = "mcp-config", value_name = "FILE")]
+    mcp_configs: Vec<PathBuf>,
+    /// Do not read the default MCP configuration files (the user's and the project's).
+    #[arg(long)]
+    no_default_mcp: bool,
 }
 
 fn parse_exposure(text: &str) -> Result<(String, toolwright::Exposure), String> {
@@ -132,6 +140,11 @@ impl ToolArgs {
         if let Some(dir) = &self.cache_dir {
             options.cache_dir = Some(dir.clone());
         }
+        if self.no_default_mcp {
+            options.mcp_files.clear();
+            options.mcp_project = false;
+        }
+        options.mcp_files.extend(self.mcp_configs.iter().cloned());
         options
     }
 
@@ -143,6 +156,12 @@ impl ToolArgs {
 
     /// The plugin directories given that are not directories: each a problem, one line.
     pub fn directory_problems(&self) -> Vec<String> {
+        let missing_configs = self.mcp_configs.iter().filter(|f| !f.is_file()).map(|f| {
+            format!(
+                "the MCP configuration file {} does not exist (--mcp-config takes a file)",
+                f.display()
+            )
+        });
         self.plugin_dirs
             .iter()
             .filter_map(|dir| {
@@ -159,6 +178,7 @@ impl ToolArgs {
                     None
                 }
             })
+            .chain(missing_configs)
             .collect()
     }
 
@@ -187,6 +207,7 @@ pub fn policy_warnings(toolset: &toolwright::toolset::Toolset) -> Vec<String> {
         .chain(toolset.policy.project_plugins.keys());
     let mut seen = std::collections::BTreeSet::new();
     let mut warnings: Vec<String> = toolset.skipped_project.iter().cloned().collect();
+    warnings.extend(mcp_warnings(&toolset.mcp));
     for name in sections {
         if loaded.contains(&name.as_str()) || !seen.insert(name.as_str()) {
             continue;
@@ -323,6 +344,39 @@ impl ToolArgs {
         }
         Ok(session)
     }
+}
+
+/// What the MCP step of a load has to say: configuration errors, servers that could not be reached, servers
+/// pinned for the first time, tools held since their approval, project files left unread.
+pub fn mcp_warnings(mcp: &toolwright::toolset::McpLoad) -> Vec<String> {
+    let mut warnings: Vec<String> = mcp
+        .config_errors
+        .iter()
+        .map(|e| format!("MCP config: {e}"))
+        .collect();
+    for (server, error) in &mcp.failed {
+        warnings.push(format!(
+            "the MCP server `{server}` failed: {}",
+            error.replace('\n', "\n  ")
+        ));
+    }
+    for held in &mcp.held {
+        let what = match &held.tool {
+            Some(tool) => format!("the tool `{tool}` of the MCP server `{}`", held.server),
+            None => format!("every tool of the MCP server `{}`", held.server),
+        };
+        warnings.push(format!(
+            "{what} is held since its approval: {}; `toolwright mcp-servers approve {}` approves it as it is now",
+            held.why, held.server
+        ));
+    }
+    for file in &mcp.skipped_project_files {
+        warnings.push(format!(
+            "{} is ignored because the project is not trusted (`toolwright trust` trusts it)",
+            file.display()
+        ));
+    }
+    warnings
 }
 
 /// The name in `names` nearest to `name` (the same once `_` and `-` and case are alike, or within a third of its

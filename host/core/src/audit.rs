@@ -42,7 +42,7 @@ const COLLECTED_BYTES: usize = 64 * 1024;
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Origin {
-    /// `builtin`, `plugin` or `embedder`.
+    /// `builtin`, `plugin`, `embedder` or `mcp`.
     pub kind: OriginKind,
     /// `native` (the host's own code) or `wasm` (a sandboxed component); written as `runtime`.
     #[serde(rename = "runtime")]
@@ -50,6 +50,9 @@ pub struct Origin {
     /// The plugin's name, for a plugin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin: Option<String>,
+    /// The server's configured name, for an MCP server's tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// The SHA-256 of the component's file, lower-case hex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
@@ -73,6 +76,8 @@ pub enum OriginKind {
     Plugin,
     /// A tool of the embedding application.
     Embedder,
+    /// A tool of an MCP server (its process runs in the host's process sandbox, or it is reached over HTTP).
+    Mcp,
 }
 
 /// The machine a tool's code runs on: the host's own, or wasm's in a sandbox.
@@ -93,6 +98,7 @@ impl std::fmt::Debug for Origin {
             .field("kind", &self.kind)
             .field("machine", &self.machine)
             .field("plugin", &self.plugin)
+            .field("server", &self.server)
             .field("sha256", &self.sha256)
             .field("grants", &self.grants)
             .field("secrets", &secrets)

@@ -174,6 +174,14 @@ pub enum ToolSource {
         /// The `.wasm` file.
         path: PathBuf,
     },
+    /// A tool of an MCP server Toolwright connects to.
+    Mcp {
+        /// The server's configured name.
+        server: String,
+        /// What the user approved of the server: the SHA-256 of its identity (command, arguments and program, or
+        /// URL), lower-case hex.
+        identity: String,
+    },
 }
 
 impl ToolSource {
@@ -190,6 +198,12 @@ impl ToolSource {
                 machine: Machine::Wasm,
                 plugin: path.file_stem().map(|s| s.to_string_lossy().into_owned()),
                 grants: Some(Vec::new()),
+                ..Default::default()
+            },
+            ToolSource::Mcp { server, identity } => Origin {
+                kind: OriginKind::Mcp,
+                server: Some(server.clone()),
+                sha256: Some(identity.clone()),
                 ..Default::default()
             },
         }

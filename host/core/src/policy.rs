@@ -72,6 +72,12 @@ pub struct Policy {
     /// Grants of the built-in tools, replacing their defaults.
     #[serde(default)]
     pub builtins: Option<PluginPolicy>,
+    /// Grants of the MCP servers Toolwright starts, by server name (`[mcp.NAME]`): what each stdio server's
+    /// sandbox lets it read, write, reach and see, besides its defaults (the system, its own install
+    /// directories, a private temporary directory). Keys: `read`, `write`, `env`, `network`, `deny`,
+    /// `process-memory-mib`, and `sandbox = "off"` (honoured in the user's files only).
+    #[serde(default)]
+    pub mcp: BTreeMap<String, PluginPolicy>,
     /// Built-in tools a plugin may replace with a tool of the same name (honoured in the user's files only):
     /// without it, a plugin's tool named like a built-in is an error and the built-in stays.
     #[serde(default)]
@@ -410,7 +416,8 @@ impl Policy {
             .plugins
             .iter()
             .map(|(name, p)| (format!("[plugins.{name}]"), p))
-            .chain(policy.builtins.iter().map(|b| ("[builtins]".to_owned(), b)));
+            .chain(policy.builtins.iter().map(|b| ("[builtins]".to_owned(), b)))
+            .chain(policy.mcp.iter().map(|(name, p)| (format!("[mcp.{name}]"), p)));
         for (section, p) in sections {
             if let Some(bad) = p.sha256.iter().find(|d| !is_sha256(d)) {
                 return Err(PolicyError {
@@ -422,6 +429,7 @@ impl Policy {
                 });
             }
             if section != "[builtins]"
+                && !section.starts_with("[mcp.")
                 && (p.sandbox.is_some() || p.secrets.is_some() || p.process_memory_mib.is_some())
             {
                 return Err(PolicyError {
@@ -445,6 +453,17 @@ impl Policy {
                     message: format!(
                         "{section} network: {bad:?} is not HOST:PORT (HOST an IP address, a name or *, PORT a \
                          number or *)"
+                    ),
+                });
+            }
+        }
+        for (name, p) in &policy.mcp {
+            if let Some(key) = p.void_for_mcp() {
+                return Err(PolicyError {
+                    path: path.to_owned(),
+                    message: format!(
+                        "[mcp.{name}] cannot set {key}: an MCP server is a process, granted read, write, env, \
+                         network, deny, process-memory-mib and sandbox (it may run any program it can read)"
                     ),
                 });
             }
@@ -557,6 +576,18 @@ impl Policy {
                     .ignored
                     .extend(p.confine(&format!("[plugins.{name}]"), &workspace, cwd, home, true));
             }
+            for (name, p) in &mut theirs.mcp {
+                let section = format!("[mcp.{name}]");
+                if p.sandbox == Some(SandboxMode::Off) {
+                    p.sandbox = None;
+                    policy.ignored.push(format!(
+                        "{section} sandbox = \"off\" (only the user's config can run a server unconfined)"
+                    ));
+                }
+                policy
+                    .ignored
+                    .extend(p.confine(&section, &workspace, cwd, home, true));
+            }
             if let Some(b) = &mut theirs.builtins {
                 // A repository may make the built-ins' sandbox stricter, never looser.
                 if b.sandbox == Some(SandboxMode::Off) {
@@ -622,6 +653,9 @@ impl Policy {
         if let Some(b) = other.builtins {
             self.builtins.get_or_insert_with(PluginPolicy::default).merge(b);
         }
+        for (name, p) in other.mcp {
+            self.mcp.entry(name).or_default().merge(p);
+        }
         self.limits.host_memory_mib = min_opt(self.limits.host_memory_mib, other.limits.host_memory_mib);
         self.limits.result_mib = min_opt(self.limits.result_mib, other.limits.result_mib);
     }
@@ -678,6 +712,36 @@ impl PluginPolicy {
             }
         }
         dropped
+    }
+
+    /// The first key set that means nothing for an MCP server's section (`[mcp.NAME]`), if any.
+    fn void_for_mcp(&self) -> Option<&'static str> {
+        [
+            (!self.spawn.is_empty(), "spawn"),
+            (self.unconfined_spawn, "unconfined-spawn"),
+            (!self.tools.is_empty(), "tools"),
+            (!self.rewrite.is_empty(), "rewrite"),
+            (!self.deny.spawn.is_empty(), "deny.spawn"),
+            (
+                self.timeout_ms.is_some(),
+                "timeout-ms (the server's `timeout` in mcp.json)",
+            ),
+            (self.memory_mib.is_some(), "memory-mib (use process-memory-mib)"),
+            (self.fuel.is_some(), "fuel"),
+            (self.instance.is_some(), "instance"),
+            (self.instance_max_calls.is_some(), "instance-max-calls"),
+            (self.instance_idle_ms.is_some(), "instance-idle-ms"),
+            (
+                !self.sha256.is_empty(),
+                "sha256 (`toolwright mcp-servers approve` pins a server)",
+            ),
+            (
+                self.secrets.is_some(),
+                "secrets (the [builtins] secrets apply to every server)",
+            ),
+        ]
+        .into_iter()
+        .find_map(|(set, key)| set.then_some(key))
     }
 
     /// Drop every grant (keeping denials and limits): what was dropped, one line each, as `section` says it.

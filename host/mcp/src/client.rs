@@ -1,10 +1,22 @@
-//! The client side: MCP servers whose tools Toolwright offers (issue 45), with pi 1.6.0's configuration and names.
+//! The client side: MCP servers whose tools Toolwright offers, with pi 1.6.0's configuration, names, texts and
+//! rules, every stdio server confined by the host's process sandbox.
 //!
 //! - [`config`]: the `mcpServers` files, read and checked with pi's rules and texts ([`config::McpConfig`]).
 //! - [`naming`]: `mcp__<server>__<tool>` and the servers' namespaces.
-//!
-//! Connecting (a stdio server started in the host's sandbox, streamable HTTP) and registering the tools come
-//! next; nothing here starts a process or opens a connection yet.
+//! - [`values`]: `${VAR}` in `env` and `headers` values.
+//! - [`sandbox`]: a stdio server's sandbox from its `[mcp.NAME]` grant, and its start.
+//! - `raw`: the server's own JSON of each result, kept by the transport (rmcp's typed model drops and re-orders).
+//! - [`connection`]: one live connection with rmcp's client (stdio or streamable HTTP): pi's `initialize`,
+//!   timeouts re-armed by progress, cancellation, error texts.
+//! - [`convert`]: results as the model sees them (pi's texts, the 20 KiB bound).
+//! - [`servers`]: the configured servers ([`servers::McpServers`]), connected in the background, and their tools
+//!   (and the resource tools) as tool definitions.
 
 pub mod config;
+pub mod connection;
+pub mod convert;
 pub mod naming;
+mod raw;
+pub mod sandbox;
+pub mod servers;
+pub mod values;

@@ -205,7 +205,31 @@ impl SessionBuilder {
                 Err(error) => return Err(SessionError::Audit { path, error }),
             }
         }
-        let registry = parts.registry(&self.selection, self.tools)?;
+        #[cfg(all(feature = "wasm", feature = "mcp"))]
+        let selection = {
+            // pi activates codemode when an MCP server offers tools to scripts, `tool_search` when one leaves
+            // them to it.
+            let mut selection = self.selection.clone();
+            let wanted = [
+                (parts.mcp.activates_codemode, "codemode"),
+                (parts.mcp.activates_tool_search, "tool_search"),
+            ];
+            let defaults = selection.default_tools.get_or_insert_with(|| {
+                crate::registry::DEFAULT_TOOL_NAMES
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            });
+            for (on, name) in wanted {
+                if on && !defaults.iter().any(|d| d == name) {
+                    defaults.push(name.to_owned());
+                }
+            }
+            selection
+        };
+        #[cfg(not(all(feature = "wasm", feature = "mcp")))]
+        let selection = self.selection.clone();
+        let registry = parts.registry(&selection, self.tools)?;
         let mut chain = HookChain::new();
         for (i, hook) in self.before.into_iter().enumerate() {
             chain.push_before_named(format!("embedder hook {}", i + 1), hook);

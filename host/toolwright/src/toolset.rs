@@ -16,6 +16,8 @@
 #[cfg(feature = "wasm")]
 mod background;
 mod builtins;
+#[cfg(all(feature = "wasm", feature = "mcp"))]
+pub mod mcp;
 mod options;
 #[cfg(feature = "wasm")]
 mod plugins;
@@ -29,6 +31,8 @@ pub use background::{Deferred, must_wait};
 #[cfg(feature = "wasm")]
 use builtins::{BuiltinGrants, load_policy_trusted, native_builtins_granted};
 pub use builtins::{load_policy, native_builtins, network_summary, sandbox_summary};
+#[cfg(all(feature = "wasm", feature = "mcp"))]
+pub use mcp::{McpClients, McpLoad, project_mcp_files, user_mcp_files};
 pub use options::{BuiltinMode, ToolsetOptions, audit_logs, project_plugin_dir, user_plugin_dir};
 
 #[cfg(feature = "wasm")]
@@ -136,6 +140,9 @@ pub struct Toolset {
     pub deferred: Vec<Deferred>,
     /// What was skipped of an untrusted project, in one line for people, with the command that trusts it.
     pub skipped_project: Option<String>,
+    /// The MCP servers and their tools (feature `mcp`; see [`mcp`]).
+    #[cfg(feature = "mcp")]
+    pub mcp: McpLoad,
 }
 
 #[cfg(feature = "wasm")]
@@ -216,6 +223,8 @@ impl Toolset {
             codemode,
             deferred: loaded.deferred,
             skipped_project,
+            #[cfg(feature = "mcp")]
+            mcp: McpLoad::default(),
         };
         for (plugin, location) in loaded.plugins.into_iter().zip(loaded.locations) {
             toolset.add_plugin(
@@ -226,6 +235,11 @@ impl Toolset {
                 location,
                 &mutations,
             );
+        }
+        #[cfg(feature = "mcp")]
+        {
+            let taken: Vec<String> = toolset.definitions().into_iter().map(|d| d.name).collect();
+            toolset.mcp = mcp::load(options, &toolset.policy, &host, trusted, &taken);
         }
         Ok(toolset)
     }
@@ -401,6 +415,7 @@ impl Toolset {
             },
             machine: Machine::Wasm,
             plugin: Some(plugin.metadata.name.clone()),
+            server: None,
             sha256: Some(sha256),
             grants: Some(granted_words),
             // A wasm built-in sees the host's whole environment: only what looks like a secret is kept out.
@@ -497,13 +512,21 @@ impl Toolset {
     /// place of a built-in it replaces.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         let mut definitions = self.builtins.clone();
-        for tool in &self.extension_tools {
+        for tool in self.extension_tools.iter().chain(self.mcp_tools()) {
             match definitions.iter_mut().find(|d| d.name == tool.name) {
                 Some(slot) => *slot = tool.clone(),
                 None => definitions.push(tool.clone()),
             }
         }
         definitions
+    }
+
+    /// The tools of the MCP servers (feature `mcp`), held ones left out.
+    pub fn mcp_tools(&self) -> &[ToolDefinition] {
+        #[cfg(feature = "mcp")]
+        return &self.mcp.tools;
+        #[cfg(not(feature = "mcp"))]
+        &[]
     }
 
     /// Whether a plugin still compiling in the background offers `tool` (the session built once it is done
@@ -516,7 +539,16 @@ impl Toolset {
     /// no tool has the name.
     pub fn set_exposure(&mut self, tool: &str, exposure: toolwright_sdk::Exposure) -> bool {
         let mut found = false;
-        for definition in self.builtins.iter_mut().chain(self.extension_tools.iter_mut()) {
+        #[cfg(feature = "mcp")]
+        let mcp = self.mcp.tools.iter_mut();
+        #[cfg(not(feature = "mcp"))]
+        let mcp = std::iter::empty();
+        for definition in self
+            .builtins
+            .iter_mut()
+            .chain(self.extension_tools.iter_mut())
+            .chain(mcp)
+        {
             if definition.name == tool {
                 definition.exposure = exposure;
                 found = true;
@@ -534,6 +566,7 @@ impl Toolset {
     ) -> Result<crate::registry::SharedRegistry, crate::registry::SelectionError> {
         let mut extensions: Vec<ToolDefinition> = self.codemode.iter().cloned().collect();
         extensions.extend(self.extension_tools.iter().cloned());
+        extensions.extend(self.mcp_tools().iter().cloned());
         let sources = crate::registry::RegistrySources {
             builtins: self.builtins.clone(),
             extensions,

@@ -182,6 +182,7 @@ fn render(record: &AuditRecord) -> String {
                 OriginKind::Builtin => "built-in",
                 OriginKind::Plugin => "plugin",
                 OriginKind::Embedder => "embedder",
+                OriginKind::Mcp => "MCP server",
             };
             let machine = match s.machine {
                 toolwright::audit::Machine::Native => "native",

@@ -105,6 +105,10 @@ pub fn source_info(definition: &ToolDefinition) -> SourceInfo {
             path: path.display().to_string(),
             source: "plugin",
         },
+        ToolSource::Mcp { server, .. } => SourceInfo {
+            path: format!("mcp:{server}"),
+            source: "mcp",
+        },
     }
 }
 

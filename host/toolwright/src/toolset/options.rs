@@ -61,6 +61,17 @@ pub struct ToolsetOptions {
     /// another toolset's `options.hosts` to share that one's.
     #[cfg(feature = "wasm")]
     pub hosts: crate::wasm::Hosts,
+    /// The MCP configuration files read first, in order (feature `mcp`): pi's and the user's
+    /// ([`user_mcp_files`](super::user_mcp_files)), then those given with `--mcp-config`. Trusted: their servers
+    /// run with the grants of the trusted policy files' `[mcp.NAME]` sections.
+    pub mcp_files: Vec<PathBuf>,
+    /// Whether the project's `.pi/mcp.json` and `.toolwright/mcp.json` are read (only once the project is
+    /// trusted, when [`ToolsetOptions::require_project_trust`] is on).
+    pub mcp_project: bool,
+    /// The MCP servers' connections, shared with every toolset loaded from a clone of these options (feature
+    /// `mcp`).
+    #[cfg(all(feature = "wasm", feature = "mcp"))]
+    pub mcp: super::McpClients,
 }
 
 impl ToolsetOptions {
@@ -76,6 +87,9 @@ impl ToolsetOptions {
             require_project_trust: true,
             #[cfg(feature = "wasm")]
             cache_dir: Some(crate::wasm::default_cache_dir()),
+            #[cfg(all(feature = "wasm", feature = "mcp"))]
+            mcp_files: super::user_mcp_files(),
+            mcp_project: true,
             ..Self::bare(cwd)
         }
     }
@@ -97,6 +111,10 @@ impl ToolsetOptions {
             compile_in_background: false,
             #[cfg(feature = "wasm")]
             hosts: crate::wasm::Hosts::default(),
+            mcp_files: Vec::new(),
+            mcp_project: false,
+            #[cfg(all(feature = "wasm", feature = "mcp"))]
+            mcp: super::McpClients::default(),
         }
     }
 }

@@ -163,6 +163,34 @@ pub struct Lockfile {
     /// The approved state of each installed plugin, by name.
     #[serde(default)]
     pub plugins: BTreeMap<String, LockEntry>,
+    /// What was approved of each MCP server, by its configured name (`toolwright mcp-servers approve`; the
+    /// first connection records it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp: BTreeMap<String, McpPin>,
+}
+
+/// What was approved of one MCP server: which program (or URL) it is, and what each of its tools says.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct McpPin {
+    /// The SHA-256 of `described`, lower-case hex.
+    pub identity: String,
+    /// Its command, arguments and the SHA-256 of the program they resolve to; or its URL.
+    pub described: String,
+    /// Its tools, by the server's own names.
+    #[serde(default)]
+    pub tools: BTreeMap<String, McpToolPin>,
+}
+
+/// What was approved of one MCP tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct McpToolPin {
+    /// The SHA-256 of its name, title, description, schemas and annotations as the server sent them.
+    pub sha256: String,
+    /// Its description, to show what changed.
+    #[serde(default)]
+    pub description: String,
 }
 
 fn format_version() -> u32 {
@@ -460,6 +488,7 @@ impl Lockfile {
         Lockfile {
             version: 1,
             plugins: BTreeMap::new(),
+            mcp: BTreeMap::new(),
         }
     }
 
