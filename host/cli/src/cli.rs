@@ -6,6 +6,7 @@ mod check;
 mod exec;
 mod install;
 mod mcp;
+mod mcp_servers;
 mod new;
 mod oci;
 mod plugins;
@@ -54,6 +55,9 @@ enum Command {
     /// lockfile (`.toolwright/`, `toolwright.toml`, `toolwright.lock`) load from then on, until what it ships
     /// changes. `--remove` takes the trust back; `--list` lists the trusted projects.
     Trust(trust::TrustArgs),
+    /// The MCP servers whose tools are offered (`list`, `add`, `remove`, `approve`): each stdio server runs in the
+    /// sandbox with its `[mcp.NAME]` grants, and a change of what its tools say holds them until approved.
+    McpServers(mcp_servers::McpServersArgs),
     /// Serve the active tools over the Model Context Protocol on stdin/stdout, or on streamable HTTP with `--http`
     /// (logs go to stderr).
     Mcp(mcp::McpArgs),
@@ -439,6 +443,7 @@ pub fn main() -> ExitCode {
         Command::Prompt(args) => registry::prompt(args),
         Command::Declarations(args) => registry::declarations(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::McpServers(args) => mcp_servers::run(args),
         Command::Check(args) => check::run(args),
         Command::New(args) => new::run(args),
         Command::Cache(args) => cache::run(args),

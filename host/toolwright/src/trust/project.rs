@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The files of a project that trust covers, besides everything below `.toolwright/`.
-const PROJECT_FILES: [&str; 2] = ["toolwright.toml", "toolwright.lock"];
+/// The files of a project that trust covers, besides everything below `.toolwright/` (where its own
+/// `mcp.json` lies): its policy, its lockfile, and pi's MCP configuration, whose servers it would start.
+const PROJECT_FILES: [&str; 3] = ["toolwright.toml", "toolwright.lock", ".pi/mcp.json"];
 
 /// At most this many files below `.toolwright/` are hashed; a project with more is never trusted.
 const MAX_FILES: usize = 10_000;
@@ -54,7 +55,7 @@ pub fn ships_anything(project: &Path) -> bool {
 }
 
 /// The SHA-256 (hex) of what `project` ships: every regular file below `.toolwright/` (by relative path, in
-/// order) and symlink (by target), and the project's own `toolwright.toml` and `toolwright.lock`.
+/// order) and symlink (by target), and the project's own `toolwright.toml`, `toolwright.lock` and `.pi/mcp.json`.
 pub fn project_digest(project: &Path) -> io::Result<String> {
     let mut files = Vec::new();
     collect(&project.join(".toolwright"), Path::new(".toolwright"), &mut files)?;
