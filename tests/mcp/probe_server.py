@@ -48,6 +48,16 @@ def tools():
         },
         {"name": "image", "description": "A picture", "inputSchema": {"type": "object"}},
         {"name": "env", "description": "Its environment's names", "inputSchema": {"type": "object"}},
+        {
+            "name": "connect",
+            "description": "Open a TCP connection",
+            "inputSchema": {"type": "object", "properties": {"host": {"type": "string"}, "port": {"type": "integer"}}},
+        },
+        {
+            "name": "write_file",
+            "description": "Write a file",
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}, "text": {"type": "string"}}},
+        },
     ]
 
 
@@ -99,6 +109,20 @@ def call(id_, params):
             "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")).decode()
         return result(id_, {"content": [{"type": "image", "data": png, "mimeType": "image/png"},
                                         {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]})
+    if name == "connect":
+        import socket
+        try:
+            socket.create_connection((args.get("host"), int(args.get("port"))), timeout=2).close()
+            return result(id_, text("connected"))
+        except OSError as e:
+            return result(id_, text(f"cannot connect: {e}", isError=True))
+    if name == "write_file":
+        try:
+            with open(args.get("path", ""), "w", encoding="utf-8") as f:
+                f.write(args.get("text", ""))
+            return result(id_, text("written"))
+        except OSError as e:
+            return result(id_, text(f"cannot write: {e}", isError=True))
     if name == "env":
         return result(id_, text(" ".join(sorted(os.environ))))
     send({"jsonrpc": "2.0", "id": id_, "error": {"code": -32602, "message": f"Unknown tool: {name}"}})

@@ -245,7 +245,6 @@ fn list(tools: &super::ToolArgs, cwd: &Path, as_json: bool) -> anyhow::Result<Ex
             "No MCP servers configured. Add them to ~/.config/toolwright/mcp.json (or ~/.pi/agent/mcp.json), \
              .toolwright/mcp.json in a trusted project, or with `toolwright mcp-servers add`."
         );
-        return Ok(ExitCode::SUCCESS);
     }
     for (server, state, sandbox) in &out {
         let config = &server.config;

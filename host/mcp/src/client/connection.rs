@@ -458,7 +458,9 @@ impl Connection {
 fn initialize_error(error: &rmcp::service::ClientInitializeError) -> String {
     use rmcp::service::ClientInitializeError as E;
     match error {
-        E::ConnectionClosed(_) => "MCP connection closed".into(),
+        // A server that exits before it answers closes the pipe the request is written to (pi: `write EPIPE` or
+        // `MCP connection closed`, whichever comes first).
+        E::ConnectionClosed(_) | E::TransportError { .. } => "MCP connection closed".into(),
         E::JsonRpcError(e) => e.message.to_string(),
         E::ExpectedInitResult(_) => "Invalid MCP initialize result".into(),
         other => other.to_string(),
