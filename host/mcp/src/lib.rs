@@ -407,7 +407,8 @@ impl McpServer {
                         "description": declaration.description,
                         "inputSchema": declaration.parameters,
                     });
-                    if let Some(schema) = result::output_schema(definition.output_schema.as_ref(), revision) {
+                    let own = result::served_schema(definition);
+                    if let Some(schema) = result::output_schema(own.as_ref(), revision) {
                         tool["outputSchema"] = schema;
                     }
                     if let Some(annotations) = &definition.annotations {
@@ -458,6 +459,11 @@ impl McpServer {
             ));
         };
         let revision = revision_of(&context);
+        let relayed = self.inner.dispatcher.registry().read(|registry| {
+            registry
+                .definition(&name)
+                .is_some_and(|d| matches!(d.source, toolwright_core::definition::ToolSource::Mcp { .. }))
+        });
         let sequential = tool.execution_mode() == Some(ExecutionMode::Sequential);
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let progress = context
@@ -519,12 +525,13 @@ impl McpServer {
             "content": message.content,
             "isError": message.is_error,
         });
-        result::add_structured(
-            &mut body,
-            result.structured_content.as_ref(),
-            revision,
-            self.inner.structured,
-        );
+        // An MCP server's tool relays that server's own `structuredContent` (what scripts get is its whole result).
+        let structured = match (&result.structured_content, relayed) {
+            (Some(whole), true) => whole.get("structuredContent"),
+            (structured, false) => structured.as_ref(),
+            (None, true) => None,
+        };
+        result::add_structured(&mut body, structured, revision, self.inner.structured);
         // The record of the nested calls the tool made (pi's `nestedCalls`), where MCP keeps extensions.
         if let Some(nested) = &message.nested_calls {
             body["_meta"] = json!({ NESTED_CALLS_META: nested });

@@ -75,6 +75,20 @@ pub(crate) fn output_schema(schema: Option<&Value>, revision: Revision) -> Optio
     }
 }
 
+/// The output schema a tool is served with: its own; for an MCP server's tool served on, that server's (what
+/// its codemode schema holds under `structuredContent`), none when it declared none.
+pub(crate) fn served_schema(definition: &toolwright_core::definition::ToolDefinition) -> Option<Value> {
+    match definition.source {
+        toolwright_core::definition::ToolSource::Mcp { .. } => definition
+            .output_schema
+            .as_ref()
+            .and_then(|s| s.pointer("/properties/structuredContent"))
+            .filter(|s| s.as_object().is_some_and(|o| !o.is_empty()))
+            .cloned(),
+        _ => definition.output_schema.clone(),
+    }
+}
+
 /// Put `structured` into the result `body` (whose `content` is pi's blocks) as `revision` asks.
 pub(crate) fn add_structured(
     body: &mut Value,

@@ -64,8 +64,9 @@ impl ServerGrant {
 }
 
 /// The directories a server's command needs to read to run: its program's install directory (the parent of its
-/// `bin`, or of a version manager's `shims`), and for each argument naming an existing file, the package it lies in (the nearest directory above it
-/// with `package.json`, `node_modules`, `pyproject.toml` or `setup.py`; else its own directory).
+/// `bin`, or of a version manager's `shims`), and for each argument naming an existing file, the package it lies
+/// in: the project holding its outermost `node_modules`, else the nearest directory above it with
+/// `package.json`, `node_modules`, `pyproject.toml` or `setup.py`, else its own directory.
 pub fn install_dirs(program: &Path, args: &[String], cwd: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     let mut add = |dir: PathBuf| {
@@ -91,6 +92,13 @@ pub fn install_dirs(program: &Path, args: &[String], cwd: &Path) -> Vec<PathBuf>
             continue;
         }
         let file = path.canonicalize().unwrap_or(path);
+        // A script inside `node_modules` resolves its dependencies up to the outermost `node_modules`: the
+        // project that holds it.
+        let components: Vec<_> = file.components().collect();
+        if let Some(at) = components.iter().position(|c| c.as_os_str() == "node_modules") {
+            add(components[..at].iter().collect());
+            continue;
+        }
         let package = file.ancestors().skip(1).find(|dir| {
             ["package.json", "node_modules", "pyproject.toml", "setup.py"]
                 .iter()
