@@ -158,7 +158,7 @@ fn a_stdio_server_s_tools_run_through_exec_with_pi_s_names_and_results() {
         ),
         "{stderr}"
     );
-    assert_eq!(out[1].0, true);
+    assert!(out[1].0);
     assert_eq!(out[1].1, "MCP tool probe/err returned an error");
     // pi 1.6.0's bound: 25,016 bytes in four lines keep their head and tail, the rest is in a file.
     assert!(
@@ -473,4 +473,40 @@ fn an_untrusted_project_s_mcp_files_start_nothing() {
         "{text}"
     );
     assert!(!marker.exists(), "an untrusted project's server was started");
+}
+
+#[test]
+fn toolwright_mcp_serves_a_server_s_tools_and_keeps_them_across_a_reload() {
+    let m = Machine::new("direct");
+    let mut command = m.command();
+    command.args(["mcp", "--watch-plugins", "100"]).args(m.args());
+    let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut command);
+    assert_eq!(
+        mcp.run(2, "mcp__probe__echo", json!({"text": "one"})),
+        (false, "echo: one".into())
+    );
+    // A change of the policy (a grant given while serving) reloads the toolset: the server starts again with
+    // the new grant, and its tools stay.
+    let notes = m.path("home/notes.txt");
+    assert!(mcp.run(3, "mcp__probe__read_file", json!({"path": notes})).0);
+    m.policy("[mcp.probe]\nread = [\"~\"]\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut id = 4;
+    loop {
+        let (is_error, text) = mcp.run(id, "mcp__probe__read_file", json!({"path": notes}));
+        if !is_error {
+            assert_eq!(text, "my notes\n");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new grant never came in force: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        id += 1;
+    }
+    assert_eq!(
+        mcp.run(id + 1, "mcp__probe__echo", json!({"text": "two"})),
+        (false, "echo: two".into())
+    );
 }

@@ -329,6 +329,11 @@ impl ToolArgs {
                     eprintln!("toolwright: warning: {warning}");
                 }
             }
+            if only.is_none() {
+                for line in mcp_notes(&session) {
+                    eprintln!("toolwright: {line}");
+                }
+            }
             for (tool, path) in toolset.overrides.iter().filter(|(_, path)| reported(path)) {
                 eprintln!(
                     "toolwright: the built-in `{tool}` is replaced by the plugin {}",
@@ -381,6 +386,41 @@ pub fn mcp_warnings(mcp: &toolwright::toolset::McpLoad) -> Vec<String> {
         ));
     }
     warnings
+}
+
+/// What a session's MCP servers have to say besides warnings: the servers pinned by this load, and pi's warning
+/// when their tools are left to codemode or `tool_search` and neither is active.
+pub fn mcp_notes(session: &toolwright::Session) -> Vec<String> {
+    let mcp = &session.toolset().mcp;
+    let mut notes: Vec<String> = Vec::new();
+    if !mcp.pinned.is_empty() {
+        let lock = toolwright::toolset::mcp::pin_file(session.options())
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        for server in &mcp.pinned {
+            notes.push(format!(
+                "approved the MCP server `{server}` as it is now (its program and what its tools say, in {lock}); a \
+                 change holds what changed until `toolwright mcp-servers approve {server}`"
+            ));
+        }
+    }
+    let unreachable = session.toolset().mcp_tools().iter().any(|d| {
+        matches!(
+            d.exposure,
+            toolwright::Exposure::Deferred | toolwright::Exposure::Codemode
+        )
+    });
+    if unreachable {
+        let active = session.registry().read(|r| r.active_names());
+        if !active.iter().any(|n| n == "codemode" || n == "tool_search") {
+            notes.push(
+                "MCP tools are only reachable from the codemode or tool_search tool, but neither is active; they \
+                 cannot be called."
+                    .into(),
+            );
+        }
+    }
+    notes
 }
 
 /// The name in `names` nearest to `name` (the same once `_` and `-` and case are alike, or within a third of its

@@ -833,6 +833,7 @@ mod tests {
             kind: OriginKind::Plugin,
             machine: Machine::Wasm,
             plugin: Some("probe".into()),
+            server: None,
             sha256: Some("ab".repeat(32)),
             grants: Some(vec!["env TOKEN".into()]),
             secrets: Arc::new(vec![

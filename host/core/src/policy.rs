@@ -75,7 +75,7 @@ pub struct Policy {
     /// Grants of the MCP servers Toolwright starts, by server name (`[mcp.NAME]`): what each stdio server's
     /// sandbox lets it read, write, reach and see, besides its defaults (the system, its own install
     /// directories, a private temporary directory). Keys: `read`, `write`, `env`, `network`, `deny`,
-    /// `process-memory-mib`, and `sandbox = "off"` (honoured in the user's files only).
+    /// `process-memory-mib`, and `sandbox = "off"` (ignored from an untrusted project's file).
     #[serde(default)]
     pub mcp: BTreeMap<String, PluginPolicy>,
     /// Built-in tools a plugin may replace with a tool of the same name (honoured in the user's files only):
@@ -738,6 +738,10 @@ impl PluginPolicy {
             (
                 self.secrets.is_some(),
                 "secrets (the [builtins] secrets apply to every server)",
+            ),
+            (
+                self.sandbox.is_some_and(|s| s != SandboxMode::Off),
+                "a sandbox mode but \"off\" (a server's sandbox is its grants)",
             ),
         ]
         .into_iter()

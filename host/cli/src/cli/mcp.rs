@@ -60,8 +60,8 @@ pub struct McpArgs {
     tools: super::ToolArgs,
 }
 
-/// The plugin files, the policy files and the lockfiles beside them (an approval, a changed grant), and the
-/// user's trusted projects, with their sizes and modification times: a change of any is a reason to reload.
+/// The plugin files, the policy files and the lockfiles beside them (an approval, a changed grant), the user's
+/// trusted projects and the MCP configuration files, with their sizes and modification times: a change of any is a reason to reload.
 fn fingerprint(options: &ToolsetOptions) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
     let policies = options.policy_files.iter().chain(&options.project_policy);
     let files = options
@@ -71,7 +71,10 @@ fn fingerprint(options: &ToolsetOptions) -> Vec<(PathBuf, u64, Option<SystemTime
         .chain(policies.clone().cloned())
         .chain(policies.map(|p| toolwright::trust::lock::beside(p)))
         // Trusting the project (or taking the trust back) while serving.
-        .chain(toolwright::trust::project::trust_file());
+        .chain(toolwright::trust::project::trust_file())
+        // The MCP servers' configuration.
+        .chain(options.mcp_files.iter().cloned())
+        .chain(toolwright::toolset::project_mcp_files(&options.cwd));
     files
         .map(|path| {
             let meta = std::fs::metadata(&path).ok();
@@ -198,13 +201,22 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     // The loaded plugins must outlive their tools: the latest reloaded toolset is kept here (the first stays in
     // the session).
     let mut current: Option<Toolset> = None;
+    // A server that connects late, lists its tools again (`tools/list_changed`) or drops: the MCP servers' state
+    // changed, and their tools with it.
+    let mut servers_changed = session.toolset().mcp.servers.as_ref().map(|s| s.changes());
     let reload: toolwright::mcp::Reload = Box::new(move || {
         let now = fingerprint(&options);
         let compiled = lock(&compiling)
             .iter()
             .any(toolwright::toolset::Deferred::is_done);
-        if now == seen && !compiled {
+        let servers = servers_changed
+            .as_mut()
+            .is_some_and(|c| c.has_changed().unwrap_or(false));
+        if now == seen && !compiled && !servers {
             return None;
+        }
+        if let Some(changes) = servers_changed.as_mut() {
+            changes.mark_unchanged();
         }
         seen = now;
         let mut toolset = match Toolset::load(&options) {
@@ -228,7 +240,11 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
             "plugin directories changed: reloaded {} plugin tools",
             toolset.extension_tools.len()
         );
-        let plugin_tools = toolset.extension_tools.clone();
+        let mut plugin_tools = toolset.extension_tools.clone();
+        plugin_tools.extend(toolset.mcp_tools().iter().cloned());
+        if let Some(servers) = &toolset.mcp.servers {
+            servers_changed = Some(servers.changes());
+        }
         // The old plugins go once their tools are out of the registry (calls in flight hold their own references).
         drop(current.replace(toolset));
         Some(plugin_tools)

@@ -89,6 +89,12 @@ pub fn run(args: McpServersArgs) -> anyhow::Result<ExitCode> {
             tools,
         } => {
             let mut entry = Map::new();
+            if url.is_some() && !env.is_empty() {
+                bail!("--env sets a stdio server's variables: an HTTP server (--url) takes --header");
+            }
+            if url.is_none() && !headers.is_empty() {
+                bail!("--header is sent to an HTTP server (--url): a stdio server takes --env");
+            }
             match (url, command.split_first()) {
                 (Some(url), _) => {
                     entry.insert("url".into(), json!(url));

@@ -242,9 +242,11 @@ pub fn start(
             unconfined_ok: false,
         }
     });
+    let mut seen = vars.clone();
+    seen.extend(env.iter().cloned());
     let summary = match &confinement {
         None => "unconfined (sandbox = \"off\")".to_owned(),
-        Some(c) => summary(c, &vars),
+        Some(c) => summary(c, &seen),
     };
     if let Some(c) = &confinement
         && let Some(why) = c.unavailable()

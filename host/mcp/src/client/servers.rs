@@ -116,7 +116,13 @@ impl Server {
         } else {
             Vec::new()
         };
-        let tools = valid_tools(tools)?;
+        let tools = match valid_tools(tools) {
+            Ok(tools) => tools,
+            Err(error) => {
+                self.set_state(ServerState::Failed(error.clone()));
+                return Err(error);
+            }
+        };
         *slot = Some(connection.clone());
         self.set_state(ServerState::Connected {
             info: connection.info.clone(),
@@ -457,7 +463,6 @@ fn annotations(annotations: Option<&Value>) -> Option<ToolAnnotations> {
         destructive_hint: hint("destructiveHint"),
         idempotent_hint: hint("idempotentHint"),
         open_world_hint: hint("openWorldHint"),
-        ..Default::default()
     };
     (carried != ToolAnnotations::default()).then_some(carried)
 }

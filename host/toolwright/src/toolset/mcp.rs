@@ -32,12 +32,18 @@ impl std::fmt::Debug for McpClients {
     }
 }
 
-/// The user's MCP configuration files, in the order they are read: pi's (`~/.pi/agent/mcp.json`, so that a pi
-/// user's servers just work) and Toolwright's (`~/.config/toolwright/mcp.json`).
+/// The user's MCP configuration files, in the order they are read: pi's (`$PI_CODING_AGENT_DIR/mcp.json`, by
+/// default `~/.pi/agent/mcp.json`, so that a pi user's servers just work) and Toolwright's
+/// (`~/.config/toolwright/mcp.json`).
 pub fn user_mcp_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    if let Some(home) = std::env::var_os("HOME") {
-        files.push(Path::new(&home).join(".pi").join("agent").join("mcp.json"));
+    match std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => files.push(Path::new(&dir).join("mcp.json")),
+        None => {
+            if let Some(home) = std::env::var_os("HOME") {
+                files.push(Path::new(&home).join(".pi").join("agent").join("mcp.json"));
+            }
+        }
     }
     files.extend(crate::policy::config_dir().map(|c| c.join("mcp.json")));
     files
