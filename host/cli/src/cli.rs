@@ -39,7 +39,8 @@ enum Command {
     /// List every registered tool: source, exposure, whether it is active, declared and callable, annotations,
     /// and a plugin's grants.
     Tools(registry::ToolsArgs),
-    /// Print the system prompt's tool sections (`<tools>` and `<rules>`) for the active tools.
+    /// Print the system prompt's tool sections (`<tools>` and `<rules>`) for the active tools, and pi's `<mcp_servers>` when an
+    /// MCP server's tools are left to codemode or `tool_search`.
     Prompt(registry::PromptArgs),
     /// Print the tool declarations a provider request would carry, as JSON.
     Declarations(registry::DeclarationsArgs),

@@ -3,6 +3,7 @@
 //!
 //! - [`config`]: the `mcpServers` files, read and checked with pi's rules and texts ([`config::McpConfig`]).
 //! - [`naming`]: `mcp__<server>__<tool>` and the servers' namespaces.
+//! - [`prompt`]: the system prompt's `mcp_servers` section.
 //! - [`values`]: `${VAR}` in `env` and `headers` values.
 //! - [`sandbox`]: a stdio server's sandbox from its `[mcp.NAME]` grant, and its start.
 //! - `raw`: the server's own JSON of each result, kept by the transport (rmcp's typed model drops and re-orders).
@@ -16,6 +17,7 @@ pub mod config;
 pub mod connection;
 pub mod convert;
 pub mod naming;
+pub mod prompt;
 mod raw;
 pub mod sandbox;
 pub mod servers;

@@ -156,11 +156,20 @@ pub fn prompt(args: PromptArgs) -> anyhow::Result<ExitCode> {
     let cwd = super::workspace(args.cwd)?;
     let session = args.tools.session(&cwd, Default::default(), None)?;
     let sections = session.registry().read(|r| r.prompt_sections());
+    // pi's `mcp_servers` section follows the tool sections when an MCP server's tools are not declared.
+    let mcp = session.toolset().mcp.prompt_section();
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&sections)?)?;
+        let mut value = serde_json::to_value(&sections)?;
+        if let Some(mcp) = &mcp {
+            value["mcpServers"] = Value::String(mcp.clone());
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
     } else {
         writeln!(out, "{}", sections.render())?;
+        if let Some(mcp) = &mcp {
+            writeln!(out, "\n{mcp}")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -30,6 +30,32 @@ pub fn namespace(server: &str) -> String {
     format!("mcp__{}", server.replace('-', "_"))
 }
 
+/// Server names in the order pi's `localeCompare` gives them (case-insensitive first, lower case before upper,
+/// `_` before `-`), close enough for names of letters, digits, `_` and `-`.
+pub fn locale_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let key = |s: &str| {
+        s.chars()
+            .map(|c| match c {
+                '_' => (0u8, 0u32, 0u8),
+                '-' => (0, 1, 0),
+                c if c.is_ascii_digit() => (1, c as u32, 0),
+                c => (2, c.to_ascii_lowercase() as u32, u8::from(c.is_ascii_uppercase())),
+            })
+            .collect::<Vec<_>>()
+    };
+    let (ka, kb) = (key(a), key(b));
+    let primary = |k: &Vec<(u8, u32, u8)>| k.iter().map(|(g, c, _)| (*g, *c)).collect::<Vec<_>>();
+    primary(&ka).cmp(&primary(&kb)).then_with(|| ka.cmp(&kb))
+}
+
+/// A server's summary in the prompt (pi's `mcpServerSummary`): the first line of its configured description, else
+/// of its instructions, trimmed.
+pub fn server_summary(description: Option<&str>, instructions: Option<&str>) -> String {
+    let description = description.map(str::trim).filter(|d| !d.is_empty());
+    let text = description.or(instructions.map(str::trim)).unwrap_or_default();
+    text.split('\n').next().unwrap_or_default().trim().to_owned()
+}
+
 /// Each character outside `[A-Za-z0-9_]` made `_` (one per UTF-16 unit, as JavaScript's regex replaces).
 fn sanitize(name: &str) -> String {
     name.chars()

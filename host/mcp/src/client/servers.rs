@@ -807,7 +807,7 @@ impl McpServers {
                         let mut all = Vec::new();
                         let mut errors = Vec::new();
                         let mut sorted = servers.clone();
-                        sorted.sort_by(|a, b| locale_order(&a.config.name, &b.config.name));
+                        sorted.sort_by(|a, b| naming::locale_order(&a.config.name, &b.config.name));
                         for server in sorted {
                             let listed = match server.connection(base).await {
                                 Ok(c) if templates => c.all_resource_templates(&cancel).await,
@@ -882,24 +882,6 @@ fn items_of(server: &str, items: Vec<Value>, templates: bool) -> Vec<Value> {
             Some(Value::Object(out))
         })
         .collect()
-}
-
-/// Server names in the order pi's `localeCompare` gives them (case-insensitive first, lower case before upper,
-/// `_` before `-`), close enough for names of letters, digits, `_` and `-`.
-fn locale_order(a: &str, b: &str) -> std::cmp::Ordering {
-    let key = |s: &str| {
-        s.chars()
-            .map(|c| match c {
-                '_' => (0u8, 0u32, 0u8),
-                '-' => (0, 1, 0),
-                c if c.is_ascii_digit() => (1, c as u32, 0),
-                c => (2, c.to_ascii_lowercase() as u32, u8::from(c.is_ascii_uppercase())),
-            })
-            .collect::<Vec<_>>()
-    };
-    let (ka, kb) = (key(a), key(b));
-    let primary = |k: &Vec<(u8, u32, u8)>| k.iter().map(|(g, c, _)| (*g, *c)).collect::<Vec<_>>();
-    primary(&ka).cmp(&primary(&kb)).then_with(|| ka.cmp(&kb))
 }
 
 trait BlockOnSafe {

@@ -205,6 +205,28 @@ pub fn load(
     load
 }
 
+impl McpLoad {
+    /// pi's `mcp_servers` section of the system prompt (`<mcp_servers>…</mcp_servers>`): the enabled servers
+    /// whose tools are left to codemode scripts or `tool_search`; none when there is none.
+    pub fn prompt_section(&self) -> Option<String> {
+        let servers = self.servers.as_ref()?;
+        let states: Vec<_> = servers.servers().iter().map(|s| s.state()).collect();
+        let listed: Vec<toolwright_mcp::client::prompt::Listed<'_>> = servers
+            .servers()
+            .iter()
+            .zip(&states)
+            .map(|(server, state)| toolwright_mcp::client::prompt::Listed {
+                config: &server.config,
+                instructions: match state {
+                    ServerState::Connected { info, .. } => info.instructions.as_deref(),
+                    _ => None,
+                },
+            })
+            .collect();
+        toolwright_mcp::client::prompt::section(&listed)
+    }
+}
+
 /// The digest of what the model reads of one MCP tool: its name, title, description, schemas and annotations
 /// as the server sent them.
 pub fn surface_digest(tool: &Value) -> String {
