@@ -510,3 +510,46 @@ fn toolwright_mcp_serves_a_server_s_tools_and_keeps_them_across_a_reload() {
         (false, "echo: two".into())
     );
 }
+
+#[test]
+fn an_http_server_of_the_2026_07_28_revision_is_reached_with_it_and_one_of_2025_11_25_with_that() {
+    // The server: Toolwright's own, over streamable HTTP, serving its built-ins in a workspace with one file.
+    let m = Machine::new("direct");
+    std::fs::write(m.path("served.txt"), "served\n").unwrap();
+    let server = toolwright_tests::mcp::HttpServer::start(
+        Path::new(env!("CARGO_BIN_EXE_toolwright-cli")),
+        &[
+            "--no-default-plugins",
+            "--no-default-mcp",
+            "--cwd",
+            &m.path("").to_string_lossy(),
+        ],
+    );
+    m.configure(json!({
+        "tw": {"url": server.url, "exposure": "direct"},
+        "old": {"command": "python3", "args": [m.path("server/probe_server.py")], "exposure": "direct"},
+    }));
+    let (ok, listed) = m.cli(&["mcp-servers", "list", "--json"]);
+    assert!(ok, "{listed}");
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let tw = listed["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "tw")
+        .unwrap();
+    assert_eq!(tw["protocolVersion"], "2026-07-28", "{tw}");
+    assert!(
+        tw["tools"].as_array().unwrap().iter().any(|t| t == "read"),
+        "{tw}"
+    );
+    let old = listed["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "old")
+        .unwrap();
+    assert_eq!(old["protocolVersion"], "2025-11-25", "{old}");
+    let (out, stderr) = m.exec(&[("mcp__tw__read", json!({"path": "served.txt"}))]);
+    assert_eq!(out[0].1, "served\n", "{stderr}");
+}

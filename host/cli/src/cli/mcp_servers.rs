@@ -198,6 +198,10 @@ fn list(tools: &super::ToolArgs, cwd: &Path, as_json: bool) -> anyhow::Result<Ex
             .iter()
             .map(|(server, state, sandbox)| {
                 let config = &server.config;
+                let version = match state {
+                    ServerState::Connected { info, .. } => Some(info.protocol_version.clone()),
+                    _ => None,
+                };
                 let (state_name, tools, error) = match state {
                     ServerState::Connected { tools, .. } => ("connected", tools.clone(), None),
                     ServerState::Disabled => ("disabled", Vec::new(), None),
@@ -222,6 +226,9 @@ fn list(tools: &super::ToolArgs, cwd: &Path, as_json: bool) -> anyhow::Result<Ex
                 });
                 if let Some(error) = error {
                     entry["error"] = json!(error);
+                }
+                if let Some(version) = version {
+                    entry["protocolVersion"] = json!(version);
                 }
                 if let Some(sandbox) = sandbox {
                     entry["sandbox"] = json!(sandbox);

@@ -33,8 +33,14 @@ pub const DEFAULT_TIMEOUT_SECONDS: f64 = 60.0;
 const STDERR_KEPT: usize = 64 * 1024;
 /// How much of it a connection error quotes (its last characters, as pi).
 const STDERR_TAIL_CHARS: usize = 2_000;
-/// The protocol versions pi accepts from a server.
-pub const ACCEPTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The protocol versions accepted from a server: pi's four, and 2026-07-28 (over HTTP).
+pub const ACCEPTED_VERSIONS: &[&str] = &[
+    "2026-07-28",
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+];
 /// How many pages a listing may take (pi's bound).
 const MAX_PAGES: usize = 1000;
 
@@ -139,6 +145,7 @@ impl Connection {
     ) -> Result<Connection, String> {
         let timeout = Duration::from_secs_f64(server.timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS));
         let progress = Routes::default();
+        let handler_changed = changed.clone();
         let handler = Handler {
             info: client_config(),
             progress: progress.clone(),
@@ -195,7 +202,14 @@ impl Connection {
                     )
                     .custom_headers(map);
                 let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
-                let service = tokio::time::timeout(timeout, handler.serve(transport)).await;
+                // Over HTTP both revisions: 2026-07-28's `server/discover` first, `initialize` (2025-11-25) for a
+                // server that does not know it.
+                let lifecycle = rmcp::ClientLifecycleMode::Auto {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25],
+                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                };
+                let serve = rmcp::ClientServiceExt::serve_with_lifecycle(handler, transport, lifecycle);
+                let service = tokio::time::timeout(timeout, serve).await;
                 (service, None)
             }
         };
@@ -230,6 +244,21 @@ impl Connection {
         };
         peer.set_response_cache_config(rmcp::ClientCacheConfig::disabled())
             .await;
+        // 2026-07-28 sends list changes only on a `subscriptions/listen` stream the client opens.
+        if info.protocol_version.as_str() >= "2026-07-28" && info.tools {
+            let (peer, changed) = (peer.clone(), handler_changed);
+            tokio::spawn(async move {
+                let filter = rmcp::model::SubscriptionFilter::builder()
+                    .tools_list_changed()
+                    .build();
+                let Ok(mut subscription) = peer.listen(filter).await else {
+                    return;
+                };
+                while let Ok(Some(_)) = subscription.next().await {
+                    changed();
+                }
+            });
+        }
         Ok(Connection {
             service,
             peer,
