@@ -553,3 +553,58 @@ fn an_http_server_of_the_2026_07_28_revision_is_reached_with_it_and_one_of_2025_
     let (out, stderr) = m.exec(&[("mcp__tw__read", json!({"path": "served.txt"}))]);
     assert_eq!(out[0].1, "served\n", "{stderr}");
 }
+
+/// Through another: a plugin granted the MCP server's tool by name reaches nothing through it: the server's
+/// grants are its own and a nested call cannot narrow them, so the call is refused (a tool and the resource
+/// tools), under exec and mcp. (A plugin cannot run a codemode script: codemode is the model's only.)
+#[test]
+fn a_plugin_cannot_reach_an_mcp_server_through_a_nested_call() {
+    let m = Machine::new("direct");
+    std::fs::create_dir_all(m.path("plugins")).unwrap();
+    std::fs::copy(toolwright_tests::programs::PROBE, m.path("plugins/probe.wasm")).unwrap();
+    m.policy(
+        "[plugins.toolwright-test-probe]\ntools = [\"mcp__probe__read_file\", \"read_mcp_resource\"]\n\
+         [mcp.probe]\nread = [\"~\"]\n",
+    );
+    let notes = m.path("home/notes.txt");
+    let direct = json!({"action": "call", "tool": "mcp__probe__read_file", "arguments": {"path": notes}});
+    let resource = json!({"action": "call", "tool": "read_mcp_resource",
+        "arguments": {"server": "probe", "uri": "file:///r/one.txt"}});
+    let plugins = m.path("plugins").to_string_lossy().into_owned();
+    let extra = [
+        "--plugins",
+        plugins.as_str(),
+        "--allow",
+        "probe,mcp__*,read_mcp_resource",
+    ];
+    let calls: Vec<(&str, Value)> = [&direct, &resource]
+        .iter()
+        .map(|a| ("probe", (*a).clone()))
+        .collect();
+    let (out, stderr) = m.exec_with(&calls, &extra);
+    for (i, (_, text, _)) in out.iter().enumerate() {
+        assert!(
+            !text.contains("my notes") && !text.contains("the first"),
+            "call {i} reached the server: {text}"
+        );
+        assert!(
+            text.contains("Permission denied: the plugin toolwright-test-probe may not reach"),
+            "call {i}: {text}\n{stderr}"
+        );
+    }
+    // The model itself still calls the tool.
+    let (out, _) = m.exec_with(&[("mcp__probe__read_file", json!({"path": notes}))], &extra);
+    assert_eq!(out[0].1, "my notes\n");
+    // Under mcp too.
+    let mut command = m.command();
+    command
+        .args(["mcp", "--watch-plugins", "0"])
+        .args(m.args())
+        .args(extra);
+    let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut command);
+    let (_, text) = mcp.run(2, "probe", direct);
+    assert!(
+        text.contains("Permission denied: the plugin toolwright-test-probe may not reach"),
+        "{text}"
+    );
+}

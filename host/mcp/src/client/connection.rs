@@ -201,15 +201,22 @@ impl Connection {
                         url.clone(),
                     )
                     .custom_headers(map);
-                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config.clone());
                 // Over HTTP both revisions: 2026-07-28's `server/discover` first, `initialize` (2025-11-25) for a
-                // server that does not know it.
+                // server that answers it with an error.
                 let lifecycle = rmcp::ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25],
                     legacy_version: Some(ProtocolVersion::V_2025_11_25),
                 };
-                let serve = rmcp::ClientServiceExt::serve_with_lifecycle(handler, transport, lifecycle);
-                let service = tokio::time::timeout(timeout, serve).await;
+                let serve =
+                    rmcp::ClientServiceExt::serve_with_lifecycle(handler.clone(), transport, lifecycle);
+                let mut service = tokio::time::timeout(timeout, serve).await;
+                // A server that answers `server/discover` with something else than a discovery (an empty result,
+                // as some answer any method they do not know) gets `initialize` on a connection of its own.
+                if let Ok(Err(rmcp::service::ClientInitializeError::ExpectedInitResult(_))) = &service {
+                    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+                    service = tokio::time::timeout(timeout, handler.serve(transport)).await;
+                }
                 (service, None)
             }
         };
@@ -340,6 +347,13 @@ impl Connection {
             CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
         ));
         let result = self.request(request, cancel, on_progress).await?;
+        if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+            return Err(
+                "The MCP server asked for the user's input to go on (input_required), which Toolwright's \
+                        client does not give yet"
+                    .into(),
+            );
+        }
         match &result {
             Value::Object(o) if o.get("content").is_none_or(Value::is_array) => Ok(result),
             _ => Err("Invalid MCP tools/call result".into()),

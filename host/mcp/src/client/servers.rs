@@ -401,7 +401,16 @@ impl McpServers {
             name,
             description,
             input_schema(tool.get("inputSchema")),
-            move |execution: ToolExecution, _: Option<ToolContext>| run.clone().call(execution),
+            move |execution: ToolExecution, ctx: Option<ToolContext>| {
+                let refused = refused_under(ctx.as_ref(), &run.server.config.name);
+                let run = run.clone();
+                async move {
+                    match refused {
+                        Some(refusal) => Err(ToolError::new(refusal)),
+                        None => run.call(execution).await,
+                    }
+                }
+            },
         );
         definition.label = format!("{server_name}/{raw_name}");
         definition.annotations = annotations(tool.get("annotations"));
@@ -414,6 +423,23 @@ impl McpServers {
         };
         definition
     }
+}
+
+/// Why a call made under a plugin's authority (a nested call, or a codemode script a plugin runs) may not reach
+/// an MCP server: the server runs with grants of its own, which cannot be narrowed to the caller's, so calling
+/// it would give the plugin what the server was granted. None for the model's own calls.
+fn refused_under(ctx: Option<&ToolContext>, server: &str) -> Option<String> {
+    let authority = ctx?.authority.as_ref()?;
+    let which = if server.is_empty() {
+        "the MCP servers' resources".to_owned()
+    } else {
+        format!("the tools of the MCP server \"{server}\"")
+    };
+    Some(format!(
+        "Permission denied: {} may not reach {which}: a server runs with grants of its own, which a nested call \
+         cannot narrow to its caller's. Only the model calls MCP tools.",
+        authority.principal()
+    ))
 }
 
 /// pi's registered exposure of an MCP tool: `codemode` registers as `deferred` (codemode scripts and
@@ -625,6 +651,35 @@ impl McpServers {
             "server": {"type": "string", "description": "MCP server name exactly as configured. Must match the 'server' field returned by list_mcp_resources."},
             "uri": {"type": "string", "description": "Resource URI to read. Must be one of the URIs returned by list_mcp_resources."}
         }, "required": ["server", "uri"], "additionalProperties": false});
+        let errors = json!({"type": "array", "description": "Servers that could not be listed", "items": {
+            "type": "object",
+            "properties": {"server": {"type": "string"}, "error": {"type": "string"}},
+            "required": ["server", "error"]}});
+        let list_output = json!({"type": "object", "properties": {
+            "server": {"type": "string"},
+            "resources": {"type": "array", "items": {"type": "object", "properties": {
+                "server": {"type": "string"}, "uri": {"type": "string"}, "name": {"type": "string"},
+                "title": {"type": "string"}, "description": {"type": "string"}, "mimeType": {"type": "string"},
+                "size": {"type": "number"}}, "required": ["server", "uri", "name"]}},
+            "nextCursor": {"type": "string"},
+            "errors": errors.clone()}, "required": ["resources"]});
+        let templates_output = json!({"type": "object", "properties": {
+            "server": {"type": "string"},
+            "resourceTemplates": {"type": "array", "items": {"type": "object", "properties": {
+                "server": {"type": "string"},
+                "uriTemplate": {"type": "string", "description": "RFC 6570 URI template"},
+                "name": {"type": "string"}, "title": {"type": "string"}, "description": {"type": "string"},
+                "mimeType": {"type": "string"}}, "required": ["server", "uriTemplate", "name"]}},
+            "nextCursor": {"type": "string"},
+            "errors": errors}, "required": ["resourceTemplates"]});
+        let read_output = json!({"type": "object", "properties": {
+            "server": {"type": "string"}, "uri": {"type": "string"},
+            "contents": {"type": "array", "items": {"anyOf": [
+                {"type": "object", "properties": {"uri": {"type": "string"}, "mimeType": {"type": "string"},
+                    "text": {"type": "string"}}, "required": ["uri", "text"]},
+                {"type": "object", "properties": {"uri": {"type": "string"}, "mimeType": {"type": "string"},
+                    "blob": {"type": "string", "description": "base64"}}, "required": ["uri", "blob"]}]}}},
+            "required": ["server", "uri", "contents"]});
         let tools = [
             (
                 "list_mcp_resources",
@@ -632,6 +687,7 @@ impl McpServers {
                  to language models, such as files, database schemas, or application-specific information. Prefer \
                  resources over web search when possible.",
                 list_params.clone(),
+                list_output,
             ),
             (
                 "list_mcp_resource_templates",
@@ -640,27 +696,36 @@ impl McpServers {
                  schemas, or application-specific information. Prefer resource templates over web search when \
                  possible.",
                 list_params,
+                templates_output,
             ),
             (
                 "read_mcp_resource",
                 "Read a specific resource from an MCP server given the server name and resource URI.",
                 read_params,
+                read_output,
             ),
         ];
         tools
             .into_iter()
-            .map(|(name, description, parameters)| {
+            .map(|(name, description, parameters, output)| {
                 let servers = self.clone();
                 let mut definition = ToolDefinition::new(
                     name,
                     description,
                     parameters,
-                    move |execution: ToolExecution, _: Option<ToolContext>| {
+                    move |execution: ToolExecution, ctx: Option<ToolContext>| {
                         let servers = servers.clone();
-                        async move { servers.resource_call(name, execution).await }
+                        let refused = refused_under(ctx.as_ref(), "");
+                        async move {
+                            match refused {
+                                Some(refusal) => Err(ToolError::new(refusal)),
+                                None => servers.resource_call(name, execution).await,
+                            }
+                        }
                     },
                 );
                 definition.exposure = exposure;
+                definition.output_schema = Some(output);
                 definition.annotations = Some(ToolAnnotations {
                     read_only_hint: Some(true),
                     ..Default::default()
@@ -729,7 +794,7 @@ impl McpServers {
         };
         let base = &self.inner.base;
         let mut details = json!({"server": server_name.clone().unwrap_or_default(), "tool": tool});
-        let text = match tool {
+        let payload = match tool {
             "read_mcp_resource" => {
                 let name = server_name.ok_or("server must be provided")?;
                 let uri = arg("uri")?.ok_or("uri must be provided")?;
@@ -798,7 +863,7 @@ impl McpServers {
                         {
                             payload["nextCursor"] = json!(next);
                         }
-                        payload.to_string()
+                        payload
                     }
                     None => {
                         if cursor.is_some() {
@@ -824,15 +889,16 @@ impl McpServers {
                         if !errors.is_empty() {
                             payload["errors"] = Value::Array(errors);
                         }
-                        payload.to_string()
+                        payload
                     }
                 }
             }
         };
-        let content = convert::limited(vec![Content::text(text)], &mut details);
+        let content = convert::limited(vec![Content::text(payload.to_string())], &mut details);
         Ok(ToolResult {
             content,
             details: Some(details),
+            structured_content: Some(payload),
             ..Default::default()
         })
     }
