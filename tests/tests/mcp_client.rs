@@ -608,3 +608,42 @@ fn a_plugin_cannot_reach_an_mcp_server_through_a_nested_call() {
         "{text}"
     );
 }
+
+#[test]
+fn an_http_server_that_wants_a_sign_in_says_how_to_give_it_a_token() {
+    let m = Machine::new("direct");
+    // A server that answers every request 401, with an OAuth challenge.
+    let script = "import http.server,sys\n\
+        class H(http.server.BaseHTTPRequestHandler):\n\
+        \x20   def do_POST(self):\n\
+        \x20       self.send_response(401)\n\
+        \x20       self.send_header('WWW-Authenticate', 'Bearer resource_metadata=\"http://127.0.0.1/.well-known/oauth-protected-resource\"')\n\
+        \x20       self.send_header('Content-Length', '0')\n\
+        \x20       self.end_headers()\n\
+        \x20   do_GET = do_POST\n\
+        \x20   def log_message(self, *a): pass\n\
+        s = http.server.HTTPServer(('127.0.0.1', 0), H)\n\
+        print(s.server_address[1], flush=True)\n\
+        s.serve_forever()\n";
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    m.configure(json!({"locked": {"url": format!("http://127.0.0.1:{}/mcp", port.trim())}}));
+    let (ok, text) = m.cli(&["mcp-servers", "list"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("The MCP server requires authorization (HTTP 401)."),
+        "{text}"
+    );
+    assert!(text.contains("\"Authorization\": \"Bearer ${TOKEN}\""), "{text}");
+}

@@ -500,12 +500,19 @@ impl Connection {
 
 fn initialize_error(error: &rmcp::service::ClientInitializeError) -> String {
     use rmcp::service::ClientInitializeError as E;
+    if error.is_authorization_required() {
+        return "The MCP server requires authorization (HTTP 401). Toolwright does not sign in with OAuth: give the \
+                server \"headers\": {\"Authorization\": \"Bearer ${TOKEN}\"} in its entry."
+            .into();
+    }
     match error {
         // A server that exits before it answers closes the pipe the request is written to (pi: `write EPIPE` or
         // `MCP connection closed`, whichever comes first).
         E::ConnectionClosed(_) | E::TransportError { .. } => "MCP connection closed".into(),
         E::JsonRpcError(e) => e.message.to_string(),
         E::ExpectedInitResult(_) => "Invalid MCP initialize result".into(),
+        // Both phases failed: the second's error says why.
+        E::LegacyFallbackFailed { fallback, .. } => initialize_error(fallback),
         other => other.to_string(),
     }
 }

@@ -101,12 +101,10 @@ pub fn section(servers: &[Listed<'_>]) -> Option<String> {
     };
     let n = heads.len();
     let kept = (0..=n).rev().find(|k| size(*k) <= MAX_SECTION_CHARS).unwrap_or(0);
-    let per_server = if kept == 0 {
-        0
-    } else {
-        let room = MAX_SECTION_CHARS.saturating_sub(size(kept)) / kept;
-        MAX_SERVER_DESCRIPTION_CHARS.min(room.saturating_sub(2))
-    };
+    let per_server = MAX_SECTION_CHARS
+        .saturating_sub(size(kept))
+        .checked_div(kept)
+        .map_or(0, |room| MAX_SERVER_DESCRIPTION_CHARS.min(room.saturating_sub(2)));
     let mut lines = vec![intro.clone()];
     for (server, head) in listed.iter().zip(&heads).take(kept) {
         let summary = naming::server_summary(server.config.description.as_deref(), server.instructions);

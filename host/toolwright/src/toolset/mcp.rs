@@ -193,7 +193,8 @@ pub fn load(
         toolwright_mcp::client::connection::DEFAULT_TIMEOUT_SECONDS,
         f64::max,
     );
-    servers.settle(Duration::from_secs_f64(limit + 1.0));
+    // A first attempt is a start, `initialize` and `tools/list`, each bounded by the timeout.
+    servers.settle(Duration::from_secs_f64(2.0 * limit + 1.0));
     for server in servers.servers() {
         if let ServerState::Failed(error) = server.state() {
             load.failed.push((server.config.name.clone(), error));
