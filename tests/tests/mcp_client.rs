@@ -326,14 +326,20 @@ fn a_description_changed_after_approval_holds_that_tool_until_approved_again() {
 }
 
 #[test]
-fn another_program_under_the_same_name_holds_every_tool() {
+fn another_program_under_the_same_name_holds_every_tool_and_is_not_started() {
     let m = Machine::new("direct");
+    // Unconfined, so that a start would leave its mark.
+    m.policy("[mcp.probe]\nsandbox = \"off\"\n");
     let (out, stderr) = m.exec(&[("mcp__probe__echo", json!({"text": "hi"}))]);
     assert_eq!(out[0].1, "echo: hi", "{stderr}");
-    // The same server name now starts another program (the script moved, its arguments differ).
-    std::fs::copy(m.path("server/probe_server.py"), m.path("server/other.py")).unwrap();
-    m.configure(json!({"probe": {
-        "command": "python3", "args": [m.path("server/other.py")], "exposure": "direct"}}));
+    // The same server name now starts another program, which would leave a mark as it starts.
+    let marker = m.path("started");
+    let script = format!(
+        "touch {}; exec python3 {}",
+        marker.display(),
+        m.path("server/probe_server.py").display()
+    );
+    m.configure(json!({"probe": {"command": "sh", "args": ["-c", script], "exposure": "direct"}}));
     let (out, stderr) = m.exec(&[("mcp__probe__echo", json!({"text": "hi"}))]);
     assert_eq!(out[0].1, "Tool mcp__probe__echo not found");
     assert!(
@@ -344,6 +350,45 @@ fn another_program_under_the_same_name_holds_every_tool() {
         stderr.contains("it is another program than the one approved"),
         "{stderr}"
     );
+    assert!(
+        !marker.exists(),
+        "the other program was started before it was held"
+    );
+    let (ok, listed) = m.cli(&["mcp-servers", "list"]);
+    assert!(!ok && listed.contains("probe: held, not started"), "{listed}");
+    // Approved, it starts.
+    let (ok, approved) = m.cli(&["mcp-servers", "approve", "probe"]);
+    assert!(ok, "{approved}");
+    let (out, _) = m.exec(&[("mcp__probe__echo", json!({"text": "hi"}))]);
+    assert_eq!(out[0].1, "echo: hi");
+    assert!(marker.exists());
+}
+
+#[test]
+fn a_workspace_s_own_mcp_file_given_on_the_command_line_waits_for_trust() {
+    let m = Machine::new("direct");
+    let marker = m.path("started");
+    let config = json!({"mcpServers": {"repo": {
+        "command": "sh", "args": ["-c", format!("touch {}", marker.display())], "exposure": "direct"}}});
+    std::fs::write(m.path("ws/.mcp.json"), config.to_string()).unwrap();
+    let out = m
+        .command()
+        .args([
+            "mcp-servers",
+            "list",
+            "--no-default-plugins",
+            "--no-default-mcp",
+            "--mcp-config",
+            ".mcp.json",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(".mcp.json is ignored because the project is not trusted"),
+        "{text}"
+    );
+    assert!(!marker.exists(), "a server of an untrusted workspace was started");
 }
 
 #[test]

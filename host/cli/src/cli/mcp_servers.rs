@@ -133,7 +133,10 @@ fn pairs(list: &[String], flag: &str) -> anyhow::Result<Value> {
 }
 
 fn load(tools: &super::ToolArgs, cwd: &Path) -> anyhow::Result<Toolset> {
-    let mut options = tools.options(cwd);
+    load_options(tools.options(cwd))
+}
+
+fn load_options(mut options: toolwright::toolset::ToolsetOptions) -> anyhow::Result<Toolset> {
     // Only the servers matter here: no plugin is compiled.
     options.plugin_dirs.clear();
     options.project_plugin_dir = None;
@@ -150,6 +153,7 @@ fn state_line(server: &Server) -> String {
         }
         ServerState::Failed(_) => "failed".into(),
         ServerState::Disconnected(_) => "disconnected, reconnects on next call".into(),
+        ServerState::Held(_) => "held, not started".into(),
     }
 }
 
@@ -208,6 +212,7 @@ fn list(tools: &super::ToolArgs, cwd: &Path, as_json: bool) -> anyhow::Result<Ex
                     ServerState::Starting => ("starting", Vec::new(), None),
                     ServerState::Failed(e) => ("failed", Vec::new(), Some(e.clone())),
                     ServerState::Disconnected(e) => ("disconnected", Vec::new(), Some(e.clone())),
+                    ServerState::Held(e) => ("held", Vec::new(), Some(e.clone())),
                 };
                 let names: Vec<&Value> = tools.iter().map(|t| &t["name"]).collect();
                 let mut entry = json!({
@@ -498,15 +503,16 @@ fn remove(tools: &super::ToolArgs, cwd: &Path, name: &str) -> anyhow::Result<Exi
 
 #[allow(clippy::print_stdout)]
 fn approve(tools: &super::ToolArgs, cwd: &Path, name: &str) -> anyhow::Result<ExitCode> {
-    let options = tools.options(cwd);
+    let mut options = tools.options(cwd);
+    options.mcp_approving = Some(name.to_owned());
     let lock_path =
         pin_file(&options).context("no policy file to keep approvals beside: set HOME or give --policy")?;
-    let toolset = load(tools, cwd)?;
+    let toolset = load_options(options.clone())?;
     let Some(server) = find(&toolset, name) else {
         bail!("no MCP server named \"{name}\" is configured (`toolwright mcp-servers list` lists them)");
     };
     let servers = toolset.mcp.servers.as_ref().expect("a server was found");
-    let Some(now) = current_pin(&server, servers.base()) else {
+    let Some(now) = current_pin(&server, &server.state(), servers.base()) else {
         report_one(&toolset, &server);
         bail!("the MCP server \"{name}\" is not connected: it can be approved once it answers");
     };

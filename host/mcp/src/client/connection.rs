@@ -29,6 +29,8 @@ use super::values;
 
 /// pi's default request timeout, in seconds.
 pub const DEFAULT_TIMEOUT_SECONDS: f64 = 60.0;
+/// The longest timeout taken from a configuration (a day): a larger one is this.
+pub const MAX_TIMEOUT_SECONDS: f64 = 86_400.0;
 /// How much of a server's stderr is kept (its last bytes).
 const STDERR_KEPT: usize = 64 * 1024;
 /// How much of it a connection error quotes (its last characters, as pi).
@@ -143,7 +145,12 @@ impl Connection {
         base: &SandboxBase,
         changed: OnChange,
     ) -> Result<Connection, String> {
-        let timeout = Duration::from_secs_f64(server.timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS));
+        let timeout = Duration::from_secs_f64(
+            server
+                .timeout
+                .unwrap_or(DEFAULT_TIMEOUT_SECONDS)
+                .clamp(0.001, MAX_TIMEOUT_SECONDS),
+        );
         let progress = Routes::default();
         let handler_changed = changed.clone();
         let handler = Handler {

@@ -67,11 +67,31 @@ impl ServerGrant {
 /// `bin`, or of a version manager's `shims`), and for each argument naming an existing file, the package it lies
 /// in: the project holding its outermost `node_modules`, else the nearest directory above it with
 /// `package.json`, `node_modules`, `pyproject.toml` or `setup.py`, else its own directory.
+///
+/// A directory that would be too wide (`/`, the home directory or one above it, the temporary directory or one
+/// above it) is never granted: the file itself is, alone.
 pub fn install_dirs(program: &Path, args: &[String], cwd: &Path) -> Vec<PathBuf> {
+    install_dirs_within(
+        program,
+        args,
+        cwd,
+        std::env::var_os("HOME").map(PathBuf::from).as_deref(),
+    )
+}
+
+fn install_dirs_within(program: &Path, args: &[String], cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let temp = std::env::temp_dir();
+    let too_wide = |dir: &Path| {
+        dir == Path::new("/")
+            || home.is_some_and(|h| h.starts_with(dir))
+            || temp.starts_with(dir)
+            || temp.canonicalize().is_ok_and(|t| t.starts_with(dir))
+    };
     let mut dirs = Vec::new();
-    let mut add = |dir: PathBuf| {
-        if dir != Path::new("/") && !dirs.contains(&dir) {
-            dirs.push(dir);
+    let mut add_for = |dir: PathBuf, file: &Path| {
+        let grant = if too_wide(&dir) { file.to_path_buf() } else { dir };
+        if !dirs.contains(&grant) {
+            dirs.push(grant);
         }
     };
     for path in [Some(program.to_path_buf()), program.canonicalize().ok()]
@@ -79,11 +99,12 @@ pub fn install_dirs(program: &Path, args: &[String], cwd: &Path) -> Vec<PathBuf>
         .flatten()
     {
         if let Some(bin) = path.parent() {
-            add(match bin.file_name().and_then(|n| n.to_str()) {
+            let dir = match bin.file_name().and_then(|n| n.to_str()) {
                 // A version manager's shims (pyenv, rbenv, asdf) run the manager that lies above them.
                 Some("bin" | ".bin" | "sbin" | "shims") => bin.parent().unwrap_or(bin).to_path_buf(),
                 _ => bin.to_path_buf(),
-            });
+            };
+            add_for(dir, &path);
         }
     }
     for arg in args {
@@ -96,7 +117,7 @@ pub fn install_dirs(program: &Path, args: &[String], cwd: &Path) -> Vec<PathBuf>
         // project that holds it.
         let components: Vec<_> = file.components().collect();
         if let Some(at) = components.iter().position(|c| c.as_os_str() == "node_modules") {
-            add(components[..at].iter().collect());
+            add_for(components[..at].iter().collect(), &file);
             continue;
         }
         let package = file.ancestors().skip(1).find(|dir| {
@@ -104,10 +125,10 @@ pub fn install_dirs(program: &Path, args: &[String], cwd: &Path) -> Vec<PathBuf>
                 .iter()
                 .any(|marker| dir.join(marker).exists())
         });
-        match package {
-            Some(dir) => add(dir.to_path_buf()),
-            None => add(file.parent().unwrap_or(Path::new("/")).to_path_buf()),
-        }
+        let dir = package
+            .unwrap_or(file.parent().unwrap_or(Path::new("/")))
+            .to_path_buf();
+        add_for(dir, &file);
     }
     dirs
 }
@@ -305,4 +326,51 @@ pub fn summary(c: &Confinement, env: &[(String, String)]) -> String {
         list(&c.write),
         names.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_install_directory_never_widens_to_the_home_or_the_temporary_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        std::fs::create_dir_all(home.join("bin")).unwrap();
+        std::fs::create_dir_all(home.join("proj/node_modules/pkg/dist")).unwrap();
+        std::fs::write(home.join("package.json"), "{}").unwrap();
+        std::fs::write(home.join("script.py"), "").unwrap();
+        std::fs::write(home.join("bin/tool"), "").unwrap();
+        std::fs::write(home.join("proj/node_modules/pkg/dist/index.js"), "").unwrap();
+        let home = home.canonicalize().unwrap();
+        // A command in ~/bin, a script in ~ (below a stray ~/package.json): the files alone, not the home.
+        let dirs = install_dirs_within(&home.join("bin/tool"), &["script.py".into()], &home, Some(&home));
+        assert_eq!(dirs, [home.join("bin/tool"), home.join("script.py")]);
+        // A package's script: the project that holds its node_modules.
+        let dirs = install_dirs_within(
+            Path::new("/usr/bin/node"),
+            &[home
+                .join("proj/node_modules/pkg/dist/index.js")
+                .to_string_lossy()
+                .into_owned()],
+            &home,
+            Some(&home),
+        );
+        assert!(dirs.contains(&home.join("proj")), "{dirs:?}");
+        // The temporary directory itself is never granted.
+        let temp_script =
+            std::env::temp_dir().join(format!("toolwright-install-dirs-{}.py", std::process::id()));
+        std::fs::write(&temp_script, "").unwrap();
+        let dirs = install_dirs_within(
+            Path::new("/usr/bin/python3"),
+            &[temp_script.to_string_lossy().into_owned()],
+            &home,
+            Some(&home),
+        );
+        std::fs::remove_file(&temp_script).unwrap();
+        assert!(
+            !dirs.iter().any(|d| std::env::temp_dir().starts_with(d)),
+            "{dirs:?}"
+        );
+    }
 }

@@ -40,6 +40,22 @@ pub enum ServerState {
     Failed(String),
     /// It was connected and the connection ended; the next call connects again.
     Disconnected(String),
+    /// Not started: it is another program than the one approved (why, for people).
+    Held(String),
+}
+
+/// A server to start, with its identity computed once (see [`identity`]) and, when it is to be held rather than
+/// started, why.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// Its configuration.
+    pub config: ServerConfig,
+    /// Its grant.
+    pub grant: ServerGrant,
+    /// The SHA-256 of its identity.
+    pub identity: String,
+    /// Why it is not started, if it is held.
+    pub held: Option<String>,
 }
 
 /// One configured server.
@@ -81,6 +97,9 @@ impl Server {
     async fn connection(self: &Arc<Self>, base: &SandboxBase) -> Result<Arc<Connection>, String> {
         if !self.config.enabled {
             return Err(format!("MCP server \"{}\" is disabled.", self.config.name));
+        }
+        if let ServerState::Held(why) = self.state() {
+            return Err(format!("the MCP server \"{}\" is held: {why}", self.config.name));
         }
         let mut slot = self.connection.lock().await;
         if let Some(connection) = slot.as_ref() {
@@ -152,13 +171,21 @@ impl Server {
 
 /// A listing's tools, each checked as pi checks it (a string `name`, an object `inputSchema`).
 fn valid_tools(tools: Vec<Value>) -> Result<Vec<Value>, String> {
-    if tools.iter().all(|t| {
+    if !tools.iter().all(|t| {
         t.get("name").is_some_and(Value::is_string) && t.get("inputSchema").is_some_and(Value::is_object)
     }) {
-        Ok(tools)
-    } else {
-        Err("Invalid entry in MCP tools/list result".into())
+        return Err("Invalid entry in MCP tools/list result".into());
     }
+    // One name listed twice would be two tools under one name: which of them was approved, which is served?
+    let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    names.sort_unstable();
+    if let Some(twice) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!(
+            "Invalid MCP tools/list result: the tool \"{}\" is listed twice",
+            twice[0]
+        ));
+    }
+    Ok(tools)
 }
 
 /// What identifies a server to the user who approved it: its command, arguments and the SHA-256 of the program
@@ -201,6 +228,8 @@ struct Inner {
     servers: Vec<Arc<Server>>,
     base: SandboxBase,
     changes: tokio::sync::watch::Sender<u64>,
+    /// The servers held whole since their approval: none of their tools or resources is reached.
+    held: Mutex<Vec<String>>,
 }
 
 impl Drop for Inner {
@@ -228,6 +257,23 @@ impl std::fmt::Debug for McpServers {
 impl McpServers {
     /// Start connecting every enabled server of `configs` (each with its grant), in the background.
     pub fn start(configs: Vec<(ServerConfig, ServerGrant)>, base: SandboxBase) -> std::io::Result<Self> {
+        let planned = configs
+            .into_iter()
+            .map(|(config, grant)| {
+                let (identity, _) = identity(&config, &base);
+                Planned {
+                    config,
+                    grant,
+                    identity,
+                    held: None,
+                }
+            })
+            .collect();
+        Self::start_planned(planned, base)
+    }
+
+    /// Start connecting the servers of `planned`, but those it holds (they are not started at all).
+    pub fn start_planned(planned: Vec<Planned>, base: SandboxBase) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("toolwright-mcp-client")
@@ -235,27 +281,34 @@ impl McpServers {
             .build()?;
         let handle = runtime.handle().clone();
         let changes = tokio::sync::watch::Sender::new(0u64);
-        let servers: Vec<Arc<Server>> = configs
+        let servers: Vec<Arc<Server>> = planned
             .into_iter()
-            .map(|(config, grant)| {
-                let (identity, _) = identity(&config, &base);
-                let state = if config.enabled {
-                    ServerState::Starting
-                } else {
-                    ServerState::Disabled
-                };
-                Arc::new(Server {
-                    config,
-                    grant,
-                    identity,
-                    state: Mutex::new(state),
-                    connection: tokio::sync::Mutex::new(None),
-                    changed: changes.clone(),
-                    refresh: Arc::new(tokio::sync::Notify::new()),
-                })
-            })
+            .map(
+                |Planned {
+                     config,
+                     grant,
+                     identity,
+                     held,
+                 }| {
+                    let state = match held {
+                        Some(why) => ServerState::Held(why),
+                        None if config.enabled => ServerState::Starting,
+                        None => ServerState::Disabled,
+                    };
+                    Arc::new(Server {
+                        config,
+                        grant,
+                        identity,
+                        state: Mutex::new(state),
+                        connection: tokio::sync::Mutex::new(None),
+                        changed: changes.clone(),
+                        refresh: Arc::new(tokio::sync::Notify::new()),
+                    })
+                },
+            )
             .collect();
-        for server in servers.iter().filter(|s| s.config.enabled) {
+        let startable = |s: &&Arc<Server>| s.config.enabled && !matches!(s.state(), ServerState::Held(_));
+        for server in servers.iter().filter(startable) {
             let (server, base) = (server.clone(), base.clone());
             handle.spawn(async move {
                 let _ = server.connection(&base).await;
@@ -277,8 +330,24 @@ impl McpServers {
                 servers,
                 base,
                 changes,
+                held: Mutex::new(Vec::new()),
             }),
         })
+    }
+
+    /// Hold the servers named in `names` whole: their resources are not listed nor read (their tools are left out
+    /// of [`McpServers::definitions_of`] by the same names).
+    pub fn hold(&self, names: Vec<String>) {
+        *self.inner.held.lock().unwrap_or_else(PoisonError::into_inner) = names;
+    }
+
+    fn is_held(&self, name: &str) -> bool {
+        self.inner
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|h| h == name)
     }
 
     /// What every stdio server's sandbox starts from.
@@ -335,10 +404,38 @@ impl McpServers {
     /// `taken` by a tool loaded before them gets its hash), with the resource tools when a server offers
     /// resources.
     pub fn definitions(&self, taken: impl Fn(&str) -> bool) -> Vec<ToolDefinition> {
+        self.definitions_of(&self.snapshot(), &[], taken)
+    }
+
+    /// Every server with its state at one moment: what a load checks and registers must be the same listing
+    /// (a server that lists its tools again between two reads of its state would get past the check).
+    pub fn snapshot(&self) -> Vec<(Arc<Server>, ServerState)> {
+        self.servers().iter().map(|s| (s.clone(), s.state())).collect()
+    }
+
+    /// [`McpServers::definitions`] of the states of `snapshot`, leaving out the servers named in `held` (their
+    /// tools and their resources).
+    pub fn definitions_of(
+        &self,
+        snapshot: &[(Arc<Server>, ServerState)],
+        held: &[String],
+        taken: impl Fn(&str) -> bool,
+    ) -> Vec<ToolDefinition> {
         let mut definitions: Vec<ToolDefinition> = Vec::new();
-        let resource_servers = self.resource_servers();
-        for server in self.servers() {
-            let ServerState::Connected { info, tools } = server.state() else {
+        let snapshot: Vec<&(Arc<Server>, ServerState)> = snapshot
+            .iter()
+            .filter(|(s, _)| !held.contains(&s.config.name))
+            .collect();
+        let resource_servers: Vec<Arc<Server>> = snapshot
+            .iter()
+            .filter(|(s, state)| {
+                s.config.exposure != Exposure::Hidden
+                    && matches!(state, ServerState::Connected { info, .. } if info.resources)
+            })
+            .map(|(s, _)| s.clone())
+            .collect();
+        for (server, state) in snapshot {
+            let ServerState::Connected { info, tools } = state else {
                 continue;
             };
             let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
@@ -349,7 +446,7 @@ impl McpServers {
                 .iter()
                 .any(|s| s.config.name == server.config.name);
             for (tool, name) in tools.iter().zip(assigned) {
-                definitions.push(self.definition(server, &info, tool, name, reads));
+                definitions.push(self.definition(server, info, tool, name, reads));
             }
         }
         definitions.extend(self.resource_definitions(&resource_servers));
@@ -362,6 +459,7 @@ impl McpServers {
             .iter()
             .filter(|s| {
                 s.config.exposure != Exposure::Hidden
+                    && !self.is_held(&s.config.name)
                     && matches!(s.state(), ServerState::Connected { info, .. } if info.resources)
             })
             .cloned()

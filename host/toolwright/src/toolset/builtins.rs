@@ -131,6 +131,10 @@ pub(crate) fn trusted_paths(options: &ToolsetOptions, policy: &Policy) -> Vec<(P
             paths.push((dir.join(LOCK_FILE_NAME), "the lockfile"));
         }
     }
+    // A program that rewrote one would start servers with the user's trust at the next load.
+    for file in &options.mcp_files {
+        paths.push((file.clone(), "an MCP configuration file"));
+    }
     paths
 }
 

@@ -5,7 +5,6 @@
 //! all its tools, and a tool whose surface changed (or a new one) is held until `toolwright mcp-servers
 //! approve NAME`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -13,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 use toolwright_mcp::client::config::{Exposure, McpConfig, Scope};
 use toolwright_mcp::client::sandbox::{SandboxBase, ServerGrant};
-use toolwright_mcp::client::servers::{McpServers, ServerState};
+use toolwright_mcp::client::servers::{McpServers, Planned, ServerState};
 
 use super::ToolsetOptions;
 use crate::definition::{ToolDefinition, ToolSource};
@@ -96,10 +95,25 @@ pub struct McpLoad {
 /// Read the configuration of `options` (the project's files only when `trusted`).
 pub fn read_config(options: &ToolsetOptions, trusted: bool) -> (McpConfig, Vec<PathBuf>) {
     let mut config = McpConfig::default();
+    let mut skipped = Vec::new();
+    let workspace = options.cwd.canonicalize().unwrap_or_else(|_| options.cwd.clone());
+    // A workspace that is the whole system or the home directory is no project of its own.
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let is_project = workspace != Path::new("/") && home.as_deref() != Some(workspace.as_path());
+    let untrusted = !trusted && options.require_project_trust && is_project;
+    let defaults = user_mcp_files();
     for file in &options.mcp_files {
+        // A file of the workspace given with `--mcp-config` (a cloned project's `.mcp.json`) is the project's:
+        // its servers start once the project is trusted.
+        let inside = file
+            .canonicalize()
+            .is_ok_and(|f| f.starts_with(&workspace) && !defaults.iter().any(|d| d == file));
+        if inside && untrusted {
+            skipped.push(file.clone());
+            continue;
+        }
         config.read_file(file, Scope::User);
     }
-    let mut skipped = Vec::new();
     if options.mcp_project {
         for file in project_mcp_files(&options.cwd) {
             if trusted || !options.require_project_trust {
@@ -161,22 +175,47 @@ pub fn load(
         return load;
     }
     let base = sandbox_base(options, policy, host);
-    let configs: Vec<_> = config
+    let pins = pin_file(options).map(|path| (Lockfile::load(&path), path));
+    let approved = |name: &str| match &pins {
+        Some((Ok(lock), _)) => lock.mcp.get(name).cloned(),
+        _ => None,
+    };
+    // Which program each server is, before anything starts: another program than the one approved does not
+    // run at all (it would have its grants and its environment before its tools could be held).
+    let planned: Vec<Planned> = config
         .servers
         .iter()
         .map(|server| {
             let grant = ServerGrant {
                 policy: policy.mcp.get(&server.name).cloned().unwrap_or_default(),
             };
-            (server.clone(), grant)
+            let (identity, described) = toolwright_mcp::client::servers::identity(server, &base);
+            let held = approved(&server.name)
+                .filter(|pin| pin.identity != identity)
+                .filter(|_| options.mcp_approving.as_deref() != Some(server.name.as_str()))
+                .map(|pin| another_program(&pin.described, &described));
+            Planned {
+                config: server.clone(),
+                grant,
+                identity,
+                held,
+            }
         })
         .collect();
-    let key = format!("{configs:?}|{:?}|{:?}", base.hidden, base.protected);
+    let key = format!(
+        "{:?}|{:?}|{:?}",
+        planned
+            .iter()
+            .map(|p| (&p.config, &p.grant.policy, &p.identity, &p.held))
+            .collect::<Vec<_>>(),
+        base.hidden,
+        base.protected
+    );
     let servers = {
         let mut shared = options.mcp.0.lock().unwrap_or_else(PoisonError::into_inner);
         match shared.as_ref() {
             Some((k, servers)) if *k == key => servers.clone(),
-            _ => match McpServers::start(configs, base) {
+            _ => match McpServers::start_planned(planned, base) {
                 Ok(servers) => {
                     *shared = Some((key, servers.clone()));
                     servers
@@ -189,21 +228,53 @@ pub fn load(
             },
         }
     };
-    let limit = servers.servers().iter().filter_map(|s| s.config.timeout).fold(
-        toolwright_mcp::client::connection::DEFAULT_TIMEOUT_SECONDS,
-        f64::max,
-    );
+    let limit = servers
+        .servers()
+        .iter()
+        .filter_map(|s| s.config.timeout)
+        .fold(
+            toolwright_mcp::client::connection::DEFAULT_TIMEOUT_SECONDS,
+            f64::max,
+        )
+        .min(toolwright_mcp::client::connection::MAX_TIMEOUT_SECONDS);
     // A first attempt is a start, `initialize` and `tools/list`, each bounded by the timeout.
     servers.settle(Duration::from_secs_f64(2.0 * limit + 1.0));
-    for server in servers.servers() {
-        if let ServerState::Failed(error) = server.state() {
-            load.failed.push((server.config.name.clone(), error));
+    // One look at every server: what is checked against its approval is what is registered.
+    let snapshot = servers.snapshot();
+    for (server, state) in &snapshot {
+        match state {
+            ServerState::Failed(error) => load.failed.push((server.config.name.clone(), error.clone())),
+            ServerState::Held(why) => load.held.push(Held {
+                server: server.config.name.clone(),
+                tool: None,
+                why: why.clone(),
+            }),
+            _ => {}
         }
     }
-    let tools = servers.definitions(|name| taken.iter().any(|t| t == name));
-    load.tools = pin(options, &servers, tools, &mut load);
+    let (held_servers, held_tools) = pin(&servers, &snapshot, pins, &mut load);
+    servers.hold(held_servers.clone());
+    load.tools = servers
+        .definitions_of(&snapshot, &held_servers, |name| taken.iter().any(|t| t == name))
+        .into_iter()
+        .filter(|d| {
+            let ToolSource::Mcp { server, .. } = &d.source else {
+                return true;
+            };
+            let raw = d.label.split_once('/').map_or("", |(_, t)| t);
+            !held_tools.iter().any(|(s, t)| s == server && t == raw)
+        })
+        .collect();
     load.servers = Some(servers);
     load
+}
+
+fn another_program(approved: &str, now: &str) -> String {
+    format!(
+        "it is another program than the one approved: approved `{}`, now `{}`",
+        approved.replace('\n', "; "),
+        now.replace('\n', "; ")
+    )
 }
 
 impl McpLoad {
@@ -248,15 +319,20 @@ pub fn surface_digest(tool: &Value) -> String {
     crate::trust::identity::hex(&sha2::Sha256::digest(text.as_bytes()).into())
 }
 
-/// The pin of a server as it is now.
-pub fn current_pin(server: &toolwright_mcp::client::servers::Server, base: &SandboxBase) -> Option<McpPin> {
-    let ServerState::Connected { tools, .. } = server.state() else {
+/// The pin of a server in `state` (none unless connected).
+pub fn current_pin(
+    server: &toolwright_mcp::client::servers::Server,
+    state: &ServerState,
+    base: &SandboxBase,
+) -> Option<McpPin> {
+    let ServerState::Connected { tools, info } = state else {
         return None;
     };
     let (identity, described) = toolwright_mcp::client::servers::identity(&server.config, base);
     Some(McpPin {
         identity,
         described,
+        instructions: info.instructions.clone().unwrap_or_default(),
         tools: tools
             .iter()
             .map(|t| {
@@ -279,12 +355,14 @@ pub fn current_pin(server: &toolwright_mcp::client::servers::Server, base: &Sand
 pub fn differences(approved: &McpPin, now: &McpPin) -> Vec<(Option<String>, String)> {
     let mut lines = Vec::new();
     if approved.identity != now.identity {
+        lines.push((None, another_program(&approved.described, &now.described)));
+    }
+    if approved.instructions != now.instructions {
         lines.push((
             None,
             format!(
-                "it is another program than the one approved: approved `{}`, now `{}`",
-                approved.described.replace('\n', "; "),
-                now.described.replace('\n', "; ")
+                "its instructions changed from {:?} to {:?}",
+                approved.instructions, now.instructions
             ),
         ));
     }
@@ -308,29 +386,34 @@ pub fn differences(approved: &McpPin, now: &McpPin) -> Vec<(Option<String>, Stri
     lines
 }
 
-/// Pin the servers seen for the first time; leave out the tools (or servers) that changed since their pin.
+/// Pin the servers of `snapshot` seen for the first time, in the lockfile `pins` names; the servers held whole
+/// and the tools (server, tool) held since their approval. Without a lockfile nothing is pinned (an embedder that
+/// names no policy file); one that cannot be read holds every server.
 fn pin(
-    options: &ToolsetOptions,
     servers: &McpServers,
-    tools: Vec<ToolDefinition>,
+    snapshot: &[(Arc<toolwright_mcp::client::servers::Server>, ServerState)],
+    pins: Option<(Result<Lockfile, crate::trust::lock::LockError>, PathBuf)>,
     load: &mut McpLoad,
-) -> Vec<ToolDefinition> {
-    let Some(path) = pin_file(options) else {
-        return tools;
+) -> (Vec<String>, Vec<(String, String)>) {
+    let mut held_servers: Vec<String> = load.held.iter().map(|h| h.server.clone()).collect();
+    let mut held_tools: Vec<(String, String)> = Vec::new();
+    let Some((lock, path)) = pins else {
+        return (held_servers, held_tools);
     };
-    let mut lock = match Lockfile::load(&path) {
+    let mut lock = match lock {
         Ok(lock) => lock,
         Err(e) => {
-            load.config_errors.push(e.to_string());
-            return Vec::new();
+            load.config_errors
+                .push(format!("{e}: every MCP server is held until it can be read"));
+            return (
+                snapshot.iter().map(|(s, _)| s.config.name.clone()).collect(),
+                held_tools,
+            );
         }
     };
-    let base = servers.base().clone();
     let mut changed_lock = false;
-    let mut held_tools: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut held_servers: Vec<String> = Vec::new();
-    for server in servers.servers() {
-        let Some(now) = current_pin(server, &base) else {
+    for (server, state) in snapshot {
+        let Some(now) = current_pin(server, state, servers.base()) else {
             continue;
         };
         let name = &server.config.name;
@@ -344,7 +427,7 @@ fn pin(
                 for (tool, why) in differences(approved, &now) {
                     match &tool {
                         None => held_servers.push(name.clone()),
-                        Some(t) => held_tools.entry(name.clone()).or_default().push(t.clone()),
+                        Some(t) => held_tools.push((name.clone(), t.clone())),
                     }
                     load.held.push(Held {
                         server: name.clone(),
@@ -356,19 +439,10 @@ fn pin(
         }
     }
     if changed_lock && let Err(e) = lock.save(&path) {
-        load.config_errors.push(e.to_string());
+        // What is not recorded cannot be checked next time: the servers seen for the first time are held.
+        load.config_errors
+            .push(format!("{e}: the MCP servers seen for the first time are held"));
+        held_servers.append(&mut load.pinned);
     }
-    tools
-        .into_iter()
-        .filter(|d| {
-            let ToolSource::Mcp { server, .. } = &d.source else {
-                return true;
-            };
-            if held_servers.contains(server) {
-                return false;
-            }
-            let raw = d.label.split_once('/').map_or("", |(_, t)| t);
-            !held_tools.get(server).is_some_and(|t| t.iter().any(|h| h == raw))
-        })
-        .collect()
+    (held_servers, held_tools)
 }

@@ -72,6 +72,9 @@ pub struct ToolsetOptions {
     /// `mcp`).
     #[cfg(all(feature = "wasm", feature = "mcp"))]
     pub mcp: super::McpClients,
+    /// The MCP server `toolwright mcp-servers approve` is approving: it is started even when it is another
+    /// program than the one its pin names (every other such server is held, not started).
+    pub mcp_approving: Option<String>,
 }
 
 impl ToolsetOptions {
@@ -115,6 +118,7 @@ impl ToolsetOptions {
             mcp_project: false,
             #[cfg(all(feature = "wasm", feature = "mcp"))]
             mcp: super::McpClients::default(),
+            mcp_approving: None,
         }
     }
 }

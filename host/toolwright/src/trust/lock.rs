@@ -177,6 +177,9 @@ pub struct McpPin {
     pub identity: String,
     /// Its command, arguments and the SHA-256 of the program they resolve to; or its URL.
     pub described: String,
+    /// The `instructions` it gave when it was approved (they reach the model through the prompt and codemode).
+    #[serde(default)]
+    pub instructions: String,
     /// Its tools, by the server's own names.
     #[serde(default)]
     pub tools: BTreeMap<String, McpToolPin>,
