@@ -287,7 +287,7 @@ fn a_description_changed_after_approval_holds_that_tool_until_approved_again() {
     ];
     let (out, stderr) = m.exec(&echo);
     assert_eq!(out[0].1, "echo: hi", "{stderr}");
-    let lock = std::fs::read_to_string(m.path("home/.config/toolwright/toolwright.lock")).unwrap();
+    let lock = std::fs::read_to_string(m.path("home/.config/toolwright/toolwright-mcp.lock")).unwrap();
     assert!(
         lock.contains("[mcp.probe]") && lock.contains("Echo the text"),
         "{lock}"

@@ -113,6 +113,8 @@ impl Server {
                 format!("Connection closed\n{tail}")
             };
             self.set_state(ServerState::Disconnected(error));
+            // What the server left running dies with its cgroup now, not at the next successful start.
+            slot.take();
         }
         let refresh = self.refresh.clone();
         let on_change: super::connection::OnChange = Arc::new(move || refresh.notify_one());
@@ -475,10 +477,13 @@ impl McpServers {
         reads_resources: bool,
     ) -> ToolDefinition {
         let raw_name = tool["name"].as_str().unwrap_or_default().to_owned();
+        // pi's `tool.title ?? tool.annotations?.title`, then `description || title || fallback`: an empty title
+        // falls back.
         let title = tool
             .get("title")
             .and_then(Value::as_str)
-            .or_else(|| tool.pointer("/annotations/title").and_then(Value::as_str));
+            .or_else(|| tool.pointer("/annotations/title").and_then(Value::as_str))
+            .filter(|t| !t.is_empty());
         let description = tool
             .get("description")
             .and_then(Value::as_str)

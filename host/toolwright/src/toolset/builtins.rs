@@ -129,6 +129,8 @@ pub(crate) fn trusted_paths(options: &ToolsetOptions, policy: &Policy) -> Vec<(P
         paths.push((file.clone(), "the policy file"));
         if let Some(dir) = file.parent() {
             paths.push((dir.join(LOCK_FILE_NAME), "the lockfile"));
+            #[cfg(all(feature = "wasm", feature = "mcp"))]
+            paths.push((dir.join(super::mcp::PIN_FILE_NAME), "the MCP servers' lockfile"));
         }
     }
     // A program that rewrote one would start servers with the user's trust at the next load.

@@ -138,12 +138,16 @@ pub fn sandbox_base(options: &ToolsetOptions, policy: &Policy, host: &HostEnv) -
     }
 }
 
+/// The name of the file the MCP servers' pins are kept in, beside the user's policy file: a file of its own, so
+/// that a toolwright that knows no MCP pins still reads the plugins' `toolwright.lock`.
+pub const PIN_FILE_NAME: &str = "toolwright-mcp.lock";
+
 /// The lockfile the servers' pins go to: beside the first trusted policy file (the user's config).
 pub fn pin_file(options: &ToolsetOptions) -> Option<PathBuf> {
     options
         .policy_files
         .first()
-        .map(|p| crate::trust::lock::beside(p))
+        .map(|p| p.with_file_name(PIN_FILE_NAME))
 }
 
 /// Connect the configured servers (or keep those of an earlier load of the same configuration), wait for each
@@ -282,11 +286,14 @@ impl McpLoad {
     /// whose tools are left to codemode scripts or `tool_search`; none when there is none.
     pub fn prompt_section(&self) -> Option<String> {
         let servers = self.servers.as_ref()?;
+        // A server held whole is not offered: the prompt does not name it.
+        let held = |name: &str| self.held.iter().any(|h| h.tool.is_none() && h.server == name);
         let states: Vec<_> = servers.servers().iter().map(|s| s.state()).collect();
         let listed: Vec<toolwright_mcp::client::prompt::Listed<'_>> = servers
             .servers()
             .iter()
             .zip(&states)
+            .filter(|(server, _)| !held(&server.config.name))
             .map(|(server, state)| toolwright_mcp::client::prompt::Listed {
                 config: &server.config,
                 instructions: match state {

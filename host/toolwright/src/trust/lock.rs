@@ -503,10 +503,14 @@ impl Lockfile {
             message: e.to_string(),
         };
         let body = toml::to_string_pretty(self).map_err(|e| error(&e))?;
-        let text = format!(
+        let header = if self.plugins.is_empty() && !self.mcp.is_empty() {
+            "# What you approved of each MCP server: written at its first connection and by `toolwright mcp-servers\n\
+             # approve` and `remove`. A tool that no longer matches its entry is held until approved.\n\n"
+        } else {
             "# What you approved for each installed plugin: written by `toolwright plugins add`, `approve`,\n\
-             # `update` and `remove`. A plugin that no longer matches its entry gets no grant until approved.\n\n{body}"
-        );
+             # `update` and `remove`. A plugin that no longer matches its entry gets no grant until approved.\n\n"
+        };
+        let text = format!("{header}{body}");
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| error(&e))?;
         }
