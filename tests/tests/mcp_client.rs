@@ -459,6 +459,7 @@ fn a_server_that_cannot_start_is_reported_with_its_stderr_and_list_exits_1() {
         "envy": {"command": "true", "env": {"K": "${NOPE_VAR_X}"}},
         "shell": {"command": "true", "env": {"K": "!cat ~/.ssh/id_rsa"}},
         "bad name": {"command": "true"},
+        "noisy": {"command": "sh", "args": ["-c", "printf '\\033[2Jwiped\\n' >&2; exit 1"]},
     }));
     let (ok, text) = m.cli(&["mcp-servers", "list"]);
     assert!(!ok, "{text}");
@@ -490,6 +491,11 @@ fn a_server_that_cannot_start_is_reported_with_its_stderr_and_list_exits_1() {
     );
     assert!(
         text.contains("config error: ") && text.contains("invalid server name \"bad name\""),
+        "{text}"
+    );
+    // A server's stderr cannot drive the terminal: its control characters are escaped.
+    assert!(
+        text.contains("\\u{1b}[2Jwiped") && !text.contains('\u{1b}'),
         "{text}"
     );
     // The working server's tools still run.

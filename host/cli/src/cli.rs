@@ -365,14 +365,15 @@ pub fn mcp_warnings(mcp: &toolwright::toolset::McpLoad) -> Vec<String> {
         .map(|e| format!("MCP config: {e}"))
         .collect();
     for (server, error) in &mcp.failed {
-        warnings.push(format!(
-            "the MCP server `{server}` failed: {}",
-            error.replace('\n', "\n  ")
-        ));
+        warnings.push(format!("the MCP server `{server}` failed: {}", indented(error)));
     }
     for held in &mcp.held {
         let what = match &held.tool {
-            Some(tool) => format!("the tool `{tool}` of the MCP server `{}`", held.server),
+            Some(tool) => format!(
+                "the tool `{}` of the MCP server `{}`",
+                toolwright::text::escape(tool),
+                held.server
+            ),
             None => format!("every tool of the MCP server `{}`", held.server),
         };
         warnings.push(format!(
@@ -387,6 +388,15 @@ pub fn mcp_warnings(mcp: &toolwright::toolset::McpLoad) -> Vec<String> {
         ));
     }
     warnings
+}
+
+/// A server's text (its error, the tail of its stderr) for a terminal: each line with its control characters
+/// escaped (a server may not move the cursor or recolour what follows), the lines after the first indented.
+pub fn indented(text: &str) -> String {
+    text.lines()
+        .map(|line| toolwright::text::escape(line).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n  ")
 }
 
 /// What a session's MCP servers have to say besides warnings: the servers pinned by this load, and pi's warning

@@ -285,10 +285,11 @@ fn list(tools: &super::ToolArgs, cwd: &Path, as_json: bool) -> anyhow::Result<Ex
             let names: Vec<String> = tools
                 .iter()
                 .map(|t| {
-                    let name = t["name"].as_str().unwrap_or_default();
-                    let exposure = config.tool_exposure(name);
+                    let raw = t["name"].as_str().unwrap_or_default();
+                    let exposure = config.tool_exposure(raw);
+                    let name = toolwright::text::escape(raw);
                     if exposure == config.exposure {
-                        name.to_owned()
+                        name.into_owned()
                     } else {
                         format!("{name} [{}]", exposure_name(exposure))
                     }
@@ -306,12 +307,12 @@ fn list(tools: &super::ToolArgs, cwd: &Path, as_json: bool) -> anyhow::Result<Ex
         }
         for held in mcp.held.iter().filter(|h| h.server == config.name) {
             match &held.tool {
-                Some(tool) => println!("  held: {tool}: {}", held.why),
+                Some(tool) => println!("  held: {}: {}", toolwright::text::escape(tool), held.why),
                 None => println!("  held: every tool: {}", held.why),
             }
         }
         if let ServerState::Failed(error) | ServerState::Disconnected(error) = state {
-            println!("  {}", error.replace('\n', "\n  "));
+            println!("  {}", super::indented(error));
         }
     }
     for error in &mcp.config_errors {
@@ -453,7 +454,7 @@ fn report_one(toolset: &Toolset, server: &std::sync::Arc<Server>) {
         );
     }
     if let ServerState::Failed(error) = server.state() {
-        println!("  {}", error.replace('\n', "\n  "));
+        println!("  {}", super::indented(&error));
     }
 }
 
