@@ -230,7 +230,7 @@ impl PluginInner {
             stderr,
             output_from: (0, 0),
             audit,
-            cancel_seen: false,
+            cancel_seen: None,
             processes: toolwright_native::CallScope::new(),
             started: None,
             exports: Default::default(),
@@ -241,12 +241,15 @@ impl PluginInner {
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
             if state.call.cancel.is_cancelled() {
-                // A cancelled call gets one more tick to wind down on its own (it sees `is-cancelled`); then it
-                // is stopped.
-                if state.cancel_seen {
-                    return Err(state.call.interrupted());
+                // A cancelled call gets `CANCEL_GRACE` to wind down on its own (it sees `is-cancelled`); then
+                // it is stopped.
+                match state.cancel_seen {
+                    Some(seen) if seen.elapsed() >= state::CANCEL_GRACE => {
+                        return Err(state.call.interrupted());
+                    }
+                    Some(_) => {}
+                    None => state.cancel_seen = Some(Instant::now()),
                 }
-                state.cancel_seen = true;
             }
             if let Some((deadline, limit)) = state.call.deadline
                 && Instant::now() >= deadline
@@ -319,7 +322,7 @@ impl PluginInner {
         *state.audit.lock().unwrap_or_else(PoisonError::into_inner) = updates.clone();
         state.call = self.call_env(grants, cancel, updates, session);
         state.carried = budget::Carried::new(grants.result_cap);
-        state.cancel_seen = false;
+        state.cancel_seen = None;
         state.output_from = (state.stdout.contents().len(), state.stderr.contents().len());
         self.arm(store, grants)
     }

@@ -84,6 +84,11 @@ impl CallEnv {
     }
 }
 
+/// How long a cancelled call may go on running to wind down on its own (kill its processes, say what it did, as
+/// the bash tool does) before it is stopped. A tick of the epoch (10 ms) was too short on a loaded machine: a bash
+/// call winding down was stopped mid-way and answered `Operation aborted` instead of `Command aborted`.
+pub const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Why the host stopped a call (the trap's cause).
 #[derive(Debug, thiserror::Error)]
 pub enum Stopped {
@@ -107,8 +112,8 @@ pub struct PluginState {
     pub(super) output_from: (usize, usize),
     /// Where a connection's audit goes: the current call's updates.
     pub(super) audit: Arc<std::sync::Mutex<CallSink>>,
-    /// Whether the epoch callback saw the call cancelled (it gets one more tick to wind down).
-    pub(super) cancel_seen: bool,
+    /// When the epoch callback first saw the call cancelled: it gets [`CANCEL_GRACE`] to wind down on its own.
+    pub(super) cancel_seen: Option<std::time::Instant>,
     /// Every process the call started, and their descendants: killed when the store (the call) ends.
     pub(super) processes: toolwright_native::CallScope,
     /// The nested calls started with `start-call` (made at the first).
