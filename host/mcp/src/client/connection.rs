@@ -373,20 +373,13 @@ impl Connection {
         cursor: Option<String>,
         cancel: &CancellationToken,
     ) -> Result<Value, String> {
-        let request = ClientRequest::ListResourcesRequest(ListResourcesRequest::with_param(
-            PaginatedRequestParams::default().with_cursor(cursor),
-        ));
-        self.request(request, cancel, &|_| {}).await
+        self.request(resources_page(cursor), cancel, &|_| {}).await
     }
 
     /// Every page of the server's resources.
     pub async fn all_resources(&self, cancel: &CancellationToken) -> Result<Vec<Value>, String> {
-        self.list_all("resources/list", "resources", cancel, |cursor| {
-            ClientRequest::ListResourcesRequest(ListResourcesRequest::with_param(
-                PaginatedRequestParams::default().with_cursor(cursor),
-            ))
-        })
-        .await
+        self.list_all("resources/list", "resources", cancel, resources_page)
+            .await
     }
 
     /// One page of the server's resource templates.
@@ -395,10 +388,7 @@ impl Connection {
         cursor: Option<String>,
         cancel: &CancellationToken,
     ) -> Result<Value, String> {
-        let request = ClientRequest::ListResourceTemplatesRequest(ListResourceTemplatesRequest::with_param(
-            PaginatedRequestParams::default().with_cursor(cursor),
-        ));
-        self.request(request, cancel, &|_| {}).await
+        self.request(templates_page(cursor), cancel, &|_| {}).await
     }
 
     /// Every page of the server's resource templates.
@@ -407,11 +397,7 @@ impl Connection {
             "resources/templates/list",
             "resourceTemplates",
             cancel,
-            |cursor| {
-                ClientRequest::ListResourceTemplatesRequest(ListResourceTemplatesRequest::with_param(
-                    PaginatedRequestParams::default().with_cursor(cursor),
-                ))
-            },
+            templates_page,
         )
         .await
     }
@@ -497,12 +483,20 @@ impl Connection {
             other => other.to_string(),
         }
     }
+}
 
-    /// End the connection: the server's stdin closes, then its processes are killed (with its cgroup).
-    pub async fn close(mut self) {
-        let _ = self.service.close_with_timeout(Duration::from_millis(500)).await;
-        drop(self.started.take());
-    }
+/// The `resources/list` page after `cursor`.
+fn resources_page(cursor: Option<String>) -> ClientRequest {
+    ClientRequest::ListResourcesRequest(ListResourcesRequest::with_param(
+        PaginatedRequestParams::default().with_cursor(cursor),
+    ))
+}
+
+/// The `resources/templates/list` page after `cursor`.
+fn templates_page(cursor: Option<String>) -> ClientRequest {
+    ClientRequest::ListResourceTemplatesRequest(ListResourceTemplatesRequest::with_param(
+        PaginatedRequestParams::default().with_cursor(cursor),
+    ))
 }
 
 fn initialize_error(error: &rmcp::service::ClientInitializeError) -> String {
