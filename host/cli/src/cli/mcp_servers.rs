@@ -512,8 +512,7 @@ fn approve(tools: &super::ToolArgs, cwd: &Path, name: &str) -> anyhow::Result<Ex
     let Some(server) = find(&toolset, name) else {
         bail!("no MCP server named \"{name}\" is configured (`toolwright mcp-servers list` lists them)");
     };
-    let servers = toolset.mcp.servers.as_ref().expect("a server was found");
-    let Some(now) = current_pin(&server, &server.state(), servers.base()) else {
+    let Some(now) = current_pin(&server, &server.state()) else {
         report_one(&toolset, &server);
         bail!("the MCP server \"{name}\" is not connected: it can be approved once it answers");
     };

@@ -54,6 +54,8 @@ pub struct Planned {
     pub grant: ServerGrant,
     /// The SHA-256 of its identity.
     pub identity: String,
+    /// The identity's text (what `identity` is the digest of).
+    pub described: String,
     /// Why it is not started, if it is held.
     pub held: Option<String>,
 }
@@ -64,8 +66,10 @@ pub struct Server {
     pub config: ServerConfig,
     /// What its sandbox grants beyond the defaults.
     pub grant: ServerGrant,
-    /// The SHA-256 of its identity (see [`identity`]).
+    /// The SHA-256 of its identity (see [`identity`]), as it was when it was started.
     pub identity: String,
+    /// The identity's text.
+    pub described: String,
     state: Mutex<ServerState>,
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
     /// Told when the state changes.
@@ -262,11 +266,12 @@ impl McpServers {
         let planned = configs
             .into_iter()
             .map(|(config, grant)| {
-                let (identity, _) = identity(&config, &base);
+                let (identity, described) = identity(&config, &base);
                 Planned {
                     config,
                     grant,
                     identity,
+                    described,
                     held: None,
                 }
             })
@@ -290,6 +295,7 @@ impl McpServers {
                      config,
                      grant,
                      identity,
+                     described,
                      held,
                  }| {
                     let state = match held {
@@ -301,6 +307,7 @@ impl McpServers {
                         config,
                         grant,
                         identity,
+                        described,
                         state: Mutex::new(state),
                         connection: tokio::sync::Mutex::new(None),
                         changed: changes.clone(),
@@ -430,10 +437,7 @@ impl McpServers {
             .collect();
         let resource_servers: Vec<Arc<Server>> = snapshot
             .iter()
-            .filter(|(s, state)| {
-                s.config.exposure != Exposure::Hidden
-                    && matches!(state, ServerState::Connected { info, .. } if info.resources)
-            })
+            .filter(|(s, state)| reaches_resources(s, state))
             .map(|(s, _)| s.clone())
             .collect();
         for (server, state) in snapshot {
@@ -459,11 +463,7 @@ impl McpServers {
     fn resource_servers(&self) -> Vec<Arc<Server>> {
         self.servers()
             .iter()
-            .filter(|s| {
-                s.config.exposure != Exposure::Hidden
-                    && !self.is_held(&s.config.name)
-                    && matches!(s.state(), ServerState::Connected { info, .. } if info.resources)
-            })
+            .filter(|s| !self.is_held(&s.config.name) && reaches_resources(s, &s.state()))
             .cloned()
             .collect()
     }
@@ -543,6 +543,12 @@ fn refused_under(ctx: Option<&ToolContext>, server: &str) -> Option<String> {
          cannot narrow to its caller's. Only the model calls MCP tools.",
         authority.principal()
     ))
+}
+
+/// Whether the resource tools reach `server` in `state`: connected, offering resources, not hidden (pi's rule).
+fn reaches_resources(server: &Server, state: &ServerState) -> bool {
+    server.config.exposure != Exposure::Hidden
+        && matches!(state, ServerState::Connected { info, .. } if info.resources)
 }
 
 /// pi's registered exposure of an MCP tool: `codemode` registers as `deferred` (codemode scripts and

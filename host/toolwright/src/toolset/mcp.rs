@@ -202,6 +202,7 @@ pub fn load(
                 config: server.clone(),
                 grant,
                 identity,
+                described,
                 held,
             }
         })
@@ -256,7 +257,7 @@ pub fn load(
             _ => {}
         }
     }
-    let (held_servers, held_tools) = pin(&servers, &snapshot, pins, &mut load);
+    let (held_servers, held_tools) = pin(&snapshot, pins, &mut load);
     servers.hold(held_servers.clone());
     load.tools = servers
         .definitions_of(&snapshot, &held_servers, |name| taken.iter().any(|t| t == name))
@@ -326,19 +327,15 @@ pub fn surface_digest(tool: &Value) -> String {
     crate::trust::identity::hex(&sha2::Sha256::digest(text.as_bytes()).into())
 }
 
-/// The pin of a server in `state` (none unless connected).
-pub fn current_pin(
-    server: &toolwright_mcp::client::servers::Server,
-    state: &ServerState,
-    base: &SandboxBase,
-) -> Option<McpPin> {
+/// The pin of a server in `state` (none unless connected): the identity it was started with (its program's
+/// digest is read once a load, when the load plans the servers).
+pub fn current_pin(server: &toolwright_mcp::client::servers::Server, state: &ServerState) -> Option<McpPin> {
     let ServerState::Connected { tools, info } = state else {
         return None;
     };
-    let (identity, described) = toolwright_mcp::client::servers::identity(&server.config, base);
     Some(McpPin {
-        identity,
-        described,
+        identity: server.identity.clone(),
+        described: server.described.clone(),
         instructions: info.instructions.clone().unwrap_or_default(),
         tools: tools
             .iter()
@@ -397,7 +394,6 @@ pub fn differences(approved: &McpPin, now: &McpPin) -> Vec<(Option<String>, Stri
 /// and the tools (server, tool) held since their approval. Without a lockfile nothing is pinned (an embedder that
 /// names no policy file); one that cannot be read holds every server.
 fn pin(
-    servers: &McpServers,
     snapshot: &[(Arc<toolwright_mcp::client::servers::Server>, ServerState)],
     pins: Option<(Result<Lockfile, crate::trust::lock::LockError>, PathBuf)>,
     load: &mut McpLoad,
@@ -420,7 +416,7 @@ fn pin(
     };
     let mut changed_lock = false;
     for (server, state) in snapshot {
-        let Some(now) = current_pin(server, state, servers.base()) else {
+        let Some(now) = current_pin(server, state) else {
             continue;
         };
         let name = &server.config.name;
