@@ -96,6 +96,15 @@ pub fn text_of(content: &serde_json::Value) -> String {
         })
         .unwrap_or_default()
 }
+/// The result messages of `toolwright exec`'s event lines (`message_end`), in call order.
+pub fn result_messages(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an event line is JSON"))
+        .filter(|e| e["type"] == "message_end")
+        .map(|mut e| e["message"].take())
+        .collect()
+}
 pub mod normalize;
 pub mod scenario;
 pub mod workspace;

@@ -113,14 +113,9 @@ impl Machine {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{stderr}");
-        let outcomes = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|e| e["type"] == "message_end")
-            .map(|e| {
-                let m = &e["message"];
-                (m["isError"] == true, text_of(&m["content"]), m["details"].clone())
-            })
+        let outcomes = toolwright_tests::result_messages(&out.stdout)
+            .into_iter()
+            .map(|m| (m["isError"] == true, text_of(&m["content"]), m["details"].clone()))
             .collect();
         (outcomes, stderr)
     }

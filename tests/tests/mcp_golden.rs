@@ -111,11 +111,9 @@ impl Run {
         )
         .unwrap();
         let out = self.stdout(&["exec", &self.path("calls.json").to_string_lossy()]);
-        out.lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|e| e["type"] == "message_end")
-            .map(|e| {
-                let m = &e["message"];
+        toolwright_tests::result_messages(out.as_bytes())
+            .iter()
+            .map(|m| {
                 self.recorded(
                     &json!({"content": m["content"], "details": m["details"], "isError": m["isError"]}),
                 )
