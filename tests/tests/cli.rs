@@ -137,6 +137,47 @@ fn sequential_flag_and_length_guard() {
 }
 
 #[test]
+fn the_last_line_is_the_batchs_terminate_decision() {
+    // After every pi event, `batch_end` says whether pi's agent loop would stop: only when every result votes so.
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let args = [
+        "--no-default-plugins",
+        "--plugins",
+        plugins.path().to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ];
+    for (arguments, terminate) in [
+        (vec!["terminate", "terminate"], true),
+        (vec!["terminate", "fine"], false),
+    ] {
+        let calls: Vec<Value> = arguments
+            .iter()
+            .enumerate()
+            .map(|(i, a)| json!({"id": format!("t{i}"), "name": "raw", "arguments": a}))
+            .collect();
+        let (out, _ws) = exec(&json!({ "toolCalls": calls }), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events = lines(&out);
+        assert_eq!(end_text(&events, "t1"), "raw ok");
+        let last = events.last().unwrap();
+        assert_eq!(
+            last,
+            &json!({"type": "batch_end", "terminate": terminate}),
+            "{events:?}"
+        );
+        assert_eq!(events.iter().filter(|e| e["type"] == "batch_end").count(), 1);
+    }
+}
+
+#[test]
 fn a_bad_calls_file_is_a_cli_error_naming_the_file() {
     let ws = tempfile::tempdir().unwrap();
     let bad = ws.path().join("bad.json");

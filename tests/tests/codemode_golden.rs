@@ -502,6 +502,32 @@ fn difference(ours: &Value, pi: &Value) -> String {
     format!("--- ours\n{}\n--- pi\n{}", show(&la), show(&lb))
 }
 
+/// pi's recording without what came after the codemode call's end: the end of a nested call its record says
+/// `unfinished` (it had not ended when the record was taken, after the codemode call's end). pi's session emits
+/// it later; its agent loop's stream, as `exec`'s, has ended by then, and Toolwright sends nothing of a nested
+/// call after its caller's end (docs/architecture.md, "Nested calls").
+fn seen_before_the_end(mut v: Value) -> Value {
+    let unfinished: Vec<Value> = v["nestedCalls"]["calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] == "unfinished")
+        .map(|c| c["id"].clone())
+        .collect();
+    for call in v["nested"].as_array_mut().into_iter().flatten() {
+        if unfinished.contains(&call["toolCallId"]) {
+            let call = call.as_object_mut().unwrap();
+            for key in ["text", "content", "isError"] {
+                call.remove(key);
+            }
+        }
+    }
+    if let Some(order) = v["completionOrder"].as_array_mut() {
+        order.retain(|id| !unfinished.contains(id));
+    }
+    v
+}
+
 /// A nested call's abort as one text, whichever side answered it (see [`ABORT_RACES`]); in the transcript's
 /// record, whether the cancelled call had ended when the record was taken (`unfinished`) or just before.
 fn abort_neutral(mut v: Value) -> Value {
@@ -518,11 +544,13 @@ fn abort_neutral(mut v: Value) -> Value {
         record.as_object_mut().unwrap().remove("complete");
     }
     for call in v["nested"].as_array_mut().into_iter().flatten() {
+        let ended = call.get("text").is_some();
         if call["text"] == "Command aborted" || call["text"] == "Operation aborted" {
             call["text"] = json!("<aborted>");
-            if call["lastUpdate"] == "" {
-                call.as_object_mut().unwrap().remove("lastUpdate");
-            }
+        }
+        // bash's first update comes as the command starts: whether the abort came before it is the race.
+        if (!ended || call["text"] == "<aborted>") && call["lastUpdate"] == "" {
+            call.as_object_mut().unwrap().remove("lastUpdate");
         }
     }
     v
@@ -589,6 +617,7 @@ async fn codemode_scripts_give_pis_results() {
             // The session's custom entries have no Toolwright counterpart: the store is checked by later loads.
             expected.as_object_mut().unwrap().remove("storeEntries");
             expected.as_object_mut().unwrap().remove("updatesAfterEnd");
+            let mut expected = seen_before_the_end(expected);
             let mut ours = run_case(&harness, cwd, spec).await;
             if let Some((_, _, answer)) = NOT_OFFERED
                 .iter()

@@ -160,14 +160,14 @@ impl Dispatcher {
         drop(_routes);
         drop(forward);
         // A nested call still running after its batch (a tool returned without awaiting it; codemode cancels the
-        // calls a script left running) keeps its sink until it ends: its last events are written too, for at most
-        // STRAGGLER_WAIT, in order. The results are settled already; only this return waits. The write in
-        // progress, if any, is finished first.
-        let stragglers = std::future::poll_fn(|cx| outbox.poll_write(cx));
-        if tokio::time::timeout(STRAGGLER_WAIT, stragglers).await.is_err() {
+        // calls a script left running) sends nothing after its caller ended (`nested`): what was sent before is
+        // written now, in order, for at most WRITE_WAIT (a sink that hangs), and the batch returns without
+        // waiting for the straggler to wind down.
+        let queued = std::future::poll_fn(|cx| outbox.poll_queued(cx));
+        if tokio::time::timeout(WRITE_WAIT, queued).await.is_err() {
             tracing::warn!(
-                "a nested call was still running {} ms after its batch ended; its later events are dropped",
-                STRAGGLER_WAIT.as_millis()
+                "the batch's sink took over {} ms to take its last nested events; they are dropped",
+                WRITE_WAIT.as_millis()
             );
         }
         outcome
@@ -188,9 +188,8 @@ impl Dispatcher {
     }
 }
 
-/// How long a batch's end waits for nested calls that outlived it (cancelled, they wind down) to send their last
-/// events.
-pub const STRAGGLER_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a batch's end waits for its sink to take the nested events sent before the batch ended.
+pub const WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The nested events on their way to a batch's sink, in the order they were sent, and the one being written.
 struct Outbox<'a> {
@@ -228,6 +227,28 @@ impl Outbox<'_> {
                 }
                 Poll::Ready(None) => return Poll::Ready(()),
                 Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl Outbox<'_> {
+    /// Write what was sent so far, as [`Outbox::poll_write`] does, and be ready once nothing is left to write,
+    /// whether or not senders remain.
+    fn poll_queued(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        use std::task::Poll;
+        match self.poll_write(cx) {
+            Poll::Ready(()) => Poll::Ready(()),
+            Poll::Pending => {
+                let state = self
+                    .state
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if state.writing.is_none() && state.rx.is_empty() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
             }
         }
     }
@@ -323,6 +344,7 @@ mod tests {
     use crate::pipeline::event_sink;
     use crate::registry::{Registry, RegistrySources, Selection};
     use crate::tool::{CallSink, ToolExecution};
+    use toolwright_sdk::ExecutionMode;
 
     fn dispatcher() -> Dispatcher {
         let inner = ToolDefinition::new(
@@ -403,6 +425,91 @@ mod tests {
         assert!(at("tool_execution_start c0") < at("tool_execution_start c0/1"));
         assert!(at("tool_execution_end c0/1") < at("tool_execution_end c0"));
         assert_eq!(log.len(), 4 * 4 + 2, "every event once: {log:?}");
+    }
+
+    /// A dispatcher over `tools` whose batches run in `mode`.
+    fn dispatcher_of(tools: Vec<ToolDefinition>, mode: ExecutionMode) -> Dispatcher {
+        let sources = RegistrySources {
+            embedder: tools,
+            ..Default::default()
+        };
+        let registry = SharedRegistry::new(Registry::new(sources, &Selection::default()).unwrap());
+        let pipeline = Pipeline::new().with_tool_execution(mode);
+        Dispatcher::new(registry, pipeline, std::env::temp_dir())
+    }
+
+    /// A sink that logs `kind id` of every event.
+    fn logging_sink() -> (impl EventSink, Arc<Mutex<Vec<String>>>) {
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen = log.clone();
+        let sink = event_sink(move |event: AgentEvent| {
+            let seen = seen.clone();
+            async move {
+                seen.lock()
+                    .unwrap()
+                    .push(format!("{} {}", event.kind(), event.tool_call_id()));
+            }
+        });
+        (sink, log)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn nothing_of_a_straggler_follows_its_callers_end() {
+        // A tool returns without awaiting its nested call (as a script's unawaited call): the call stays
+        // unfinished in the record, and what it sends after its caller ended (sealed) reaches no sink.
+        let go = Arc::new(tokio::sync::Notify::new());
+        let wait = go.clone();
+        let slow = ToolDefinition::new(
+            "slow",
+            "Ends when told",
+            json!({"type": "object"}),
+            move |run: ToolExecution, _ctx: Option<ToolContext>| {
+                let wait = wait.clone();
+                async move {
+                    run.updates.update(ToolResult::text("started"));
+                    wait.notified().await;
+                    run.updates.update(ToolResult::text("late"));
+                    Ok(ToolResult::text("late end"))
+                }
+            },
+        );
+        let notify = go.clone();
+        let leaver = ToolDefinition::new(
+            "leaver",
+            "Leaves a call running",
+            json!({"type": "object"}),
+            move |_run: ToolExecution, ctx: Option<ToolContext>| {
+                let go = notify.clone();
+                async move {
+                    let ctx = ctx.expect("a context");
+                    let call = ctx.clone();
+                    let straggler = tokio::spawn(async move {
+                        call.execute_tool("slow", json!({}), CallSink::discard()).await
+                    });
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    ctx.seal();
+                    // The straggler ends while its caller winds down.
+                    go.notify_waiters();
+                    let _ = straggler.await;
+                    Ok(ToolResult::text("returned"))
+                }
+            },
+        );
+        let dispatcher = dispatcher_of(vec![slow, leaver], ExecutionMode::Parallel);
+        let (sink, log) = logging_sink();
+        let message = AssistantMessage {
+            tool_calls: vec![ToolCall::new("c0", "leaver", json!({}))],
+            ..Default::default()
+        };
+        let outcome = dispatcher.run(&message, &sink, &CancellationToken::new()).await;
+        let record = outcome.messages[0].nested_calls.as_ref().expect("a record");
+        assert_eq!(record.calls[0].status, "unfinished");
+        let log = log.lock().unwrap().clone();
+        assert!(log.contains(&"tool_execution_start c0/1".to_owned()), "{log:?}");
+        assert!(
+            !log.contains(&"tool_execution_end c0/1".to_owned()),
+            "a straggler's end after its caller ended: {log:?}"
+        );
     }
 
     #[tokio::test]

@@ -8,11 +8,18 @@
 //! (`nestedCalls`) and the summed usage land on that call's result message; nothing else reaches the transcript.
 //!
 //! Calls that must not overlap (the host runs sequentially, or the target tool is sequential) wait in one FIFO
-//! queue shared by the whole session; a call that already holds the queue does not wait again for its own
-//! descendants, so a sequential parent never deadlocks on its children.
+//! queue shared by the whole session ([`Turns`]), in the order they were made: a call takes its place when it is
+//! made, before any await, so calls a tool makes together (`Promise.all`) run and end in call order however the
+//! machine schedules them, as pi's promise chain does. A call that already holds the queue does not wait again
+//! for its own descendants, so a sequential parent never deadlocks on its children.
+//!
+//! Nothing of a nested call is seen after its caller has ended (pi's event stream ends with the call): a call a
+//! tool left running when it returned (a script's unawaited call, cancelled with it) sends no more events, and
+//! stays `unfinished` in the record (see [`NestedCallRecorder::seal`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -34,6 +41,134 @@ struct Scope {
     root: String,
     /// The authority the call runs under (none: the host's).
     authority: Option<Arc<Authority>>,
+    /// Whether this call and its callers are still running: the events of the calls it makes are sent while they
+    /// are.
+    lineage: Arc<Lineage>,
+}
+
+/// A call and the calls above it, each with whether it has ended.
+#[derive(Debug, Default)]
+struct Lineage {
+    ended: AtomicBool,
+    caller: Option<Arc<Lineage>>,
+}
+
+impl Lineage {
+    fn below(caller: &Arc<Lineage>) -> Arc<Lineage> {
+        Arc::new(Lineage {
+            ended: AtomicBool::new(false),
+            caller: Some(caller.clone()),
+        })
+    }
+
+    /// This call has ended: the calls below it are stragglers from now on.
+    fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+    }
+
+    /// Whether this call and every call above it are still running.
+    fn running(&self) -> bool {
+        let mut at = Some(self);
+        while let Some(l) = at {
+            if l.ended.load(Ordering::Acquire) {
+                return false;
+            }
+            at = l.caller.as_deref();
+        }
+        true
+    }
+}
+
+/// The events of the calls one caller makes: sent while the caller (and every call above it) runs, dropped after.
+struct Gated {
+    sink: Arc<dyn EventSink>,
+    caller: Arc<Lineage>,
+}
+
+impl EventSink for Gated {
+    fn emit(&self, event: AgentEvent) -> BoxFuture<'_, ()> {
+        if self.caller.running() {
+            self.sink.emit(event)
+        } else {
+            Box::pin(async {})
+        }
+    }
+
+    fn log(&self, line: crate::pipeline::ToolLog) -> BoxFuture<'_, ()> {
+        // Log lines are not pi's events: a straggler's stay (the sink decides what to do with them).
+        self.sink.log(line)
+    }
+}
+
+/// The session's exclusive queue: FIFO by the order calls were made in. A call takes a ticket when it is made
+/// (synchronously) and waits until every earlier ticket is done or abandoned.
+#[derive(Debug, Default)]
+struct Turns {
+    state: Mutex<TurnState>,
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct TurnState {
+    /// The next ticket to give.
+    next: u64,
+    /// The ticket whose turn it is.
+    serving: u64,
+    /// Tickets given up before their turn (their waiters were dropped).
+    abandoned: BTreeSet<u64>,
+}
+
+impl Turns {
+    fn ticket(self: &Arc<Self>) -> Ticket {
+        let mut state = lock(&self.state);
+        let number = state.next;
+        state.next += 1;
+        Ticket {
+            turns: self.clone(),
+            number,
+        }
+    }
+}
+
+/// A place in [`Turns`]; dropping it (served or not) passes the turn on.
+struct Ticket {
+    turns: Arc<Turns>,
+    number: u64,
+}
+
+impl Ticket {
+    /// Wait for this ticket's turn.
+    async fn turn(&mut self) {
+        loop {
+            let notified = self.turns.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if lock(&self.turns.state).serving == self.number {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut state = lock(&self.turns.state);
+        if state.serving == self.number {
+            state.serving += 1;
+        } else {
+            state.abandoned.insert(self.number);
+        }
+        loop {
+            let serving = state.serving;
+            if !state.abandoned.remove(&serving) {
+                break;
+            }
+            state.serving += 1;
+        }
+        drop(state);
+        self.turns.changed.notify_waiters();
+    }
 }
 
 /// Where nested calls find their tools: the callable set, evaluated at call time.
@@ -52,7 +187,7 @@ pub struct NestedCalls {
     /// runs ([`NestedCalls::route`]); `events` for the others.
     routes: Mutex<HashMap<String, Arc<dyn EventSink>>>,
     scopes: Mutex<HashMap<String, Scope>>,
-    queue: Arc<tokio::sync::Mutex<()>>,
+    queue: Arc<Turns>,
 }
 
 impl std::fmt::Debug for NestedCalls {
@@ -82,7 +217,7 @@ impl NestedCalls {
             events,
             routes: Mutex::new(HashMap::new()),
             scopes: Mutex::new(HashMap::new()),
-            queue: Arc::new(tokio::sync::Mutex::new(())),
+            queue: Arc::new(Turns::default()),
         })
     }
 
@@ -106,7 +241,8 @@ impl NestedCalls {
         cancel: &CancellationToken,
         updates: CallSink,
     ) -> AgentToolCallOutcome {
-        let (call, recorder, index, holds_queue, root) = {
+        let tools = (self.tools)();
+        let (call, recorder, index, holds_queue, root, caller) = {
             let mut scopes = self.scopes();
             let scope = scopes.entry(caller_id.to_owned()).or_insert_with(|| Scope {
                 recorder: Arc::new(Mutex::new(NestedCallRecorder::new())),
@@ -114,6 +250,7 @@ impl NestedCalls {
                 holds_queue: false,
                 root: caller_id.to_owned(),
                 authority: None,
+                lineage: Arc::default(),
             });
             let call = ToolCall::new(format!("{caller_id}/{}", scope.next_id), name, args);
             scope.next_id += 1;
@@ -124,12 +261,25 @@ impl NestedCalls {
                 index,
                 scope.holds_queue,
                 scope.root.clone(),
+                scope.lineage.clone(),
             )
         };
-        let events = lock(&self.routes)
-            .get(&root)
-            .cloned()
-            .unwrap_or_else(|| self.events.clone());
+        // The call's place in the exclusive queue is taken as it is made, before the first await.
+        let exclusive = !holds_queue
+            && (self.pipeline.tool_execution == ExecutionMode::Sequential
+                || tools
+                    .iter()
+                    .find(|t| t.name() == name)
+                    .and_then(AgentTool::execution_mode)
+                    == Some(ExecutionMode::Sequential));
+        let mut ticket = exclusive.then(|| self.queue.ticket());
+        let events = Gated {
+            sink: lock(&self.routes)
+                .get(&root)
+                .cloned()
+                .unwrap_or_else(|| self.events.clone()),
+            caller: caller.clone(),
+        };
         events
             .emit(AgentEvent::ToolExecutionStart {
                 tool_call_id: call.id.clone(),
@@ -138,19 +288,10 @@ impl NestedCalls {
                 parent_tool_call_id: Some(caller_id.to_owned()),
             })
             .await;
-        let tools = (self.tools)();
-        let exclusive = !holds_queue
-            && (self.pipeline.tool_execution == ExecutionMode::Sequential
-                || tools
-                    .iter()
-                    .find(|t| t.name() == name)
-                    .and_then(AgentTool::execution_mode)
-                    == Some(ExecutionMode::Sequential));
-        let turn = if exclusive {
-            Some(self.queue.clone().lock_owned().await)
-        } else {
-            None
-        };
+        if let Some(ticket) = &mut ticket {
+            ticket.turn().await;
+        }
+        let lineage = Lineage::below(&caller);
         self.scopes().insert(
             call.id.clone(),
             Scope {
@@ -159,19 +300,21 @@ impl NestedCalls {
                 holds_queue: holds_queue || exclusive,
                 root,
                 authority: authority.clone(),
+                lineage: lineage.clone(),
             },
         );
         // The scope goes away even if this future is dropped mid-call.
         let _child = ScopeGuard {
             runner: self,
             id: &call.id,
+            lineage,
         };
         let outcome = self
             .pipeline
-            .run_nested_call(&tools, &call, (caller_id, authority), cancel, updates, &*events)
+            .run_nested_call(&tools, &call, (caller_id, authority), cancel, updates, &events)
             .await;
         drop(_child);
-        drop(turn);
+        drop(ticket);
         {
             let mut recorder = lock(&recorder);
             recorder.finish(index, outcome.is_error, &outcome.result.text_lines());
@@ -195,6 +338,7 @@ impl NestedCalls {
     /// Remove and return the record of the calls `call_id` made (pi's `takeRecord`); `None` when it made none.
     pub fn take_record(&self, call_id: &str) -> Option<NestedRecord> {
         let scope = self.scopes().remove(call_id)?;
+        scope.lineage.end();
         let recorder = lock(&scope.recorder);
         Some(NestedRecord {
             calls: recorder.snapshot(),
@@ -270,8 +414,13 @@ impl ToolCaller for NestedCalls {
     }
 
     fn seal(&self, caller_id: &str) {
-        let recorder = self.scopes().get(caller_id).map(|s| s.recorder.clone());
-        if let Some(recorder) = recorder {
+        let scope = self
+            .scopes()
+            .get(caller_id)
+            .map(|s| (s.recorder.clone(), s.lineage.clone()));
+        if let Some((recorder, lineage)) = scope {
+            // Before the record: no event of a straggler after this, and it stays unfinished.
+            lineage.end();
             lock(&recorder).seal(caller_id);
         }
     }
@@ -280,10 +429,12 @@ impl ToolCaller for NestedCalls {
 struct ScopeGuard<'a> {
     runner: &'a NestedCalls,
     id: &'a str,
+    lineage: Arc<Lineage>,
 }
 
 impl Drop for ScopeGuard<'_> {
     fn drop(&mut self) {
+        self.lineage.end();
         self.runner.scopes().remove(self.id);
     }
 }
@@ -365,6 +516,60 @@ mod tests {
         assert_eq!(record.calls[1].duration_ms, None);
         assert_eq!(record.calls[1].error, None);
         assert!(!record.complete);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_made_together_take_the_exclusive_queue_in_call_order() {
+        // In a sequential session, two calls made together (`Promise.all`) run in the order they were made, even
+        // when the first one's start event is slow to be written (a busy machine).
+        use crate::definition::{ToolDefinition, wrap_tool_definition};
+        use crate::pipeline::event_sink;
+        use crate::tool::ToolExecution;
+        use crate::types::ToolResult;
+
+        let ran = Arc::new(Mutex::new(Vec::<String>::new()));
+        let r = ran.clone();
+        let note = ToolDefinition::new(
+            "note",
+            "Notes its argument",
+            json!({"type": "object"}),
+            move |run: ToolExecution, _ctx: Option<ToolContext>| {
+                let ran = r.clone();
+                async move {
+                    ran.lock().unwrap().push(run.params["n"].to_string());
+                    Ok(ToolResult::text("noted"))
+                }
+            },
+        );
+        let tool = wrap_tool_definition(&note, None);
+        let tools: CallableTools = Arc::new(move || vec![tool.clone()]);
+        let infos: CallableInfos = Arc::new(Vec::new);
+        let ended = Arc::new(Mutex::new(Vec::<String>::new()));
+        let e = ended.clone();
+        let events = Arc::new(event_sink(move |event: AgentEvent| {
+            let ended = e.clone();
+            async move {
+                match &event {
+                    AgentEvent::ToolExecutionStart { tool_call_id, .. } if tool_call_id == "c/1" => {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                    AgentEvent::ToolExecutionEnd { tool_call_id, .. } => {
+                        ended.lock().unwrap().push(tool_call_id.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }));
+        let pipeline = Pipeline::new().with_tool_execution(ExecutionMode::Sequential);
+        let runner = NestedCalls::new(&pipeline, tools, infos, events);
+        let cancel = CancellationToken::new();
+        let (a, b) = tokio::join!(
+            runner.execute("c", "note", json!({"n": 1}), None, &cancel, CallSink::discard()),
+            runner.execute("c", "note", json!({"n": 2}), None, &cancel, CallSink::discard()),
+        );
+        assert!(!a.is_error && !b.is_error, "{a:?} {b:?}");
+        assert_eq!(*ran.lock().unwrap(), ["1", "2"]);
+        assert_eq!(*ended.lock().unwrap(), ["c/1", "c/2"]);
     }
 
     #[test]

@@ -103,8 +103,10 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         let started = std::time::Instant::now();
         // The active tools, as pi's agent loop sees them: a call to any other tool is `Tool NAME not found`.
         // Nested calls' events go to the same stream.
-        session.run(&message, &sink, &cancel).await;
-        // The batch ends when its last event is out.
+        let outcome = session.run(&message, &sink, &cancel).await;
+        // The batch ends after every pi event: whether pi's agent loop would stop after it (every result voted
+        // to terminate), then the line is out.
+        sink.batch_end(outcome.terminate);
         sink.out.write_out();
         if args.timing {
             #[allow(clippy::print_stderr)]
@@ -263,6 +265,22 @@ fn write(pending: &mut Vec<u8>) {
     // A closed stdout (a reader that went away) must not stop the batch: results still matter on disk.
     let _ = out.write_all(pending).and_then(|()| out.flush());
     pending.clear();
+}
+
+impl StdoutSink<'_> {
+    /// The batch's last line: `{"type":"batch_end","terminate":…}` (spec/cli-contract.md), or for people, a line
+    /// when the loop would stop.
+    fn batch_end(&self, terminate: bool) {
+        if self.human {
+            if terminate {
+                self.out
+                    .push("\x1b[2mevery result asks to end the run: the agent loop stops here\x1b[0m");
+            }
+        } else {
+            let line = serde_json::json!({"type": "batch_end", "terminate": terminate});
+            self.out.push(&line.to_string());
+        }
+    }
 }
 
 impl Drop for StdoutSink<'_> {

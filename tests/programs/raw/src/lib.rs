@@ -7,6 +7,7 @@
 //! - `"details"`: a result whose `details` is not JSON;
 //! - `"structured"`: a result whose `structured-content` is not JSON;
 //! - `"partial"`: a malformed partial result (not JSON details), then a good result;
+//! - `"terminate"`: a good result that votes to end the run (`terminate: true`);
 //! - anything else: a good result, `raw ok`.
 //!
 //! Two more tools return `raw ok` for whatever passes their schemas, which the host must enforce: `guarded`
@@ -113,6 +114,7 @@ mod guest {
                     partial.details = Some("{not json".into());
                     toolwright::plugin::host::update(&partial);
                 }
+                r#""terminate""# => result.terminate = Some(true),
                 _ => {}
             }
             Ok(result)
