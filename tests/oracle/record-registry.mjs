@@ -56,9 +56,6 @@ function tool(name) {
     async execute(_id, params) { return { content: [{ type: "text", text: `${name} ${JSON.stringify(params)}` }], details: {} }; } };
 }
 
-// pi's `powershell` has no Toolwright counterpart (the CLI contract leaves it out); it is left out of every list.
-const withoutPowershell = (names) => names.filter((n) => n !== "powershell");
-
 function sections(prompt) {
   const section = (name) => prompt.match(new RegExp(`<${name}>\\n([\\s\\S]*?)\\n</${name}>`))?.[1] ?? null;
   return { tools: section("tools"), rules: section("rules") };
@@ -96,9 +93,9 @@ async function run(scenario) {
     if (changes.toolsRemoved.length > 0) message.toolsRemoved = changes.toolsRemoved;
     if (Object.keys(message).length > 0) transcript.push({ role: "system", content: "", ...message, timestamp: 0 });
     return {
-      registered: session.getAllTools().filter((t) => t.name !== "powershell").map((t) => ({ name: t.name, exposure: t.exposure })),
-      active: withoutPowershell(session.getActiveToolNames()),
-      callable: withoutPowershell(session.getCallableToolNames()),
+      registered: session.getAllTools().map((t) => ({ name: t.name, exposure: t.exposure })),
+      active: session.getActiveToolNames(),
+      callable: session.getCallableToolNames(),
       hidden,
       pending: [...session._pendingToolNames],
       declarations: session.agent.state.tools.filter((t) => !hidden.includes(t.name)).map(ai.toToolDeclaration),

@@ -23,6 +23,10 @@ pub struct Fixture {
     /// Unvalidated rewrites by a `before_tool_call` hook, per call id.
     #[serde(default)]
     pub rewrites: Map<String, Value>,
+    /// The tools of the batch (default: the built-ins `toolwright exec` makes active,
+    /// `builtins::ACTIVE_BY_DEFAULT`).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
     /// What pi did.
     pub recorded: Recorded,
 }
@@ -52,7 +56,12 @@ pub struct Recorded {
 
 /// Every fixture of `tests/fixtures/builtins`, with its name.
 pub fn builtin_fixtures() -> Vec<(String, Fixture)> {
-    let dir = fixtures_dir().join("builtins");
+    fixtures_in("builtins")
+}
+
+/// Every fixture of `tests/fixtures/<dir>`, with its name.
+pub fn fixtures_in(dir: &str) -> Vec<(String, Fixture)> {
+    let dir = fixtures_dir().join(dir);
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("fixtures")
         .map(|e| e.expect("entry").path())
@@ -81,14 +90,20 @@ pub fn test_cache_dir() -> PathBuf {
         .join("toolwright-test-cache")
 }
 
-/// Run `fixture` in a fresh workspace with the built-ins in `mode`: the normalised events and the files left.
-pub async fn replay(fixture: &Fixture, mode: BuiltinMode) -> (Vec<Value>, Map<String, Value>) {
+/// A fresh workspace with `fixture`'s files, and its path as given and as resolved (what normalising replaces).
+fn workspace_of(fixture: &Fixture) -> (tempfile::TempDir, [String; 2]) {
     let ws = workspace::create(&fixture.files);
     let cwd = ws.path().to_string_lossy().into_owned();
     let real = std::fs::canonicalize(ws.path())
         .expect("a real path")
         .to_string_lossy()
         .into_owned();
+    (ws, [cwd, real])
+}
+
+/// Run `fixture` in a fresh workspace with the built-ins in `mode`: the normalised events and the files left.
+pub async fn replay(fixture: &Fixture, mode: BuiltinMode) -> (Vec<Value>, Map<String, Value>) {
+    let (ws, [cwd, real]) = workspace_of(fixture);
     let mut options = ToolsetOptions::new(ws.path());
     options.plugin_dirs.clear();
     options.builtins = mode;
@@ -104,13 +119,73 @@ pub async fn replay(fixture: &Fixture, mode: BuiltinMode) -> (Vec<Value>, Map<St
         pipeline = pipeline.with_before_tool_call(rewriting(fixture.rewrites.clone()));
     }
     let log = EventLog::new();
+    let tools: Vec<_> = toolset
+        .agent_tools()
+        .into_iter()
+        .filter(|t| match &fixture.tools {
+            Some(names) => names.iter().any(|n| n == t.name()),
+            None => toolwright::builtins::ACTIVE_BY_DEFAULT.contains(&t.name()),
+        })
+        .collect();
     pipeline
-        .execute_tool_calls(&toolset.agent_tools(), &message, &log, &CancellationToken::new())
+        .execute_tool_calls(&tools, &message, &log, &CancellationToken::new())
         .await;
     let events = log
         .events()
         .into_iter()
         .map(|e| serde_json::to_value(e).expect("serialisable"))
+        .collect();
+    let files = workspace::snapshot(ws.path(), Path::new(""));
+    (normalize::builtin_events(events, &[cwd, real]), files)
+}
+
+/// Run `fixture` through the `toolwright` binary `exe` (`toolwright exec`, the built-ins in `mode`, `args` after
+/// the calls file) with `path` as its `PATH`: the normalised events and the files left, as [`replay`] gives them.
+/// What [`replay`] cannot do in-process: give the host another `PATH` (a stand-in program) or a policy file.
+pub fn exec(
+    exe: &Path,
+    fixture: &Fixture,
+    mode: BuiltinMode,
+    path: &str,
+    args: &[&str],
+) -> (Vec<Value>, Map<String, Value>) {
+    let (ws, [cwd, real]) = workspace_of(fixture);
+    let calls = tempfile::tempdir().expect("a temp dir");
+    let calls_file = calls.path().join("calls.json");
+    let calls_json = serde_json::json!({
+        "toolCalls": fixture.calls.tool_calls,
+        "mode": fixture.calls.mode.unwrap_or_default(),
+    });
+    std::fs::write(&calls_file, calls_json.to_string()).expect("calls written");
+    let mode = match mode {
+        BuiltinMode::Native => "native",
+        BuiltinMode::Wasm => "wasm",
+    };
+    let out = std::process::Command::new(exe)
+        .args(["exec", "--no-default-plugins", "--builtins", mode, "--cwd"])
+        .arg(ws.path())
+        .arg("--cache-dir")
+        .arg(test_cache_dir())
+        .arg(&calls_file)
+        .args(args)
+        .env("PATH", path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("toolwright runs");
+    assert!(
+        out.status.success(),
+        "toolwright exec failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+        .filter(|e| {
+            e["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("tool_execution_"))
+                || (e["type"] == "message_end" && e["message"]["role"] == "toolResult")
+        })
         .collect();
     let files = workspace::snapshot(ws.path(), Path::new(""));
     (normalize::builtin_events(events, &[cwd, real]), files)

@@ -228,8 +228,9 @@ pub fn policy_warnings(toolset: &toolwright::toolset::Toolset) -> Vec<String> {
 }
 
 impl ToolArgs {
-    /// The selection these options make. The default selection is every built-in (pi's is `read`, `bash`,
-    /// `edit` and `write`; `exec`'s contract makes all seven callable).
+    /// The selection these options make. The default selection is every built-in but `powershell`
+    /// (`builtins::ACTIVE_BY_DEFAULT`; pi's is `read`, `bash`, `edit` and `write`; `exec`'s contract makes those
+    /// seven callable); `--allow +powershell` adds it.
     pub fn selection(&self) -> toolwright::registry::Selection {
         let clean = |list: &Option<Vec<String>>| {
             list.as_ref().map(|l| {
@@ -244,7 +245,7 @@ impl ToolArgs {
             exclude_tools: clean(&self.deny),
             no_tools: self.no_tools.then_some(toolwright::registry::NoTools::All),
             default_tools: Some(
-                toolwright::builtins::NAMES
+                toolwright::builtins::ACTIVE_BY_DEFAULT
                     .iter()
                     .map(|s| s.to_string())
                     .collect(),

@@ -1,5 +1,6 @@
-//! The built-in tools: `read`, `bash`, `edit`, `write`, `grep`, `find` and `ls`, pi 1.6.0's semantics, linked
-//! natively from their plugin crates and run under the built-ins' default grants.
+//! The built-in tools: `read`, `bash`, `powershell`, `edit`, `write`, `grep`, `find` and `ls`, pi 1.6.0's
+//! semantics, linked natively from their plugin crates and run under the built-ins' default grants. As in pi,
+//! `powershell` is registered but not active unless a selection names it ([`ACTIVE_BY_DEFAULT`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,14 +13,33 @@ use toolwright_core::hooks::{AfterToolCall, AfterToolCallContext, AfterToolCallR
 use toolwright_core::pipeline::Work;
 use toolwright_core::tool::AgentTool;
 
-/// The built-in tools' names, in pi's order.
-pub const NAMES: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+/// The built-in tools' names, in pi's order (pi's `allToolNames`).
+pub const NAMES: [&str; 8] = [
+    "read",
+    "bash",
+    "powershell",
+    "edit",
+    "write",
+    "grep",
+    "find",
+    "ls",
+];
+
+/// The built-ins the command line and `toolwright::Session::builder` make active when the selection does not
+/// say: all but `powershell`, which pi keeps inactive unless asked for
+/// (`--allow +powershell`). pi's own default is `read, bash, edit, write`.
+pub const ACTIVE_BY_DEFAULT: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+
+/// The built-ins that start programs: the shells, `bash` and `powershell`, run in the built-ins' sandbox and
+/// stream their output.
+pub const SHELLS: [&str; 2] = ["bash", "powershell"];
 
 /// The built-in tools as SDK tools, in pi's order.
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(toolwright_tool_read::Read),
         Arc::new(toolwright_tool_bash::Bash),
+        Arc::new(toolwright_tool_powershell::PowerShell),
         Arc::new(toolwright_tool_edit::Edit),
         Arc::new(toolwright_tool_write::Write),
         Arc::new(toolwright_tool_grep::Grep),
@@ -42,10 +62,10 @@ pub fn normalize_images() -> AfterToolCall {
     })
 }
 
-/// What the built-in `name`'s work may do, natively or as wasm: [`Work::Short`] for all but `bash`, which streams
-/// its output as updates ([`Work::Waiting`] natively; as wasm it relays them itself).
+/// What the built-in `name`'s work may do, natively or as wasm: [`Work::Short`] for all but the [`SHELLS`], which
+/// stream their output as updates ([`Work::Waiting`] natively; as wasm they relay them themselves).
 pub fn work(name: &str) -> Work {
-    if name == "bash" {
+    if SHELLS.contains(&name) {
         Work::Waiting
     } else {
         Work::Short

@@ -9,7 +9,7 @@
 //!   work may do, [`Work`], decides where its calls run: [`Placement::of`]).
 //! - [`grants`]: directories as cap-std capabilities ([`grants::GrantedFiles`]), and the refusal texts that name
 //!   the grant which would allow an access.
-//! - [`builtins`]: the seven built-in tools, linked natively from their plugin crates.
+//! - [`builtins`]: the eight built-in tools, linked natively from their plugin crates.
 //! - `programs`: which programs a tool may start, resolved from the host's `PATH` ([`Programs`],
 //!   [`ProgramGrant`]), each start made a [`Launch`].
 //! - [`sandbox`]: the one sandbox every process the host starts runs in: Landlock rules ([`Confinement`]),

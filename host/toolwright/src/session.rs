@@ -362,14 +362,20 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// A builder for a session working in `cwd`: the seven built-ins natively, nothing else until asked for
-    /// (no plugin directory, no policy file, no cache; see [`SessionBuilder::user_config`]).
+    /// A builder for a session working in `cwd`: the built-ins natively, all active but `powershell`
+    /// ([`builtins::ACTIVE_BY_DEFAULT`](crate::builtins::ACTIVE_BY_DEFAULT)), nothing else until asked for (no
+    /// plugin directory, no policy file, no cache; see [`SessionBuilder::user_config`]).
     pub fn builder(cwd: impl Into<PathBuf>) -> SessionBuilder {
         let cwd = cwd.into();
         SessionBuilder {
             options: ToolsetOptions::bare(cwd),
             selection: Selection {
-                default_tools: Some(crate::builtins::NAMES.iter().map(|s| s.to_string()).collect()),
+                default_tools: Some(
+                    crate::builtins::ACTIVE_BY_DEFAULT
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                ),
                 ..Default::default()
             },
             tools: Vec::new(),

@@ -84,7 +84,9 @@ pub fn tools(args: ToolsArgs) -> anyhow::Result<ExitCode> {
             .map(|(info, granted)| {
                 let mut value = serde_json::to_value(info).unwrap_or(Value::Null);
                 value["grants"] = granted.clone();
-                if info.name == "bash" && info.source_info.path.starts_with("builtin:") {
+                if toolwright::builtins::SHELLS.contains(&info.name.as_str())
+                    && info.source_info.path.starts_with("builtin:")
+                {
                     let (mode, text) = toolwright::toolset::sandbox_summary(&toolset.policy);
                     value["sandbox"] = json!({"mode": mode.name(), "text": text});
                 }
@@ -144,7 +146,9 @@ pub fn tools(args: ToolsArgs) -> anyhow::Result<ExitCode> {
                 .collect();
             writeln!(out, "{:width$}  grants: {}", "", dirs.join(", "))?;
         }
-        if info.name == "bash" && info.source_info.path.starts_with("builtin:") {
+        if toolwright::builtins::SHELLS.contains(&info.name.as_str())
+            && info.source_info.path.starts_with("builtin:")
+        {
             let (_, text) = toolwright::toolset::sandbox_summary(&toolset.policy);
             writeln!(out, "{:width$}  sandbox: {text}", "")?;
         }

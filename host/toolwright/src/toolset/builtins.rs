@@ -198,14 +198,16 @@ pub fn sandbox_summary(policy: &Policy) -> (SandboxMode, String) {
     };
     let text = match mode {
         SandboxMode::Off => {
-            "off: bash's programs run unconfined, with the host's authority (pi's behaviour)".to_owned()
+            "off: the shells' programs run unconfined, with the host's authority (pi's behaviour)".to_owned()
         }
         SandboxMode::WorkspaceWrite => format!(
-            "workspace-write: bash's programs write the workspace (the write grants) and the temporary directory, \
+            "workspace-write: the shells' programs write the workspace (the write grants) and the temporary directory, \
              read all but {secrets} secrets, {network}"
         ),
         SandboxMode::ReadOnly => {
-            format!("read-only: bash's programs write nothing, read all but {secrets} secrets, {network}")
+            format!(
+                "read-only: the shells' programs write nothing, read all but {secrets} secrets, {network}"
+            )
         }
     };
     (mode, text)

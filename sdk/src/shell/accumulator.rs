@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use toolwright_sdk::truncate::{Truncation, truncate_tail};
+use crate::truncate::{Truncation, truncate_tail};
 
 /// Bytes kept for `structuredContent.output` (pi's `STRUCTURED_OUTPUT_MAX_BYTES`).
 pub const STRUCTURED_MAX: usize = 1024 * 1024;
