@@ -53,7 +53,7 @@ impl Indices {
         store: &mut Store<PluginState>,
         instance: &Instance,
     ) -> wasmtime::Result<Exports> {
-        let metadata = instance.get_typed_func(&mut *store, &self.metadata)?;
+        let metadata = instance.get_typed_func(&mut *store, self.metadata)?;
         let func = |store: &mut Store<PluginState>, index| {
             instance
                 .get_func(store, index)
