@@ -30,6 +30,9 @@
 // A tool function gets the validated arguments and a `Context`, and returns a string, `ctx.result(…)`, or a
 // promise of either. A handler plugin declares `plugin.onToolCall((tool, args) => …)` (return nothing to allow,
 // `block(reason)` or `rewrite(args)`; a throw blocks, as pi does) and exports `handler = plugin.handlerExports(…)`.
+// A throw in a hook (or a returned `fail(message)`) is a failure with pi's text: a thrown `Error`'s message, or
+// `Extension failed, blocking execution: <value>` for anything else thrown in `onToolCall` (pi's words); a
+// failing `tool_call` blocks the call with it, a failing `tool_result` leaves the result (the host logs it).
 
 /** A capability request: read files below `directory` (relative to the workspace). */
 export const read = (directory, reason) => ({ capability: { tag: "read", val: directory }, reason });
@@ -46,6 +49,8 @@ export const network = (pattern, reason) => ({ capability: { tag: "network", val
 export const block = (reason, { terminate = false } = {}) => ({ kind: "block", reason, terminate });
 /** A `tool_call` decision: run the call with these arguments instead (not validated again). */
 export const rewrite = (args) => ({ kind: "rewrite", args });
+/** A hook's failure (pi's thrown `Error`): a `tool_call` hook's blocks the call, and the model sees `message`. */
+export const fail = (message) => ({ kind: "fail", message: String(message) });
 
 /** A tool result: text for the model, and optionally structured content, details and an error flag. */
 export function result(text, { structured, details, isError = false, images = [] } = {}) {
@@ -440,12 +445,24 @@ export class Plugin {
     }
   }
 
-  /** Run the `tool_call` hook (the export, and unit tests): a throw blocks, with the error as reason. */
+  /** Run the `tool_call` hook (the export, and unit tests): its decision, a throw becoming `fail(…)` with pi's
+   * text (`_beforeToolCall`: an `Error`'s message, anything else thrown in pi's wrapping words). */
   decide(name, args) {
     try {
       return this.toolCall ? this.toolCall(name, args) ?? null : null;
     } catch (error) {
-      return block(`${this.name} failed: ${error instanceof Error ? `${error.name}: ${error.message}` : error}`);
+      return fail(error instanceof Error ? error.message : `Extension failed, blocking execution: ${String(error)}`);
+    }
+  }
+
+  /** Run the `tool_result` hook (the export, and unit tests): nothing, a string or a `result(…)`, a throw
+   * becoming `fail(…)` with pi's text (the runner's `emitToolResult`: the message, or the value as a string). */
+  change(name, args, seen) {
+    try {
+      return this.toolResult ? this.toolResult(name, args, seen) ?? null : null;
+    } catch (error) {
+      console.error(`${this.name}: the tool_result hook failed: ${error?.stack ?? error}`);
+      return fail(error instanceof Error ? error.message : String(error));
     }
   }
 
@@ -543,6 +560,8 @@ export class Plugin {
       metadata: () => plugin.metadata(),
       toolCall(event) {
         const decision = plugin.decide(event.toolName, JSON.parse(event.input));
+        // componentize-js returns a thrown string as the export's `err`.
+        if (decision?.kind === "fail") throw decision.message;
         if (decision?.kind === "block") {
           return { tag: "block", val: { reason: decision.reason, terminate: Boolean(decision.terminate) } };
         }
@@ -556,13 +575,8 @@ export class Plugin {
           .map((c) => c.val)
           .join("\n");
         const details = parseOrNull(event.details);
-        let changed;
-        try {
-          changed = plugin.toolResult(event.toolName, JSON.parse(event.input), { text, details, isError: event.isError });
-        } catch (error) {
-          console.error(`${plugin.name}: the tool_result hook failed: ${error?.stack ?? error}`);
-          return undefined;
-        }
+        const changed = plugin.change(event.toolName, JSON.parse(event.input), { text, details, isError: event.isError });
+        if (changed?.kind === "fail") throw changed.message;
         if (changed == null) return undefined;
         const r = typeof changed === "string" ? result(changed, { details, isError: event.isError }) : changed;
         return {

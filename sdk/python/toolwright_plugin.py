@@ -32,7 +32,9 @@ A handler plugin (world `handler-plugin`, pi's `tool_call` hook) declares one fu
 
     Handler = plugin.export_handler()
 
-A handler that raises blocks the call (as pi does), with the error as the reason.
+A handler that raises blocks the call as pi blocks one whose handler throws: the model sees the exception's message
+(`str(error)`, or its type's name when that is empty), exactly; returning `Fail(message)` does the same. A
+`tool_result` hook that raises (or returns `Fail`) leaves the result as it was; the host logs the message.
 """
 
 import errno
@@ -41,7 +43,7 @@ import json
 import os
 import traceback
 
-__all__ = ["Plugin", "Context", "Result", "Block", "Rewrite", "Read", "Write", "Spawn", "Env", "Network"]
+__all__ = ["Plugin", "Context", "Result", "Block", "Rewrite", "Fail", "Read", "Write", "Spawn", "Env", "Network"]
 
 
 @functools.cache
@@ -78,6 +80,20 @@ class Rewrite:
 
     def __init__(self, arguments):
         self.arguments = arguments
+
+
+class Fail:
+    """A handler's failure (pi's thrown `Error`): a `tool_call` hook's blocks the call, and the model sees `message`
+    exactly; a `tool_result` hook's leaves the result as it was. Raising an exception is the same as returning
+    `Fail` with its message."""
+
+    def __init__(self, message):
+        self.message = message
+
+    @staticmethod
+    def of(error):
+        """The failure an exception raised in a hook is: its message, or its type's name when it has none."""
+        return Fail(str(error) or type(error).__name__)
 
 
 class _Request:
@@ -304,22 +320,32 @@ class Plugin:
     def on_tool_result(self, function):
         """Declare the decorated `f(tool, args, result)` as the plugin's `tool_result` hook (pi's): `result` is a
         `Result` (its `text`, `details`, `is_error`); return `None` to keep it, or a `Result` to replace it (its
-        text as the content, its details and error flag). A raise keeps the result unchanged (the host logs it)."""
+        text as the content, its details and error flag). A raise (or `Fail(message)`) keeps the result unchanged; the
+        host logs the message."""
         self.tool_result = function
         return function
 
     def on_tool_call(self, function):
         """Declare the decorated `f(tool, args)` as the plugin's `tool_call` hook: it returns `None` to allow,
-        `Block(reason)` or `Rewrite(arguments)`."""
+        `Block(reason)` or `Rewrite(arguments)`; a raise (or `Fail(message)`) blocks the call with the message."""
         self.tool_call = function
         return function
 
     def decide(self, tool, args):
-        """Run the `tool_call` hook natively (tests, and the export): a raise blocks, with the error as reason."""
+        """Run the `tool_call` hook natively (tests, and the export): its decision, a raise becoming `Fail`."""
         try:
             return self.tool_call(tool, args) if self.tool_call else None
-        except Exception as error:  # noqa: BLE001 - pi blocks a call whose handler fails
-            return Block(f"{self.name} failed: {type(error).__name__}: {error}")
+        except Exception as error:  # noqa: BLE001 - pi blocks a call whose handler throws, with its message
+            return Fail.of(error)
+
+    def change(self, tool, args, result):
+        """Run the `tool_result` hook natively (tests, and the export): `None`, a `Result` or a `str`, a raise
+        becoming `Fail`."""
+        try:
+            return self.tool_result(tool, args, result) if self.tool_result else None
+        except Exception as error:  # noqa: BLE001 - pi reports a throwing result handler and goes on
+            traceback.print_exc()
+            return Fail.of(error)
 
     def _metadata(self, t):
         kinds = {
@@ -350,6 +376,10 @@ class Plugin:
 
             def tool_call(self, event):
                 decision = plugin.decide(event.tool_name, json.loads(event.input))
+                if isinstance(decision, Fail):
+                    from componentize_py_types import Err
+
+                    raise Err(decision.message)
                 if isinstance(decision, Block):
                     return h.ToolCallDecision_Block(h.Block(decision.reason, decision.terminate))
                 if isinstance(decision, Rewrite):
@@ -362,11 +392,11 @@ class Plugin:
                 text = "\n".join(c.value for c in event.content if type(c).__name__ == "Content_Text")
                 details = None if event.details is None else json.loads(event.details)
                 seen = Result(text, details=details, is_error=event.is_error)
-                try:
-                    changed = plugin.tool_result(event.tool_name, json.loads(event.input), seen)
-                except Exception:  # noqa: BLE001 - a failing result hook keeps the result (pi logs it)
-                    traceback.print_exc()
-                    return None
+                changed = plugin.change(event.tool_name, json.loads(event.input), seen)
+                if isinstance(changed, Fail):
+                    from componentize_py_types import Err
+
+                    raise Err(changed.message)
                 if changed is None:
                     return None
                 if isinstance(changed, str):

@@ -202,23 +202,19 @@ impl<T: HandlerPlugin> handler_exports::Guest for T {
         metadata_to_wit(T::handler().metadata().unwrap_or_else(T::metadata))
     }
 
-    fn tool_call(event: handler_exports::ToolCallEvent) -> handler_exports::ToolCallDecision {
-        let input = match serde_json::from_str(&event.input) {
-            Ok(input) => input,
-            Err(e) => {
-                return handler_exports::ToolCallDecision::Block(handler_exports::Block {
-                    reason: Some(format!("invalid JSON from the host: {e}")),
-                    terminate: false,
-                });
-            }
-        };
+    fn tool_call(event: handler_exports::ToolCallEvent) -> Result<handler_exports::ToolCallDecision, String> {
+        let input =
+            serde_json::from_str(&event.input).map_err(|e| format!("invalid JSON from the host: {e}"))?;
         let event = crate::ToolCallEvent {
             tool_name: event.tool_name,
             tool_call_id: event.tool_call_id,
             parent_tool_call_id: event.parent_tool_call_id,
             input,
         };
-        match T::handler().tool_call(&event) {
+        let decision = T::handler()
+            .tool_call(&event)
+            .map_err(|e| e.message().to_owned())?;
+        Ok(match decision {
             crate::ToolCallDecision::Allow => handler_exports::ToolCallDecision::Allow,
             crate::ToolCallDecision::Block { reason, terminate } => {
                 handler_exports::ToolCallDecision::Block(handler_exports::Block { reason, terminate })
@@ -226,10 +222,12 @@ impl<T: HandlerPlugin> handler_exports::Guest for T {
             crate::ToolCallDecision::Rewrite(args) => {
                 handler_exports::ToolCallDecision::Rewrite(args.to_string())
             }
-        }
+        })
     }
 
-    fn tool_result(event: handler_exports::ToolResultEvent) -> Option<handler_exports::ToolResultChanges> {
+    fn tool_result(
+        event: handler_exports::ToolResultEvent,
+    ) -> Result<Option<handler_exports::ToolResultChanges>, String> {
         let parse = |t: &str| serde_json::from_str::<serde_json::Value>(t).ok();
         let event = crate::ToolResultEvent {
             tool_name: event.tool_name,
@@ -242,8 +240,13 @@ impl<T: HandlerPlugin> handler_exports::Guest for T {
             is_error: event.is_error,
             usage: event.usage.map(usage_from_wit),
         };
-        let changes = T::handler().tool_result(&event)?;
-        Some(handler_exports::ToolResultChanges {
+        let Some(changes) = T::handler()
+            .tool_result(&event)
+            .map_err(|e| e.message().to_owned())?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(handler_exports::ToolResultChanges {
             content: changes
                 .content
                 .map(|c| c.into_iter().map(content_to_wit).collect()),
@@ -251,7 +254,7 @@ impl<T: HandlerPlugin> handler_exports::Guest for T {
             structured_content: changes.structured_content.map(|v| v.to_string()),
             is_error: changes.is_error,
             usage: changes.usage.map(usage_to_wit),
-        })
+        }))
     }
 }
 

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::{Content, PluginMetadata, Usage};
+use crate::{Content, PluginMetadata, ToolError, Usage};
 
 /// A call about to execute, after validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,21 +74,57 @@ pub struct ToolResultChanges {
 }
 
 /// A handler plugin: sees every call before it executes and every result before the model does.
+///
+/// A hook that returns an error fails as a pi extension handler that throws: a failing `tool_call` blocks the
+/// call, and the model sees the error's message (exactly, as pi's `throw new Error(message)`); a failing
+/// `tool_result` leaves the result as it was and is reported in the host's log. A panic is a trap: the call is
+/// blocked (or the result kept) with the host's text for it, not the plugin's.
+///
+/// ```
+/// use toolwright_sdk::{Handler, ToolCallDecision, ToolCallEvent, ToolError};
+///
+/// struct OnlyWorkspace;
+///
+/// impl Handler for OnlyWorkspace {
+///     fn tool_call(&self, event: &ToolCallEvent) -> Result<ToolCallDecision, ToolError> {
+///         let Some(path) = event.input.get("path") else { return Ok(ToolCallDecision::Allow) };
+///         let path = path.as_str().ok_or("only-workspace: `path` is not a string")?;
+///         if path.starts_with('/') {
+///             return Ok(ToolCallDecision::Block {
+///                 reason: Some(format!("only-workspace: {path} is outside the workspace")),
+///                 terminate: false,
+///             });
+///         }
+///         Ok(ToolCallDecision::Allow)
+///     }
+/// }
+///
+/// let call = |input| ToolCallEvent {
+///     tool_name: "read".into(),
+///     tool_call_id: "c1".into(),
+///     parent_tool_call_id: None,
+///     input,
+/// };
+/// let error = OnlyWorkspace.tool_call(&call(serde_json::json!({"path": 7}))).unwrap_err();
+/// assert_eq!(error.message(), "only-workspace: `path` is not a string");
+/// ```
 pub trait Handler: Send + Sync {
     /// What the plugin is; by default the crate's name, version and description (set by `export_handler!`).
     fn metadata(&self) -> Option<PluginMetadata> {
         None
     }
 
-    /// pi's `tool_call`: allow, block with a reason, or rewrite the arguments.
-    fn tool_call(&self, event: &ToolCallEvent) -> ToolCallDecision {
+    /// pi's `tool_call`: allow, block with a reason, or rewrite the arguments; an error blocks the call with
+    /// its message.
+    fn tool_call(&self, event: &ToolCallEvent) -> Result<ToolCallDecision, ToolError> {
         let _ = event;
-        ToolCallDecision::Allow
+        Ok(ToolCallDecision::Allow)
     }
 
-    /// pi's `tool_result`: changes to the result, or `None` to leave it.
-    fn tool_result(&self, event: &ToolResultEvent) -> Option<ToolResultChanges> {
+    /// pi's `tool_result`: changes to the result, or `None` to leave it; an error leaves it too, and is
+    /// reported.
+    fn tool_result(&self, event: &ToolResultEvent) -> Result<Option<ToolResultChanges>, ToolError> {
         let _ = event;
-        None
+        Ok(None)
     }
 }

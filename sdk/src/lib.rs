@@ -15,7 +15,8 @@
 //! - [`js`]: JavaScript number, string and JSON semantics that pi's texts depend on.
 //! - [`PluginMetadata`] and [`Capability`]: what a plugin says about itself and asks for ([`Capability::describe`]
 //!   for people, `Display` in a policy's and a lockfile's words).
-//! - [`Handler`]: a plugin in the call path (pi's `tool_call` / `tool_result` hooks).
+//! - [`Handler`]: a plugin in the call path (pi's `tool_call` / `tool_result` hooks); a hook's [`ToolError`] is
+//!   pi's thrown `Error`.
 //! - `export_tool!` / `export_handler!`: the one line that turns a crate into a wasm tool or handler plugin.
 //! - [`paths`] and [`truncate`]: pi's path resolution and output truncation, shared by the built-in tools.
 //! - [`shell`]: pi's shell tool, one implementation that the built-in `bash` and `powershell` configure.

@@ -625,3 +625,195 @@ fn a_plugin_replaced_on_disk_is_metered_as_the_component_that_was_granted() {
         )
     );
 }
+
+/// The recorded results of pi 1.6.0 for `tests/fixtures/handlers/<name>.json` (tests/oracle/record-handlers.mjs),
+/// by call id; and the scenario's calls.
+fn handler_fixture(
+    name: &str,
+) -> (
+    Vec<ToolCall>,
+    std::collections::HashMap<String, serde_json::Value>,
+) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/handlers/{name}.json"));
+    let fixture: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let calls = fixture["scenario"]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| ToolCall::new(c["id"].as_str().unwrap(), "bash", c["arguments"].clone()))
+        .collect();
+    let recorded = fixture["recorded"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap().to_owned(), r.clone()))
+        .collect();
+    (calls, recorded)
+}
+
+/// A result as the fixtures record it: `isError` and the content, images as their type, size and digest.
+fn recorded_shape(message: &toolwright::ToolResultMessage) -> serde_json::Value {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let content: Vec<serde_json::Value> = message
+        .content
+        .iter()
+        .map(|block| match block {
+            toolwright_sdk::Content::Text { text } => json!({"type": "text", "text": text}),
+            toolwright_sdk::Content::Image { data, mime_type } => {
+                let bytes = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
+                json!({"type": "image", "mimeType": mime_type, "dataLength": bytes.len(),
+                       "sha256": format!("{:x}", sha2::Sha256::digest(&bytes))})
+            }
+        })
+        .collect();
+    json!({"id": message.tool_call_id, "isError": message.is_error, "content": content})
+}
+
+/// The guard, the redactor and the bomb (built before the hooks returned `result`) as handlers, in that order,
+/// with the probe's tool, in `ws`.
+fn failing_handlers(ws: &Path) -> (tempfile::TempDir, Toolset) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("1-guard.wasm"),
+        example("toolwright-example-guard"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("2-redact.wasm"),
+        example("toolwright-example-redact"),
+    )
+    .unwrap();
+    std::fs::copy(toolwright_tests::programs::BOMB, dir.path().join("3-bomb.wasm")).unwrap();
+    std::fs::copy(toolwright_tests::programs::PROBE, dir.path().join("4-probe.wasm")).unwrap();
+    let toolset = Toolset::load(&options(ws, dir.path())).unwrap();
+    assert!(toolset.errors.is_empty(), "{:?}", toolset.errors);
+    assert_eq!(toolset.plugins.iter().filter(|p| p.is_handler).count(), 3);
+    (dir, toolset)
+}
+
+async fn run_calls(toolset: &Toolset, calls: Vec<ToolCall>) -> Vec<toolwright::ToolResultMessage> {
+    let message = AssistantMessage {
+        tool_calls: calls,
+        ..Default::default()
+    };
+    toolset
+        .pipeline()
+        .execute_tool_calls(
+            &toolset.agent_tools(),
+            &message,
+            &EventLog::new(),
+            &CancellationToken::new(),
+        )
+        .await
+        .messages
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_fails_with_a_message_gives_pi_s_result_and_a_trap_stays_a_trap() {
+    let ws = tempfile::tempdir().unwrap();
+    let (_dir, toolset) = failing_handlers(ws.path());
+    let (calls, recorded) = handler_fixture("failures");
+    // `f2` throws a string, which only a JavaScript handler can (tests/tests/polyglot.rs checks the SDK's text).
+    let calls: Vec<ToolCall> = calls.into_iter().filter(|c| c.id != "f2").collect();
+    let mut calls_and_trap = calls.clone();
+    calls_and_trap.push(ToolCall::new(
+        "t1",
+        "bash",
+        json!({"command": "echo __guard_trap__"}),
+    ));
+    calls_and_trap.push(ToolCall::new(
+        "t2",
+        "bash",
+        json!({"command": "echo __redact_trap__"}),
+    ));
+    let out = run_calls(&toolset, calls_and_trap).await;
+    for (call, message) in calls.iter().zip(&out) {
+        assert_eq!(recorded_shape(message), recorded[&call.id], "call {}", call.id);
+    }
+    // The failed `tool_call` handler blocked the call before it ran: no duration, as pi's immediate results.
+    assert!(out[0].duration_ms.is_none());
+    // A panic is a trap, in the host's words: one line, then the panic's message without where it was built.
+    let trap = out[calls.len()].content[0].as_text().unwrap();
+    assert_eq!(
+        trap,
+        "The handler plugin toolwright-example-guard failed: it trapped: it reached unreachable code (a panic, \
+         an abort or an uncaught exception)\n\nThe plugin's last lines on stderr:\n\
+         thread '<unnamed>' (1) panicked at lib.rs:40:9:\nguard asked to trap"
+    );
+    assert!(out[calls.len()].is_error);
+    // A trapping `tool_result` handler is skipped as a failing one is.
+    assert_eq!(
+        out[calls.len() + 1].content[0].as_text(),
+        Some("__redact_trap__\n")
+    );
+}
+
+/// A BMP of `width` × `height` pixels, 24 bits, with its pixels (none for a header alone).
+fn bmp(width: u32, height: u32, pixels: &[u8]) -> Vec<u8> {
+    let mut bmp = Vec::new();
+    bmp.extend(b"BM");
+    bmp.extend((54 + pixels.len() as u32).to_le_bytes());
+    bmp.extend(0u32.to_le_bytes());
+    bmp.extend(54u32.to_le_bytes());
+    for field in [40, width, height] {
+        bmp.extend(field.to_le_bytes());
+    }
+    bmp.extend(1u16.to_le_bytes());
+    bmp.extend(24u16.to_le_bytes());
+    for field in [0u32, pixels.len() as u32, 2835, 2835, 0, 0] {
+        bmp.extend(field.to_le_bytes());
+    }
+    bmp.extend(pixels);
+    bmp
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_of_any_type_from_handlers_and_plugin_tools_are_normalised_as_pi_does() {
+    use base64::Engine as _;
+    let ws = tempfile::tempdir().unwrap();
+    let (_dir, toolset) = failing_handlers(ws.path());
+    let (calls, recorded) = handler_fixture("images");
+    let tiny = base64::engine::general_purpose::STANDARD.encode(bmp(1, 1, &[0x20, 0x40, 0x80, 0x00]));
+    let huge = base64::engine::general_purpose::STANDARD.encode(bmp(6000, 5000, &[]));
+    let mut all = calls.clone();
+    all.push(ToolCall::new(
+        "p1",
+        "probe",
+        json!({"action": "image", "target": "image/bmp", "data": tiny}),
+    ));
+    all.push(ToolCall::new(
+        "h1",
+        "bash",
+        json!({"command": format!(": bomb image-as image/bmp {huge}")}),
+    ));
+    all.push(ToolCall::new(
+        "p2",
+        "probe",
+        json!({"action": "image", "target": "image/bmp", "data": huge}),
+    ));
+    let out = run_calls(&toolset, all).await;
+    let note = json!({"type": "text", "text": "[Image converted from image/bmp to image/png.]"});
+    // The handler's BMP: a PNG (encoded here, so not pi's bytes) and pi's note.
+    let i1 = recorded_shape(&out[0]);
+    assert_eq!(recorded["i1"]["content"][0]["mimeType"], "image/png");
+    assert_eq!(i1["content"][0]["mimeType"], "image/png", "{i1}");
+    assert_eq!((&i1["content"][1], &recorded["i1"]["content"][1]), (&note, &note));
+    assert_eq!(i1["isError"], recorded["i1"]["isError"]);
+    // An image nothing can decode is kept as it is, byte for byte, as pi keeps it.
+    assert_eq!(recorded_shape(&out[1]), recorded["i2"]);
+    // A plugin tool's BMP likewise.
+    let p1 = recorded_shape(&out[2]);
+    assert_eq!(
+        (&p1["content"][0]["mimeType"], &p1["content"][1]),
+        (&json!("image/png"), &note),
+        "{p1}"
+    );
+    // An image larger than the decoded-size limit is refused by its header, before anything is decoded.
+    let omitted =
+        "[Image omitted: 6000x5000 is more than the 25 megapixels an image may have to be decoded.]";
+    for message in &out[3..] {
+        assert_eq!(message.content.len(), 1, "{:?}", message.content);
+        assert_eq!(message.content[0].as_text(), Some(omitted));
+    }
+}

@@ -259,7 +259,7 @@ fn the_python_and_javascript_examples_give_the_rust_examples_results() {
         list.push((todos, json!({"path": "missing"})));
         list.push(("bash", json!({"command": "rm -rf ./nothing"})));
         list.push(("bash", json!({"command": "sudo echo rewritten"})));
-        list.push(("bash", json!({"command": "echo __guard_trap__"})));
+        list.push(("bash", json!({"command": "echo __guard_fail__"})));
         list.push(("bash", json!({"command": "echo allowed"})));
         list.push((
             "bash",
@@ -308,9 +308,10 @@ fn the_python_and_javascript_examples_give_the_rust_examples_results() {
             // A missing directory: each language's own words for it.
             assert!(want.0 && have.0, "{want:?} / {have:?}");
         } else if i == bash + 2 {
-            // A failing handler blocks the call in both; the reason names the plugin and its error.
-            assert!(want.0 && have.0, "{want:?} / {have:?}");
-            assert!(have.1.contains("guard asked to fail"), "{have:?}");
+            // A failing handler blocks the call in both, with its message alone, as pi shows a throwing
+            // extension's (tests/fixtures/handlers/failures.json).
+            assert_eq!(said(want), (true, "guard asked to fail".into()));
+            assert_eq!(said(have), said(want));
         } else if i >= bash {
             // bash's structured content has its wall time: the texts and error flags are what the guards decide.
             assert_eq!(said(want), said(have), "call {i}");
@@ -644,4 +645,132 @@ fn a_javascript_tool_s_warm_up_runs_once_at_build_without_a_host_and_every_fresh
             (false, "3: # Notes")
         ]
     );
+}
+
+/// A JavaScript handler whose hooks throw (an `Error`, a string) or return `fail(…)`, and redact otherwise.
+const JS_FAILING_HANDLER: &str = r#"
+import { Plugin, block, fail } from "./toolwright.js";
+
+export const plugin = new Plugin({ name: "js-failing", version: "0.1.0", description: "Fails on request." });
+
+plugin.onToolCall((tool, args) => {
+  const input = JSON.stringify(args);
+  if (input.includes("__guard_fail__")) throw new Error("guard asked to fail");
+  if (input.includes("__guard_throw_string__")) throw "guard threw a string";
+  if (input.includes("__guard_returns_fail__")) return fail("guard returned a failure");
+  if (tool === "bash" && String(args.command ?? "").includes("rm -rf")) {
+    return block("guard: recursive deletes are not allowed");
+  }
+  return undefined;
+});
+
+plugin.onToolResult((tool, args, result) => {
+  if (result.text.includes("__redact_fail__")) throw new Error("redact asked to fail");
+  return undefined;
+});
+"#;
+
+const JS_HANDLER_ENTRY: &str = r#"
+import { plugin } from "./app.js";
+
+export const handler = plugin.handlerExports();
+"#;
+
+/// The Python twin of [`JS_FAILING_HANDLER`] (a Python handler cannot raise anything but an exception).
+const PY_FAILING_HANDLER: &str = r#"
+import json
+from toolwright_plugin import Block, Fail, Plugin
+
+plugin = Plugin("py-failing", "0.1.0", "Fails on request.")
+
+@plugin.on_tool_call
+def guard(tool, args):
+    text = json.dumps(args)
+    if "__guard_fail__" in text:
+        raise RuntimeError("guard asked to fail")
+    if "__guard_returns_fail__" in text:
+        return Fail("guard returned a failure")
+    if tool == "bash" and "rm -rf" in args.get("command", ""):
+        return Block("guard: recursive deletes are not allowed")
+    return None
+
+@plugin.on_tool_result
+def redact(tool, args, result):
+    if "__redact_fail__" in result.text:
+        raise ValueError("redact asked to fail")
+    return None
+
+try:
+    Handler = plugin.export_handler()
+except ImportError:
+    pass
+"#;
+
+#[test]
+fn python_and_javascript_handlers_that_fail_give_pi_s_texts() {
+    let fixture: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/fixtures/handlers/failures.json")).unwrap(),
+    )
+    .unwrap();
+    let recorded = |id: &str| {
+        let r = fixture["recorded"]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap();
+        (
+            r["isError"] == true,
+            r["content"][0]["text"].as_str().unwrap().to_owned(),
+        )
+    };
+    let build = r#"
+import { componentize } from "@bytecodealliance/componentize-js";
+import { writeFile } from "node:fs/promises";
+const { component } = await componentize({
+  sourcePath: "component.js", witPath: "wit", worldName: "handler-plugin",
+  disableFeatures: ["http", "fetch-event"],
+});
+await writeFile("js_failing.wasm", component);
+"#;
+    let js = js_project(
+        "js-failing",
+        &[
+            ("app.js", JS_FAILING_HANDLER),
+            ("component.js", JS_HANDLER_ENTRY),
+            ("build.mjs", build),
+        ],
+    );
+    let py = python_project("py-failing", "handler-plugin", &[("app.py", PY_FAILING_HANDLER)]);
+    let ws = workspace();
+    for (wasm, ids) in [
+        (&js, &["f1", "f2", "f3", "f4", "f5"][..]),
+        (&py, &["f1", "f3", "f4", "f5"][..]),
+    ] {
+        let plugins = tempfile::tempdir().unwrap();
+        std::fs::copy(wasm, plugins.path().join(wasm.file_name().unwrap())).unwrap();
+        let list: Vec<(&str, Value)> = fixture["scenario"]["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| ids.contains(&c["id"].as_str().unwrap()))
+            .map(|c| ("bash", c["arguments"].clone()))
+            .chain([("bash", json!({"command": "echo __guard_returns_fail__"}))])
+            .collect();
+        let got = run(plugins.path(), ws.path(), None, &calls(&list));
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(
+                (got[i].0, got[i].1.clone()),
+                recorded(id),
+                "{} call {id}",
+                wasm.display()
+            );
+        }
+        assert_eq!(
+            (got[ids.len()].0, got[ids.len()].1.as_str()),
+            (true, "guard returned a failure"),
+            "{}",
+            wasm.display()
+        );
+    }
 }

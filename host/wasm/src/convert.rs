@@ -60,21 +60,14 @@ pub fn result_to_wit(r: &ToolResult) -> wit::ToolResult {
     }
 }
 
-/// The image types a model accepts; anything else would be refused by the provider, or misread.
-const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
-
-/// A content block from a plugin; an image must be base64 of one of [`IMAGE_TYPES`] before a model sees it.
+/// A content block from a plugin. An image of any MIME type is taken as it is: the session's last hook
+/// normalises every image as pi does after its hooks (`toolwright_native::builtins::normalize_images`: converted to
+/// PNG when it can be decoded, kept when it cannot, refused with a note above the decoded-size limit); only data
+/// that is not base64 at all is refused here.
 fn content_from_wit(c: wit::Content) -> Result<Content, String> {
     match c {
         wit::Content::Text(text) => Ok(Content::Text { text }),
         wit::Content::Image(i) => {
-            if !IMAGE_TYPES.contains(&i.mime_type.as_str()) {
-                return Err(format!(
-                    "an image's `mimeType` must be one of {}, not `{}`",
-                    IMAGE_TYPES.join(", "),
-                    i.mime_type
-                ));
-            }
             use base64::Engine as _;
             if let Err(e) = base64::engine::general_purpose::STANDARD.decode(&i.data) {
                 return Err(format!("an image's `data` is not valid base64: {e}"));
@@ -314,17 +307,14 @@ mod tests {
     }
 
     #[test]
-    fn an_image_from_a_plugin_must_be_base64_of_a_known_type() {
+    fn an_image_from_a_plugin_must_be_base64_of_any_type() {
         assert!(image("iVBORw0KGgo=", "image/png").is_ok());
         assert!(image("", "image/webp").is_ok());
-        assert_eq!(
-            image("iVBORw0KGgo=", "image/svg+xml").unwrap_err(),
-            "an image's `mimeType` must be one of image/png, image/jpeg, image/gif, image/webp, not `image/svg+xml`"
-        );
-        assert_eq!(
-            image("iVBORw0KGgo=", "IMAGE/PNG").unwrap_err(),
-            "an image's `mimeType` must be one of image/png, image/jpeg, image/gif, image/webp, not `IMAGE/PNG`"
-        );
+        // Any type reaches the session's normalisation, which converts or keeps it as pi does.
+        for mime in ["image/bmp", "image/svg+xml", "IMAGE/PNG", "image/x-foo"] {
+            let result = image("iVBORw0KGgo=", mime).unwrap();
+            assert_eq!(result.content, vec![Content::image("iVBORw0KGgo=", mime)]);
+        }
         let err = image("not base64!", "image/jpeg").unwrap_err();
         assert!(
             err.starts_with("an image's `data` is not valid base64: "),

@@ -290,6 +290,23 @@ pub(crate) fn stopped_message(plugin: &str, grants: &WasmGrants, said: Option<St
 const STDERR_TAIL_LINES: usize = 20;
 const STDERR_TAIL_BYTES: usize = 4096;
 
+/// The line Rust's panic handler adds after the message: no use to the model, whose plugin cannot be rerun so.
+const RUST_BACKTRACE_NOTE: &str = "note: run with `RUST_BACKTRACE=1`";
+
+/// A Rust panic's line `thread '…' panicked at /build/dir/src/lib.rs:38:9:` with the file's name alone
+/// (`lib.rs:38:9:`): where the plugin was built says nothing to the model, and may name its author's machine.
+fn without_build_path(line: &str) -> String {
+    const AT: &str = " panicked at ";
+    let Some(at) = line.find(AT).map(|i| i + AT.len()) else {
+        return line.to_owned();
+    };
+    let location = &line[at..];
+    match location.rfind('/') {
+        Some(slash) => format!("{}{}", &line[..at], &location[slash + 1..]),
+        None => line.to_owned(),
+    }
+}
+
 /// A trap's error with the last lines the plugin wrote to stderr: for a Python or JavaScript plugin (whose
 /// runtime prints the traceback or the exception there, then aborts), that is what went wrong.
 fn with_stderr(error: ToolError, stderr: &[u8]) -> ToolError {
@@ -297,7 +314,11 @@ fn with_stderr(error: ToolError, stderr: &[u8]) -> ToolError {
         return error;
     }
     let text = String::from_utf8_lossy(stderr);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with(RUST_BACKTRACE_NOTE))
+        .map(without_build_path)
+        .collect();
     if lines.is_empty() {
         return error;
     }
@@ -328,5 +349,31 @@ pub(crate) fn run_here<T>(f: impl FnOnce() -> T) -> T {
             tokio::task::block_in_place(f)
         }
         _ => f(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trap_s_stderr_names_no_build_path_and_no_backtrace_note() {
+        let stderr =
+            b"thread '<unnamed>' panicked at /home/ana/guard/src/lib.rs:38:9:\nguard asked to trap\n\
+                       note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        let error = with_stderr(
+            ToolError::host(HostFault::Trap, "The plugin g failed: it trapped"),
+            stderr,
+        );
+        assert_eq!(
+            error.message(),
+            "The plugin g failed: it trapped\n\nThe plugin's last lines on stderr:\n\
+             thread '<unnamed>' panicked at lib.rs:38:9:\nguard asked to trap"
+        );
+        // Other lines (a Python traceback's) are kept as they are.
+        assert_eq!(
+            without_build_path("  File \"/app/x.py\", line 3"),
+            "  File \"/app/x.py\", line 3"
+        );
     }
 }

@@ -1,13 +1,18 @@
 //! Handler plugins as the pipeline's hooks: `tool_call` handlers run in load order before execution (block,
 //! rewrite, allow), `tool_result` handlers in load order after it, with pi's runner semantics (§8.1, §8.2). A
 //! handler that fails blocks the call (`tool_call`) or is reported and skipped (`tool_result`), as pi treats
-//! throwing extension handlers.
+//! throwing extension handlers: a handler's own error (its hook's `err`) is pi's thrown `Error`, its message the
+//! text the model sees; a trap or a limit gives the host's text.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_sdk::ToolError;
+
+mod exports;
+
+pub(crate) use exports::{Exports, Indices};
 
 use crate::gate::{self, Entry};
 use crate::grants::WasmGrants;
@@ -63,7 +68,14 @@ async fn run_tool_call(
         ctx.trail.add_secrets(&grants.env);
         let updates = CallSink::for_trail(ctx.trail.clone(), &by);
         let decision = match tool_call(plugin, grants.clone(), event, cancel.clone(), updates).await {
-            Ok(decision) => decision,
+            Ok(Ok(decision)) => decision,
+            // The handler's own error: pi's `throw new Error(message)` in a `tool_call` handler, whose message
+            // is the blocked call's text.
+            Ok(Err(message)) => {
+                ctx.trail
+                    .step(Step::new(by, Stage::Before, Verdict::Failed).with_reason(&message));
+                return Err(ToolError::new(message));
+            }
             Err(e) => {
                 ctx.trail
                     .step(Step::new(by, Stage::Before, Verdict::Failed).with_reason(e.message()));
@@ -188,7 +200,15 @@ async fn run_tool_result(
         ctx.trail.add_secrets(&grants.env);
         let updates = CallSink::for_trail(ctx.trail.clone(), &by);
         let changes = match tool_result(plugin, grants.clone(), event, cancel.clone(), updates).await {
-            Ok(changes) => changes,
+            Ok(Ok(changes)) => changes,
+            // The handler's own error (pi's throw in a `tool_result` handler): reported, and the next one runs.
+            Ok(Err(message)) => {
+                tracing::error!(plugin = %plugin.name, "tool_result handler failed: {message}");
+                ctx.trail.step(
+                    Step::new(by, Stage::After, Verdict::Failed).with_reason(format!("skipped: {message}")),
+                );
+                continue;
+            }
             Err(error) => {
                 tracing::error!(plugin = %plugin.name, "tool_result handler skipped: {}", error.message());
                 let skipped = format!("skipped: {}", error.message());
@@ -261,7 +281,7 @@ async fn tool_call(
     event: bindings::handler::ToolCallEvent,
     cancel: CancellationToken,
     updates: CallSink,
-) -> Result<bindings::handler::ToolCallDecision, ToolError> {
+) -> Result<Result<bindings::handler::ToolCallDecision, String>, ToolError> {
     let entry = Entry {
         cancel,
         updates,
@@ -274,14 +294,16 @@ async fn tool_call(
         let decision = inner
             .handler_exports(store, instance)?
             .call_tool_call(&mut *store, &event)?;
-        // A rewrite counts against the call's cap as text, before the host parses it.
-        if let bindings::handler::ToolCallDecision::Rewrite(text) = &decision {
-            store
-                .data_mut()
-                .carried
-                .add(text.len())
-                .map_err(wasmtime::Error::new)?;
-        }
+        // A rewrite (or an error's text) counts against the call's cap as text, before the host parses it.
+        let bytes = match &decision {
+            Ok(bindings::handler::ToolCallDecision::Rewrite(text)) | Err(text) => text.len(),
+            Ok(_) => 0,
+        };
+        store
+            .data_mut()
+            .carried
+            .add(bytes)
+            .map_err(wasmtime::Error::new)?;
         Ok(decision)
     })
     .await
@@ -294,7 +316,7 @@ async fn tool_result(
     event: bindings::handler::ToolResultEvent,
     cancel: CancellationToken,
     updates: CallSink,
-) -> Result<Option<bindings::handler::ToolResultChanges>, ToolError> {
+) -> Result<Result<Option<bindings::handler::ToolResultChanges>, String>, ToolError> {
     let entry = Entry {
         cancel,
         updates,
@@ -309,7 +331,14 @@ async fn tool_result(
             .call_tool_result(&mut *store, &event)?;
         // New content, details and structured content count against the call's cap as text, before the
         // host parses them.
-        if let Some(changes) = &changes {
+        if let Err(message) = &changes {
+            store
+                .data_mut()
+                .carried
+                .add(message.len())
+                .map_err(wasmtime::Error::new)?;
+        }
+        if let Ok(Some(changes)) = &changes {
             let bytes = changes
                 .content
                 .iter()

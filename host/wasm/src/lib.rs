@@ -24,7 +24,8 @@
 //!   `budget` ([`MemoryBudget`]): the runtime, compiled components on disk, and the host-wide memory budget,
 //!   which gets memory back from idle instances through the one callback `Instances` gives it.
 //! - `tool`, `handler`: a plugin's tools as `ToolDefinition`s, and a handler plugin's `tool_call` /
-//!   `tool_result` as hooks ([`handler_hooks`]).
+//!   `tool_result` as hooks ([`handler_hooks`]), over its exports of either shape (`handler::exports`: the hooks
+//!   returning `result`, or the bare ones of plugins built before).
 //! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
 //! - [`codemode`] (feature `codemode`): pi's `codemode` tool, its engine a component.
 //! - Trust (which plugin a grant is for, `toolwright.lock`, project trust) is the facade's (`toolwright::trust`):

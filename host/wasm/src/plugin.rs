@@ -92,7 +92,7 @@ impl PluginInner {
         &self,
         store: &mut Store<PluginState>,
         instance: &Instance,
-    ) -> wasmtime::Result<bindings::handler::Guest> {
+    ) -> wasmtime::Result<crate::handler::Exports> {
         if let Some(guest) = &store.data().exports.handler {
             return Ok(guest.clone());
         }

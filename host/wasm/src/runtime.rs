@@ -51,7 +51,7 @@ impl Runtime {
 pub(crate) struct Linked {
     pub(crate) pre: InstancePre<PluginState>,
     pub(crate) tool: Option<bindings::tool::GuestIndices>,
-    pub(crate) handler: Option<bindings::handler::GuestIndices>,
+    pub(crate) handler: Option<crate::handler::Indices>,
     /// The cached file its memory image is mapped from, where the pages its calls write are kept resident
     /// (`crate::instances::resident`; none when it was compiled here, or when which file was mapped is not known
     /// for sure: the entry renamed over during the map, or not found by `stat`).
@@ -108,7 +108,7 @@ pub(crate) fn link(
         .instantiate_pre(&component)
         .map_err(|e| incompatible(format!("{e:#}")))?;
     let tool = bindings::tool::GuestIndices::new(&pre).ok();
-    let handler = bindings::handler::GuestIndices::new(&pre).ok();
+    let handler = crate::handler::Indices::new(&pre);
     if tool.is_none() && handler.is_none() {
         return Err(incompatible(
             "it exports neither `toolwright:plugin/tool@0.1.0` nor `toolwright:plugin/handler@0.1.0`".into(),

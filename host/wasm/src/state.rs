@@ -127,7 +127,7 @@ pub struct PluginState {
 #[derive(Default)]
 pub(super) struct Exports {
     pub(super) tool: Option<crate::bindings::tool::Guest>,
-    pub(super) handler: Option<crate::bindings::handler::Guest>,
+    pub(super) handler: Option<crate::handler::Exports>,
 }
 
 /// Nested calls a plugin started and has not collected yet. Dropped with the store (the call's end): the ones

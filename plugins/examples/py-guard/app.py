@@ -9,8 +9,9 @@ examples do:
 - in every result, `SECRET=value` becomes `SECRET=[redacted]` and AWS key ids (`AKIA` and 16 more upper-case
   letters or digits) become `[redacted]`.
 
-Arguments containing `__guard_trap__` make it raise, which shows how the host treats a failing handler: the call is
-blocked. It asks for no capability: a handler sees the calls whatever it is granted. Build (tests/tests/polyglot.rs
+Arguments containing `__guard_fail__` make it raise `RuntimeError("guard asked to fail")`, which shows how the host
+treats a failing handler: the call is blocked, and the model sees the message, as pi shows a throwing extension's.
+It asks for no capability: a handler sees the calls whatever it is granted. Build (tests/tests/polyglot.rs
 does):
 
     componentize-py -d wit -w handler-plugin componentize app -p . -p sdk/python -o py_guard.wasm
@@ -25,7 +26,7 @@ plugin = Plugin("py-guard", "0.1.0", "Blocks recursive deletes and drops sudo (t
 
 @plugin.on_tool_call
 def guard(tool, args):
-    if "__guard_trap__" in json.dumps(args):
+    if "__guard_fail__" in json.dumps(args):
         raise RuntimeError("guard asked to fail")
     if tool != "bash":
         return None

@@ -4,23 +4,28 @@
 //! access key ids (`AKIA` + 16 characters) in text results are replaced before the model sees them. The new
 //! content drops the result's structured content, as pi does when a handler replaces content alone.
 //!
-//! A result containing `__redact_trap__` makes it panic, which shows how the host treats a failing
-//! `tool_result` handler: it is reported and skipped, and the result goes through unchanged.
+//! A result containing `__redact_fail__` makes it fail with the message `redact asked to fail`, and one
+//! containing `__redact_trap__` makes it panic (a trap), which shows how the host treats a failing `tool_result`
+//! handler: it is reported and skipped, and the result goes through unchanged, as pi does with a throwing
+//! extension's.
 //!
 //! ```
 //! assert_eq!(toolwright_example_redact::redact("x SECRET=hunter2 y"), "x SECRET=[redacted] y");
 //! ```
 
-use toolwright_sdk::{Content, Handler, ToolResultChanges, ToolResultEvent};
+use toolwright_sdk::{Content, Handler, ToolError, ToolResultChanges, ToolResultEvent};
 
 /// The redactor.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Redact;
 
 impl Handler for Redact {
-    fn tool_result(&self, event: &ToolResultEvent) -> Option<ToolResultChanges> {
+    fn tool_result(&self, event: &ToolResultEvent) -> Result<Option<ToolResultChanges>, ToolError> {
         let text: String = event.content.iter().filter_map(Content::as_text).collect();
-        assert!(!text.contains("__redact_trap__"), "redact asked to fail");
+        assert!(!text.contains("__redact_trap__"), "redact asked to trap");
+        if text.contains("__redact_fail__") {
+            return Err(ToolError::new("redact asked to fail"));
+        }
         let mut changed = false;
         let content = event
             .content
@@ -34,10 +39,10 @@ impl Handler for Redact {
                 other => other.clone(),
             })
             .collect();
-        changed.then(|| ToolResultChanges {
+        Ok(changed.then(|| ToolResultChanges {
             content: Some(content),
             ..Default::default()
-        })
+        }))
     }
 }
 

@@ -9,8 +9,14 @@
 //! - `bomb details MIB`: its `tool_result` handler sets `details` to such an array.
 //! - `bomb image WIDTH HEIGHT`: its `tool_result` handler replaces the content with a black PNG of that size
 //!   (300 KB for 20 000 × 20 000 pixels).
+//! - `bomb image-as MIME BASE64`: its `tool_result` handler replaces the content with an image of that MIME type
+//!   and data, as given (whatever they are).
 //!
 //! Every other call passes untouched. It compiles to nothing natively.
+//!
+//! It is built against `wit/plugin.wit` here, a frozen copy of the WIT as it was before the handler hooks
+//! returned `result` (its `tool-call` returns a bare decision, its `tool-result` a bare option): the plugins
+//! built then still load, and every test of this one shows it.
 
 #[cfg(target_arch = "wasm32")]
 #[path = "../../../src/bombs.rs"]
@@ -21,7 +27,7 @@ mod bombs;
 mod guest {
     wit_bindgen::generate!({
         world: "handler-plugin",
-        path: "../../../wit",
+        path: "wit",
         // The world includes WASI (std uses it through wasi-libc): generate its bindings too.
         generate_all,
     });
@@ -90,6 +96,12 @@ mod guest {
             };
             match words.first().map(String::as_str) {
                 Some("details") => changes.details = Some(array(number(&words, 1))),
+                Some("image-as") => {
+                    changes.content = Some(vec![Content::Image(Image {
+                        data: words.get(2).cloned().unwrap_or_default(),
+                        mime_type: words.get(1).cloned().unwrap_or_default(),
+                    })]);
+                }
                 Some("image") => {
                     let png = crate::bombs::black_png(number(&words, 1) as u32, number(&words, 2) as u32);
                     changes.content = Some(vec![Content::Image(Image {

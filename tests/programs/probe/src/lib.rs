@@ -25,11 +25,12 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call", "image"]},
                     "tool": {"type": "string"},
                     "arguments": {"type": "object"},
                     "count": {"type": "integer"},
                     "target": {"type": "string"},
+                    "data": {"type": "string"},
                     "mib": {"type": "integer"},
                     "ms": {"type": "integer"},
                     "args": {"type": "array", "items": {"type": "string"}},
@@ -243,6 +244,14 @@ impl Tool for Probe {
             "chdir" => {
                 std::env::set_current_dir(target).map_err(err)?;
                 format!("now at {}", std::env::current_dir().map_err(err)?.display())
+            }
+            // An image block of the MIME type `target` with the base64 `data`, as given.
+            "image" => {
+                let data = args["data"].as_str().unwrap_or_default();
+                return Ok(ToolResult {
+                    content: vec![toolwright_sdk::Content::image(data, target)],
+                    ..Default::default()
+                });
             }
             "print" => {
                 println!("stdout noise from the probe");
