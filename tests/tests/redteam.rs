@@ -1143,7 +1143,9 @@ fn a_fifo_read_through_a_nested_call_is_refused_and_a_nested_call_ends_at_its_ca
 }
 
 /// A workspace and a plugin directory holding the probe and the hostile handler (`tests/programs/bomb`), with
-/// `policy`, reaching `read` and `bash`.
+/// `policy`, reaching `read` and `bash`. Every plugin is compiled into the cache first (natively and with the
+/// built-ins as wasm), so that a run's peak RSS measures what the bombs cost, not a compile (an empty cache on
+/// CI).
 fn setup_bombs(policy: &str) -> Setup {
     let mut setup = setup(policy);
     std::fs::copy(
@@ -1152,6 +1154,15 @@ fn setup_bombs(policy: &str) -> Setup {
     )
     .unwrap();
     setup.allow = "read,bash".into();
+    for mode in ["native", "wasm"] {
+        let warm = exec_watched(
+            &setup,
+            mode,
+            &[("read", json!({"path": "missing.txt"}))],
+            Duration::from_secs(300),
+        );
+        assert_eq!(warm.ends.len(), 1, "{mode}: {}", warm.stderr);
+    }
     setup
 }
 
