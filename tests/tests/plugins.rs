@@ -55,6 +55,7 @@ async fn a_third_party_plugin_runs_next_to_the_builtins() {
         [
             "read",
             "bash",
+            "powershell",
             "edit",
             "write",
             "grep",
