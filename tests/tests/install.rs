@@ -75,21 +75,28 @@ impl User {
 
     /// The probe reading the workspace's readme under `toolwright exec`: (isError, text) and stderr.
     fn read_readme(&self) -> ((bool, String), String) {
+        self.read_readme_with(&[])
+    }
+
+    /// [`User::read_readme`], with `extra` arguments to `exec`.
+    fn read_readme_with(&self, extra: &[&str]) -> ((bool, String), String) {
         let calls = self.ws.path().join("calls.json");
         let target = self.ws.path().join("readme");
         let call = json!({"toolCalls": [{"id": "1", "name": "probe",
             "arguments": {"action": "read", "target": target}}]});
         std::fs::write(&calls, call.to_string()).unwrap();
         let cwd = self.ws.path().to_string_lossy().into_owned();
-        let args = [
+        let cache = self.cache();
+        let mut args = vec![
             "exec",
             calls.to_str().unwrap(),
             "--json",
             "--cwd",
             &cwd,
             "--cache-dir",
-            &self.cache(),
+            &cache,
         ];
+        args.extend_from_slice(extra);
         let out = self.run(&args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let end: Value = String::from_utf8(out.stdout)
@@ -1438,6 +1445,15 @@ fn a_dev_build_runs_ahead_of_the_installed_plugin_under_its_approved_grants_and_
     let answer = mcp.response(5);
     assert_eq!(answer["error"]["message"], "Tool probe not found", "{answer}");
     drop(mcp);
+
+    // `exec --dev` runs one batch with a build of the project, the same way.
+    let ((is_error, text), stderr) = user.read_readme_with(&["--dev", project.dir.path().to_str().unwrap()]);
+    assert_eq!((is_error, text.as_str()), (false, "read 5 bytes"), "{stderr}");
+    assert!(
+        stderr.contains("plugin `toolwright-test-probe` is shadowed by its dev build"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("skipped"), "{stderr}");
 
     // Nothing was approved on the way: the installed plugin and its approval are as they were.
     assert_eq!(std::fs::read_to_string(user.lockfile()).unwrap(), lock);

@@ -264,6 +264,12 @@ impl Staging {
                 problems.join("; ")
             );
         }
+        if report["kind"] == "handler" && self.count > 1 {
+            say(
+                "this is a handler plugin: the server reloads its tools, but its hooks stay those of the build it \
+                 started with; restart `toolwright dev` to run this build's hooks",
+            );
+        }
         let sha256 = {
             use sha2::Digest as _;
             toolwright::trust::identity::hex(&sha2::Sha256::digest(&bytes).into())
@@ -281,6 +287,23 @@ impl Staging {
             guarded: self.guarded,
         })
     }
+}
+
+/// Build the project in `dir` once (`toolwright exec --dev DIR`): the build, and the directory holding it, which
+/// goes when dropped. Nothing rebuilds it while the batch runs, so the project is not kept from the tools' writes.
+pub fn build_once(dir: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<(DevBuild, tempfile::TempDir)> {
+    let mut staging = Staging {
+        count: 0,
+        dir: tempfile::Builder::new()
+            .prefix("toolwright-dev-")
+            .tempdir()
+            .context("cannot create the dev build's directory")?,
+        project: Project::find(dir)?,
+        guarded: false,
+        cache_dir: Some(cache_dir.unwrap_or_else(toolwright::wasm::default_cache_dir)),
+    };
+    let build = staging.build()?;
+    Ok((build, staging.dir))
 }
 
 #[allow(clippy::print_stderr)]
