@@ -563,9 +563,10 @@ fn a_plugin_from_a_real_registry_is_installed_pinned_and_held_after_a_release_th
         "--cache-dir",
         &cache,
     ]);
-    // What was granted stays granted, and the approval says so; the new request is not granted.
+    // What was granted stays granted (release 1's `read /`), and the approval says so; the new requests are not
+    // granted.
     assert!(
-        approved.contains("granted: read files below . (as before)")
+        approved.contains("granted: read files below / (as before)")
             && !approved.contains("granted: nothing"),
         "{approved}"
     );
