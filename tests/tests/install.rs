@@ -1455,6 +1455,13 @@ fn a_dev_build_runs_ahead_of_the_installed_plugin_under_its_approved_grants_and_
         "{stderr}"
     );
     assert!(!stderr.contains("skipped"), "{stderr}");
+    // `--plugins` instead: the installed plugin runs, and the line that says so names the way to the build.
+    let ((_, text), stderr) = user.read_readme_with(&["--plugins", project.dir.path().to_str().unwrap()]);
+    assert_eq!(text, "read 5 bytes");
+    assert!(
+        stderr.contains("is already loaded from") && stderr.contains("toolwright exec --dev DIR"),
+        "{stderr}"
+    );
 
     // Nothing was approved on the way: the installed plugin and its approval are as they were.
     assert_eq!(std::fs::read_to_string(user.lockfile()).unwrap(), lock);

@@ -85,7 +85,10 @@ impl Subject for crate::wasm::Plugin {
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
     /// Another plugin already has this name.
-    #[error("{path}: a plugin named `{name}` is already loaded from {other}")]
+    #[error(
+        "{path}: a plugin named `{name}` is already loaded from {other}; this one is skipped (a plugin project's \
+         build runs in an installed plugin's place under `toolwright dev DIR` or `toolwright exec --dev DIR`)"
+    )]
     NameClash {
         /// The file.
         path: PathBuf,
