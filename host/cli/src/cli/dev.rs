@@ -395,3 +395,65 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     }
     super::mcp::serve(args.mcp, Some(builds))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, path: &str, text: &str) {
+        let file = root.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    }
+
+    #[test]
+    fn a_source_edit_is_a_change_and_what_a_build_writes_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, ".gitignore", "/dist\nCargo.lock\n");
+        write(root, "src/lib.rs", "fn a() {}");
+        write(root, "Cargo.toml", "[package]\nname = \"my-tool\"\n");
+        let before = Sources::scan(root, &Sources::default());
+        // What a build writes: the plugin file, target/, ignored files, hidden ones.
+        write(root, "my_tool.wasm", "\0asm");
+        write(root, "target/debug/x", "x");
+        write(root, "dist/out.js", "x");
+        write(root, "Cargo.lock", "x");
+        write(root, ".venv/bin/python", "x");
+        write(root, "node_modules/m/index.js", "x");
+        // A file written again with the same bytes.
+        write(root, "src/lib.rs", "fn a() {}");
+        let after = Sources::scan(root, &before);
+        assert!(after.same_as(&before), "{after:?}");
+        // An edit, a new file, a removed one.
+        write(root, "src/lib.rs", "fn b() {}");
+        let edited = Sources::scan(root, &after);
+        assert!(!edited.same_as(&after));
+        assert_eq!(edited.changed(&after), Some(root.join("src/lib.rs").as_path()));
+        write(root, "src/new.rs", "");
+        assert!(!Sources::scan(root, &edited).same_as(&edited));
+        std::fs::remove_file(root.join("src/new.rs")).unwrap();
+        assert!(Sources::scan(root, &edited).same_as(&edited));
+    }
+
+    #[test]
+    fn the_file_a_project_builds_is_named_by_its_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let error = Project::find(root).unwrap_err().to_string();
+        assert!(error.contains("has no build.sh"), "{error}");
+        write(root, "build.sh", "");
+        let error = format!("{:#}", Project::find(root).unwrap_err());
+        assert!(error.contains("names no plugin"), "{error}");
+        write(root, "package.json", r#"{"name": "my-tool"}"#);
+        assert_eq!(
+            Project::find(root).unwrap().output,
+            root.canonicalize().unwrap().join("my_tool.wasm")
+        );
+        write(root, "pyproject.toml", "[project]\nname = \"py-tool\"\n");
+        assert!(Project::find(root).unwrap().output.ends_with("py_tool.wasm"));
+        // A name that is a path names no file of the project.
+        write(root, "Cargo.toml", "[package]\nname = \"../../evil\"\n");
+        assert!(Project::find(root).is_err());
+    }
+}
