@@ -199,6 +199,7 @@ fn an_added_plugin_runs_with_what_was_granted_and_is_held_once_it_changes() {
         stderr.contains("toolwright plugins approve toolwright-test-probe"),
         "{stderr}"
     );
+    assert!(stderr.contains("toolwright: held: "), "{stderr}");
     // Held is not missing: its policy section is no stray (the held line says why it does not run).
     assert!(!stderr.contains("no plugin loaded is named"), "{stderr}");
     assert!(!user.mcp_tools().contains(&"probe".to_owned()));

@@ -205,6 +205,18 @@ impl ToolArgs {
     }
 }
 
+/// What a plugin left out of the toolset is, for the head of its line: `held: ` until approved, nothing for one
+/// shadowed by its dev build (which runs in its place, as asked), `skipped: ` for the rest.
+pub fn error_head(error: &toolwright::toolset::LoadError) -> &'static str {
+    use toolwright::toolset::LoadError;
+    use toolwright::trust::TrustError;
+    match error {
+        LoadError::Trust(TrustError::Held { .. }) => "held: ",
+        LoadError::Trust(TrustError::Shadowed { .. }) => "",
+        _ => "skipped: ",
+    }
+}
+
 /// Policy sections for a plugin name that no loaded plugin has, each with the nearest name.
 pub fn policy_warnings(toolset: &toolwright::toolset::Toolset) -> Vec<String> {
     // A plugin compiling in the background is loaded as far as its policy section goes; one trust left out (held
@@ -337,15 +349,7 @@ impl ToolArgs {
         {
             let toolset = session.toolset();
             for error in toolset.errors.iter().filter(|e| e.path().is_none_or(reported)) {
-                match error {
-                    // Not skipped: the dev build runs in its place, as asked.
-                    toolwright::toolset::LoadError::Trust(toolwright::trust::TrustError::Shadowed {
-                        ..
-                    }) => {
-                        eprintln!("toolwright: {error}")
-                    }
-                    _ => eprintln!("toolwright: skipped: {error}"),
-                }
+                eprintln!("toolwright: {}{error}", error_head(error));
             }
             if only.is_none() {
                 for warning in self.warnings(toolset) {

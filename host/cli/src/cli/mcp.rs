@@ -246,12 +246,10 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
             }
         };
         for error in &toolset.errors {
-            match error {
+            match super::error_head(error) {
                 // The dev build runs in its place, as asked.
-                toolwright::toolset::LoadError::Trust(toolwright::trust::TrustError::Shadowed { .. }) => {
-                    tracing::debug!("{error}")
-                }
-                _ => tracing::warn!("skipped: {error}"),
+                "" => tracing::debug!("{error}"),
+                head => tracing::warn!("{head}{error}"),
             }
         }
         *lock(&compiling) = toolset.deferred.clone();
