@@ -75,21 +75,28 @@ impl User {
 
     /// The probe reading the workspace's readme under `toolwright exec`: (isError, text) and stderr.
     fn read_readme(&self) -> ((bool, String), String) {
+        self.read_readme_with(&[])
+    }
+
+    /// [`User::read_readme`], with `extra` arguments to `exec`.
+    fn read_readme_with(&self, extra: &[&str]) -> ((bool, String), String) {
         let calls = self.ws.path().join("calls.json");
         let target = self.ws.path().join("readme");
         let call = json!({"toolCalls": [{"id": "1", "name": "probe",
             "arguments": {"action": "read", "target": target}}]});
         std::fs::write(&calls, call.to_string()).unwrap();
         let cwd = self.ws.path().to_string_lossy().into_owned();
-        let args = [
+        let cache = self.cache();
+        let mut args = vec![
             "exec",
             calls.to_str().unwrap(),
             "--json",
             "--cwd",
             &cwd,
             "--cache-dir",
-            &self.cache(),
+            &cache,
         ];
+        args.extend_from_slice(extra);
         let out = self.run(&args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let end: Value = String::from_utf8(out.stdout)
@@ -192,6 +199,9 @@ fn an_added_plugin_runs_with_what_was_granted_and_is_held_once_it_changes() {
         stderr.contains("toolwright plugins approve toolwright-test-probe"),
         "{stderr}"
     );
+    assert!(stderr.contains("toolwright: held: "), "{stderr}");
+    // Held is not missing: its policy section is no stray (the held line says why it does not run).
+    assert!(!stderr.contains("no plugin loaded is named"), "{stderr}");
     assert!(!user.mcp_tools().contains(&"probe".to_owned()));
     // With auto-approve = "same-surface" it runs, with its grant.
     let mut with_auto = std::fs::read_to_string(user.policy()).unwrap();
@@ -240,6 +250,12 @@ fn an_added_plugin_runs_with_what_was_granted_and_is_held_once_it_changes() {
     ]);
     assert!(
         approved.contains("changed: tool `probe`'s description changed"),
+        "{approved}"
+    );
+    // It names what stays granted (the grant stays: an approval never takes one back).
+    assert!(
+        approved.contains("granted: read files below . (as before)")
+            && !approved.contains("granted: nothing"),
         "{approved}"
     );
     assert!(user.listing().status.success());
@@ -548,7 +564,17 @@ fn a_plugin_from_a_real_registry_is_installed_pinned_and_held_after_a_release_th
         "--cache-dir",
         &cache,
     ]);
-    assert!(approved.contains("granted: nothing"), "{approved}");
+    // What was granted stays granted (release 1's `read /`), and the approval says so; the new requests are not
+    // granted.
+    assert!(
+        approved.contains("granted: read files below / (as before)")
+            && !approved.contains("granted: nothing"),
+        "{approved}"
+    );
+    assert!(
+        !approved.contains("granted: write files below ./out"),
+        "{approved}"
+    );
     let lock = std::fs::read_to_string(user.lockfile()).unwrap();
     assert!(
         lock.contains(&format!("resolved = \"sha256:{second_digest}\"")),
@@ -1232,4 +1258,259 @@ fn what_a_plugin_says_of_itself_is_shown_escaped_by_add_and_by_the_listing() {
             "{text:?}"
         );
     }
+}
+
+/// A plugin project `toolwright dev` builds: its `build.sh` copies the plugin file that `src/which` names, so
+/// editing `src/which` is editing the plugin (a real project's build is too slow for a test on two cores; the
+/// templates' builds are `cli_new`'s). It lives below the target directory: outside the workspace and the
+/// temporary directory, which the built-in tools may write.
+struct DevProject {
+    dir: tempfile::TempDir,
+}
+
+impl DevProject {
+    fn new(first: &Path) -> DevProject {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let root = dir.path();
+        write_file(
+            root,
+            "Cargo.toml",
+            "[package]\nname = \"toolwright-test-probe\"\n",
+        );
+        let build = write_file(
+            root,
+            "build.sh",
+            "#!/bin/sh\nset -e\ncp \"$(cat src/which)\" toolwright_test_probe.wasm\necho built\n",
+        );
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&build, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_file(root, ".gitignore", "/*.wasm\n");
+        std::fs::create_dir(root.join("src")).unwrap();
+        let project = DevProject { dir };
+        project.edit(first);
+        project
+    }
+
+    /// Edit the plugin: its build now produces `next`.
+    fn edit(&self, next: &Path) {
+        std::fs::write(self.dir.path().join("src/which"), next.to_str().unwrap()).unwrap();
+    }
+}
+
+/// `toolwright dev PROJECT` as `user`, in the workspace `cwd`, its temporary directory in the user's home.
+fn dev_command(user: &User, project: &Path, cwd: &Path, extra: &[&str]) -> Command {
+    let tmp = user.home.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"));
+    command
+        .arg("dev")
+        .arg(project)
+        .arg("--cwd")
+        .arg(cwd)
+        .args(["--cache-dir", &user.cache()])
+        .args(extra)
+        .env("HOME", user.home.path())
+        .env("XDG_CONFIG_HOME", user.home.path().join(".config"))
+        .env("TMPDIR", &tmp);
+    command
+}
+
+/// The description of the `probe` tool `mcp` lists (none: not listed), asking with request `id`.
+fn probe_description(mcp: &mut toolwright_tests::mcp::StdioServer, id: i64) -> Option<String> {
+    mcp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+    mcp.response(id)["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "probe")
+        .map(|t| t["description"].as_str().unwrap().to_owned())
+}
+
+/// Ask for the tools (request ids from `*id` on) until the `probe` tool's description is `until`; fails after a
+/// minute.
+fn wait_for_probe(mcp: &mut toolwright_tests::mcp::StdioServer, id: &mut i64, until: Option<&str>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        *id += 1;
+        let now = probe_description(mcp, *id);
+        if now.as_deref() == until {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the probe's description stayed {now:?}, not {until:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+const PROBE_SAYS: &str = "Try to cross a sandbox boundary.";
+const IMPOSTOR_SAYS: &str = "Read a file, claiming to be the probe.";
+
+#[test]
+fn editing_a_plugin_under_dev_runs_the_new_code_with_no_other_command() {
+    // Not installed: the dev build is an unknown plugin, granted what the user's own [plugins.NAME] says.
+    let user = User::new();
+    std::fs::create_dir_all(user.config()).unwrap();
+    write_file(
+        &user.config(),
+        "toolwright.toml",
+        "[plugins.toolwright-test-probe]\nread = [\"/\"]\n",
+    );
+    let project = DevProject::new(Path::new(PROBE));
+    let readme = user.ws.path().join("readme");
+    let read = json!({"action": "read", "target": readme});
+    let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut dev_command(
+        &user,
+        project.dir.path(),
+        user.ws.path(),
+        &[],
+    ));
+    assert_eq!(mcp.run(1, "probe", read.clone()), (false, "read 5 bytes".into()));
+
+    // The edit: the build now makes another plugin of the name. No other command.
+    project.edit(Path::new(IMPOSTOR));
+    let mut id = 10;
+    wait_for_probe(&mut mcp, &mut id, Some(IMPOSTOR_SAYS));
+    assert!(mcp.told_tools_changed(), "{:?}", mcp.notifications);
+    assert_eq!(
+        mcp.run(100, "probe", read.clone()),
+        (false, "the impostor read 5 bytes".into())
+    );
+
+    // A build that fails leaves the last good one served.
+    project.edit(&user.home.path().join("missing.wasm"));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(
+        mcp.run(101, "probe", read),
+        (false, "the impostor read 5 bytes".into())
+    );
+}
+
+#[test]
+fn a_dev_build_runs_ahead_of_the_installed_plugin_under_its_approved_grants_and_no_other_file_does() {
+    let user = User::new();
+    let source = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &source).unwrap();
+    add(&user, &source, &["--grant", "read=."]);
+    let lock = std::fs::read_to_string(user.lockfile()).unwrap();
+    // A rebuild: another file with the installed plugin's name, which `exec` would hold.
+    let mut rebuilt = std::fs::read(PROBE).unwrap();
+    rebuilt.extend_from_slice(&custom_section("toolwright-test", b"rebuilt"));
+    let rebuilt_file = write_bytes(user.home.path(), "rebuilt.wasm", &rebuilt);
+    let project = DevProject::new(&rebuilt_file);
+    // A --plugins directory anyone may drop a plugin into while dev serves.
+    let dropped = tempfile::tempdir().unwrap();
+    let drop_dir = dropped.path().to_str().unwrap().to_owned();
+    let mut mcp = toolwright_tests::mcp::StdioServer::start_with(&mut dev_command(
+        &user,
+        project.dir.path(),
+        user.ws.path(),
+        &["--plugins", &drop_dir],
+    ));
+    let readme = user.ws.path().join("readme");
+    let read = json!({"action": "read", "target": readme});
+    // The dev build runs in the installed plugin's place, with its grant, with no update or approve.
+    assert_eq!(mcp.run(1, "probe", read.clone()), (false, "read 5 bytes".into()));
+
+    // Another plugin under the name, dropped into a plugin directory: shadowed, it never runs.
+    std::fs::copy(IMPOSTOR, dropped.path().join("impostor.wasm")).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let mut id = 10;
+    wait_for_probe(&mut mcp, &mut id, Some(PROBE_SAYS));
+    assert_eq!(mcp.run(2, "probe", read.clone()), (false, "read 5 bytes".into()));
+
+    // The dev build asks for more than the installed plugin was approved for (the impostor reads `/`): the new
+    // code runs, without the grant.
+    project.edit(Path::new(IMPOSTOR));
+    wait_for_probe(&mut mcp, &mut id, Some(IMPOSTOR_SAYS));
+    let (is_error, text) = mcp.run(3, "probe", read.clone());
+    assert!(is_error && !text.contains("the impostor read"), "{text}");
+
+    // Back to a build within the grant; then another file put where the dev build is loaded from (the
+    // temporary directory, which tools may write): not the file the build wrote, so nothing runs from it.
+    project.edit(&rebuilt_file);
+    wait_for_probe(&mut mcp, &mut id, Some(PROBE_SAYS));
+    assert_eq!(mcp.run(4, "probe", read.clone()), (false, "read 5 bytes".into()));
+    let staged: Vec<PathBuf> = walk(&user.home.path().join("tmp"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "toolwright_test_probe.wasm"))
+        .collect();
+    assert_eq!(staged.len(), 2, "the last two builds: {staged:?}");
+    let mut swapped = std::fs::read(PROBE).unwrap();
+    swapped.extend_from_slice(&custom_section("toolwright-test", b"swapped"));
+    for file in &staged {
+        std::fs::write(file, &swapped).unwrap();
+    }
+    wait_for_probe(&mut mcp, &mut id, None);
+    mcp.call(5, "probe", read);
+    let answer = mcp.response(5);
+    assert_eq!(answer["error"]["message"], "Tool probe not found", "{answer}");
+    drop(mcp);
+
+    // `exec --dev` runs one batch with a build of the project, the same way.
+    let ((is_error, text), stderr) = user.read_readme_with(&["--dev", project.dir.path().to_str().unwrap()]);
+    assert_eq!((is_error, text.as_str()), (false, "read 5 bytes"), "{stderr}");
+    assert!(
+        stderr.contains("plugin `toolwright-test-probe` is shadowed by its dev build"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("skipped"), "{stderr}");
+    // `--plugins` instead: the installed plugin runs, and the line that says so names the way to the build.
+    let ((_, text), stderr) = user.read_readme_with(&["--plugins", project.dir.path().to_str().unwrap()]);
+    assert_eq!(text, "read 5 bytes");
+    assert!(
+        stderr.contains("is already loaded from") && stderr.contains("toolwright exec --dev DIR"),
+        "{stderr}"
+    );
+
+    // Nothing was approved on the way: the installed plugin and its approval are as they were.
+    assert_eq!(std::fs::read_to_string(user.lockfile()).unwrap(), lock);
+    assert_eq!(
+        std::fs::read(user.installed()).unwrap(),
+        std::fs::read(PROBE).unwrap()
+    );
+    assert_eq!(user.read_readme().0, (false, "read 5 bytes".into()));
+}
+
+#[test]
+fn dev_refuses_a_workspace_where_the_tools_may_write_the_project() {
+    let user = User::new();
+    let project = DevProject::new(Path::new(PROBE));
+    let inside = project.dir.path().to_str().unwrap().to_owned();
+    let out = dev_command(&user, project.dir.path(), project.dir.path(), &[])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "the built-in tools may write {inside}, and so the plugin project"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--tools-may-edit"), "{stderr}");
+    // Nothing was built.
+    assert!(!project.dir.path().join("toolwright_test_probe.wasm").exists());
+}
+
+fn write_bytes(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

@@ -3,6 +3,7 @@
 mod audit;
 mod cache;
 mod check;
+mod dev;
 mod exec;
 mod install;
 mod mcp;
@@ -62,6 +63,10 @@ enum Command {
     /// Serve the active tools over the Model Context Protocol on stdin/stdout, or on streamable HTTP with `--http`
     /// (logs go to stderr).
     Mcp(mcp::McpArgs),
+    /// Develop a plugin: build the plugin project in DIR (default: here), serve it over MCP as `mcp` does, ahead
+    /// of the installed plugin of its name and under that plugin's grants, and build and reload it whenever its
+    /// sources change (no `plugins update` or `approve` per rebuild).
+    Dev(dev::DevArgs),
 }
 
 /// Where the tools come from; shared by the commands that run or list tools.
@@ -109,6 +114,9 @@ pub struct ToolArgs {
     /// Do not read the default MCP configuration files (the user's and the project's).
     #[arg(long)]
     no_default_mcp: bool,
+    /// The build `toolwright dev` serves (set by `dev`, not an option).
+    #[arg(skip)]
+    dev: Option<toolwright::toolset::DevBuild>,
 }
 
 fn parse_exposure(text: &str) -> Result<(String, toolwright::Exposure), String> {
@@ -150,6 +158,7 @@ impl ToolArgs {
             options.mcp_project = false;
         }
         options.mcp_files.extend(self.mcp_configs.iter().cloned());
+        options.dev = self.dev.clone();
         options
     }
 
@@ -196,14 +205,31 @@ impl ToolArgs {
     }
 }
 
+/// What a plugin left out of the toolset is, for the head of its line: `held: ` until approved, nothing for one
+/// shadowed by its dev build (which runs in its place, as asked), `skipped: ` for the rest.
+pub fn error_head(error: &toolwright::toolset::LoadError) -> &'static str {
+    use toolwright::toolset::LoadError;
+    use toolwright::trust::TrustError;
+    match error {
+        LoadError::Trust(TrustError::Held { .. }) => "held: ",
+        LoadError::Trust(TrustError::Shadowed { .. }) => "",
+        _ => "skipped: ",
+    }
+}
+
 /// Policy sections for a plugin name that no loaded plugin has, each with the nearest name.
 pub fn policy_warnings(toolset: &toolwright::toolset::Toolset) -> Vec<String> {
-    // A plugin compiling in the background is loaded as far as its policy section goes.
+    // A plugin compiling in the background is loaded as far as its policy section goes; one trust left out (held
+    // since it changed, shadowed by its dev build, …) is there, and its own line says why it does not run.
     let loaded: Vec<&str> = toolset
         .plugins
         .iter()
         .map(|p| p.metadata.name.as_str())
         .chain(toolset.deferred.iter().map(|d| d.name.as_str()))
+        .chain(toolset.errors.iter().filter_map(|e| match e {
+            toolwright::toolset::LoadError::Trust(e) => e.name(),
+            toolwright::toolset::LoadError::Plugin(_) => None,
+        }))
         .collect();
     let sections = toolset
         .policy
@@ -324,7 +350,7 @@ impl ToolArgs {
         {
             let toolset = session.toolset();
             for error in toolset.errors.iter().filter(|e| e.path().is_none_or(reported)) {
-                eprintln!("toolwright: skipped: {error}");
+                eprintln!("toolwright: {}{error}", error_head(error));
             }
             if only.is_none() {
                 for warning in self.warnings(toolset) {
@@ -495,6 +521,7 @@ pub fn main() -> ExitCode {
         Command::Prompt(args) => registry::prompt(args),
         Command::Declarations(args) => registry::declarations(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::Dev(args) => dev::run(args),
         Command::McpServers(args) => mcp_servers::run(args),
         Command::Check(args) => check::run(args),
         Command::New(args) => new::run(args),

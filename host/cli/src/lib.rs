@@ -7,7 +7,7 @@
 //! ## Map
 //!
 //! - `cli`: the arguments (clap) and the dispatch to one module per command: `exec` (a batch of tool calls),
-//!   `mcp` (the MCP server), `plugins` (what is loaded, granted and refused) with `install` (`plugins add |
+//!   `mcp` (the MCP server), `dev` (a plugin project built, served by `mcp` and rebuilt on change), `plugins` (what is loaded, granted and refused) with `install` (`plugins add |
 //!   approve | update | remove | publish`, through `oci` for registries) and `check` (one plugin file), `registry`
 //!   (`tools`, `prompt`, `declarations`), `audit`, `trust`, `cache`, `new`, `wit`.
 //!

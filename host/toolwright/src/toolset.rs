@@ -11,11 +11,15 @@
 //! - `builtins`: the policy in force and the built-ins' grants, native and wasm.
 //! - `plugins` (feature `wasm`): the plugin files found and loaded, some compiling in the `background`
 //!   ([`Deferred`]).
+//! - `dev` (feature `wasm`): the build of the plugin project `toolwright dev` serves ([`DevBuild`]), loaded ahead
+//!   of the installed plugin of its name, under that plugin's approved grants ([`dev_grants`]).
 //! - Trust (identity, lockfile, approvals, project trust) is [`crate::trust`]'s; this module asks it.
 
 #[cfg(feature = "wasm")]
 mod background;
 mod builtins;
+#[cfg(feature = "wasm")]
+mod dev;
 #[cfg(all(feature = "wasm", feature = "mcp"))]
 pub mod mcp;
 mod options;
@@ -30,7 +34,9 @@ use std::sync::Arc;
 pub use background::{Deferred, must_wait};
 #[cfg(feature = "wasm")]
 use builtins::{BuiltinGrants, load_policy_trusted, native_builtins_granted};
-pub use builtins::{load_policy, native_builtins, network_summary, sandbox_summary};
+pub use builtins::{builtin_write_dirs, load_policy, native_builtins, network_summary, sandbox_summary};
+#[cfg(feature = "wasm")]
+pub use dev::{DevBuild, dev_grants};
 #[cfg(all(feature = "wasm", feature = "mcp"))]
 pub use mcp::{McpClients, McpLoad, project_mcp_files, user_mcp_files};
 pub use options::{BuiltinMode, ToolsetOptions, audit_logs, project_plugin_dir, user_plugin_dir};
@@ -262,7 +268,7 @@ impl Toolset {
             pin: PinStatus::Unpinned,
         };
         let decided = self
-            .check_trust(&plugin, &identity)
+            .check_trust(options, &plugin, &identity)
             .and_then(|()| self.decide_grants(options, host, builtin_section, &plugin, &mut identity));
         match decided {
             Ok((grants, granted_words)) => {
@@ -278,9 +284,30 @@ impl Toolset {
     /// Checking trust: a plugin that no longer matches its approval in toolwright.lock does not run at all,
     /// neither its tools nor its hooks (a changed handler could rewrite calls); the error says what changed. The
     /// wasm built-ins are the host's own.
-    fn check_trust(&mut self, plugin: &Plugin, identity: &PluginIdentity) -> Result<(), TrustError> {
+    fn check_trust(
+        &mut self,
+        options: &ToolsetOptions,
+        plugin: &Plugin,
+        identity: &PluginIdentity,
+    ) -> Result<(), TrustError> {
         if identity.location == PluginLocation::Builtin {
             return Ok(());
+        }
+        if identity.location == PluginLocation::Dev {
+            // Its approval is the user's choice of the project, for the one file its build wrote.
+            return match &options.dev {
+                Some(dev) if dev.sha256 == identity.sha256 => Ok(()),
+                _ => Err(TrustError::NotDevBuild {
+                    path: plugin.path.clone(),
+                    project: options
+                        .dev
+                        .as_ref()
+                        .map(|d| d.project.clone())
+                        .unwrap_or_default(),
+                    found: identity.sha256.clone(),
+                    built: options.dev.as_ref().map(|d| d.sha256.clone()).unwrap_or_default(),
+                }),
+            };
         }
         let same_surface = self.policy.auto_approve == Some(crate::policy::AutoApprove::SameSurface);
         // The pin `plugins add` wrote is the lockfile's digest: what the lockfile approves by itself, the pin does
@@ -345,16 +372,33 @@ impl Toolset {
     ) -> Result<(WasmGrants, Vec<String>), TrustError> {
         let cwd = toolwright_sdk::paths::normalize(&options.cwd.to_string_lossy());
         let name = &plugin.metadata.name;
-        let entry = identity::policy_for(&self.policy, name, identity.location);
-        identity.pin = identity::pin_status(entry.as_ref(), &identity.sha256);
-        let effective = identity::grants_for(
-            name,
-            &plugin.metadata.capabilities,
-            &self.policy,
-            identity,
-            &cwd,
-            host.home.as_deref(),
-        );
+        let effective = if identity.location == PluginLocation::Dev {
+            // The installed plugin of its name, as the trusted lockfile approved it.
+            let installed = self
+                .locks
+                .for_location(PluginLocation::User)
+                .and_then(|(_, lock)| lock.plugins.get(name));
+            dev_grants(
+                name,
+                &plugin.metadata.capabilities,
+                &self.policy,
+                installed,
+                &identity.sha256,
+                &cwd,
+                host.home.as_deref(),
+            )
+        } else {
+            let entry = identity::policy_for(&self.policy, name, identity.location);
+            identity.pin = identity::pin_status(entry.as_ref(), &identity.sha256);
+            identity::grants_for(
+                name,
+                &plugin.metadata.capabilities,
+                &self.policy,
+                identity,
+                &cwd,
+                host.home.as_deref(),
+            )
+        };
         // Directories that do not exist are not mapped (nor given to the plugin's programs).
         let mut existing = effective.clone();
         existing.dirs.retain(|d| d.path.is_dir());

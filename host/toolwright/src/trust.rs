@@ -85,7 +85,10 @@ impl Subject for crate::wasm::Plugin {
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
     /// Another plugin already has this name.
-    #[error("{path}: a plugin named `{name}` is already loaded from {other}")]
+    #[error(
+        "{path}: a plugin named `{name}` is already loaded from {other}; this one is skipped (a plugin project's \
+         build runs in an installed plugin's place under `toolwright dev DIR` or `toolwright exec --dev DIR`)"
+    )]
     NameClash {
         /// The file.
         path: PathBuf,
@@ -127,6 +130,34 @@ pub enum TrustError {
         /// The lockfile that records the approval.
         lockfile: PathBuf,
     },
+    /// The plugin project `toolwright dev` builds has a plugin of this name: its build runs in this one's place
+    /// (under this one's approved grants when it is installed), and this one is not loaded.
+    #[error(
+        "{path}: plugin `{name}` is shadowed by its dev build {build} (toolwright dev), which runs in its place"
+    )]
+    Shadowed {
+        /// The shadowed plugin's file.
+        path: PathBuf,
+        /// The name both have.
+        name: String,
+        /// The dev build's file.
+        build: PathBuf,
+    },
+    /// The file at the dev build's path is not the file the build wrote (its digest differs): it is not loaded.
+    #[error(
+        "{path}: this is not the file the dev build of {project} wrote (its SHA-256 is {found}, the build's was \
+         {built}); it is not loaded"
+    )]
+    NotDevBuild {
+        /// The file.
+        path: PathBuf,
+        /// The plugin project.
+        project: PathBuf,
+        /// The digest of the file found (lower-case hex).
+        found: String,
+        /// The digest of the file the build wrote.
+        built: String,
+    },
     /// A directory grant would let a third-party plugin write what Toolwright trusts: compiled code that runs
     /// outside the sandbox, the plugin files it loads, or the policy and lockfile that decide grants.
     #[error(
@@ -154,7 +185,21 @@ impl TrustError {
             TrustError::NameClash { path, .. }
             | TrustError::NameTaken { path, .. }
             | TrustError::Held { path, .. }
-            | TrustError::GrantCovers { path, .. } => path,
+            | TrustError::GrantCovers { path, .. }
+            | TrustError::Shadowed { path, .. }
+            | TrustError::NotDevBuild { path, .. } => path,
+        }
+    }
+
+    /// The name of the plugin it is about (none when the file is not the one it claims to be).
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            TrustError::NameClash { name, .. }
+            | TrustError::NameTaken { name, .. }
+            | TrustError::Held { name, .. }
+            | TrustError::GrantCovers { name, .. }
+            | TrustError::Shadowed { name, .. } => Some(name),
+            TrustError::NotDevBuild { .. } => None,
         }
     }
 }

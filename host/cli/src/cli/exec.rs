@@ -40,6 +40,10 @@ pub struct ExecArgs {
     /// `audit = "FILE"`); `toolwright audit` prints it.
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
+    /// Build the plugin project in DIR (its `build.sh`) and run its build ahead of the installed plugin of its
+    /// name, under that plugin's approved grants, as `toolwright dev` does (no `plugins update` or `approve`).
+    #[arg(long, value_name = "DIR")]
+    dev: Option<PathBuf>,
     #[command(flatten)]
     tools: super::ToolArgs,
 }
@@ -55,7 +59,7 @@ struct CallsFile {
     stop_reason: Option<StopReason>,
 }
 
-pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: ExecArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.calls)
         .with_context(|| format!("cannot read the calls file {}", args.calls.display()))?;
     let file: CallsFile = serde_json::from_str(&text)
@@ -69,6 +73,15 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let message = AssistantMessage {
         tool_calls: file.tool_calls,
         stop_reason: file.stop_reason.unwrap_or_default(),
+    };
+    // The build's directory lives as long as the batch.
+    let _dev = match &args.dev {
+        Some(dir) => {
+            let (build, staged) = super::dev::build_once(dir, args.tools.cache_dir.clone())?;
+            args.tools.dev = Some(build);
+            Some(staged)
+        }
+        None => None,
     };
     let audit_log = args.audit_log.as_deref();
     let mut session = args.tools.session_in_background(&cwd, mode, audit_log)?;

@@ -555,29 +555,65 @@ fn record(
     done: &str,
 ) -> anyhow::Result<()> {
     let mut document = policy_document(&target.policy)?;
+    let kept = section_grants(&document, name);
     grant_and_pin(&mut document, name, granted, &entry.sha256);
     save_policy(&target.policy, &document)?;
     writeln!(out, "{done}")?;
-    report_grants(out, granted, target, &entry)?;
+    report_grants(out, &kept, granted, target, &entry)?;
     lock.plugins.insert(name.to_owned(), entry);
     lock.save(&target.lock)?;
     Ok(())
 }
 
+/// What `[plugins.NAME]` of `document` grants already (each entry of its `read`, `write`, `spawn`, `env` and
+/// `network` lists).
+fn section_grants(document: &toml_edit::DocumentMut, name: &str) -> Vec<Capability> {
+    let Some(table) = document
+        .get("plugins")
+        .and_then(|p| p.get(name))
+        .and_then(toml_edit::Item::as_table_like)
+    else {
+        return Vec::new();
+    };
+    let mut grants = Vec::new();
+    for key in ["read", "write", "spawn", "env", "network"] {
+        let Some(array) = table.get(key).and_then(toml_edit::Item::as_array) else {
+            continue;
+        };
+        for value in array.iter() {
+            // A spawn rule with arguments is a table: shown as written.
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string().trim().to_owned(), str::to_owned);
+            if let Ok(capability) = parse_grant(&format!("{key}={text}")) {
+                grants.push(capability);
+            }
+        }
+    }
+    grants
+}
+
+/// The grants after an approval: those `kept` from before (an approval never takes one back), then those
+/// `granted` now.
 fn report_grants(
     out: &mut impl Write,
+    kept: &[Capability],
     granted: &[Capability],
     target: &Target,
     entry: &LockEntry,
 ) -> std::io::Result<()> {
-    if granted.is_empty() {
+    let new: Vec<&Capability> = granted.iter().filter(|c| !kept.contains(c)).collect();
+    if kept.is_empty() && new.is_empty() {
         writeln!(
             out,
             "granted: nothing (grant later with --grant, or edit {})",
             target.policy.display()
         )?;
     }
-    for c in granted {
+    for c in kept {
+        writeln!(out, "granted: {} (as before)", escape(&c.describe()))?;
+    }
+    for c in new {
         writeln!(out, "granted: {}", escape(&c.describe()))?;
     }
     writeln!(

@@ -17,7 +17,7 @@ use toolwright::toolset::{Toolset, ToolsetOptions};
 pub struct McpArgs {
     /// The workspace the tools work in (default: the current directory).
     #[arg(long)]
-    cwd: Option<PathBuf>,
+    pub(super) cwd: Option<PathBuf>,
     /// How often to look for plugin files added, changed or removed, in milliseconds (0: never).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     watch_plugins: u64,
@@ -57,8 +57,11 @@ pub struct McpArgs {
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
     #[command(flatten)]
-    tools: super::ToolArgs,
+    pub(super) tools: super::ToolArgs,
 }
+
+/// How often `toolwright dev`'s server looks for a new build, in milliseconds.
+const DEV_WATCH_MS: u64 = 200;
 
 /// The plugin files, the policy files and the lockfiles beside them (an approval, a changed grant), the user's
 /// trusted projects and the MCP configuration files, with their sizes and modification times: a change of any is a reason to reload.
@@ -158,6 +161,16 @@ fn shutdown_on_signals(
 }
 
 pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
+    serve(args, None)
+}
+
+/// Serve as `toolwright mcp` does; with `dev` (`toolwright dev`), its latest build is loaded ahead of the plugin
+/// directories and a new one reloads the plugins, whatever `--watch-plugins` says.
+pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Result<ExitCode> {
+    if dev.is_some() {
+        args.watch_plugins = DEV_WATCH_MS;
+    }
+    args.tools.dev = dev.as_ref().map(super::dev::Builds::current);
     let http = match args.http {
         Some(addr) => Some((addr, http_options(&args, addr)?)),
         None => None,
@@ -175,7 +188,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.tools.session(&cwd, mode, audit_log)?
     };
-    let options = session.options().clone();
+    let mut options = session.options().clone();
     let exposures = args.tools.expose.clone();
     let mut seen = fingerprint(&options);
     // The plugins compiling in the background, as of the last load: a call that must wait for them
@@ -205,6 +218,10 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     // changed, and their tools with it.
     let mut servers_changed = session.toolset().mcp.servers.as_ref().map(|s| s.changes());
     let reload: toolwright::mcp::Reload = Box::new(move || {
+        // A new dev build is a new file: the fingerprint changes with it.
+        if let Some(dev) = &dev {
+            options.dev = Some(dev.current());
+        }
         let now = fingerprint(&options);
         let compiled = lock(&compiling)
             .iter()
@@ -229,7 +246,11 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
             }
         };
         for error in &toolset.errors {
-            tracing::warn!("skipped: {error}");
+            match super::error_head(error) {
+                // The dev build runs in its place, as asked.
+                "" => tracing::debug!("{error}"),
+                head => tracing::warn!("{head}{error}"),
+            }
         }
         *lock(&compiling) = toolset.deferred.clone();
         // A tool named by --expose may be gone with its plugin: nothing to do for it then.

@@ -272,7 +272,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     for error in &toolset.errors {
-        writeln!(out, "skipped: {}", escape(&error.to_string()))?;
+        writeln!(out, "{}{}", super::error_head(error), escape(&error.to_string()))?;
     }
     for problem in &problems {
         writeln!(out, "problem: {}", escape(problem))?;

@@ -137,7 +137,42 @@ pub(crate) fn trusted_paths(options: &ToolsetOptions, policy: &Policy) -> Vec<(P
     for file in &options.mcp_files {
         paths.push((file.clone(), "an MCP configuration file"));
     }
+    // `toolwright dev` runs the project's build outside the sandbox at every change.
+    #[cfg(feature = "wasm")]
+    if let Some(dev) = &options.dev {
+        if dev.guarded {
+            paths.push((dev.project.clone(), "the plugin project `toolwright dev` builds"));
+        }
+        if let Some(dir) = dev.file.parent() {
+            paths.push((dir.to_owned(), "the dev build's directory"));
+        }
+    }
     paths
+}
+
+/// Where the built-in tools may write under `policy`: the write grants of its `[builtins]` section (else the
+/// workspace), and, unless its sandbox is `read-only`, the temporary directories bash's programs write. `None`
+/// when bash's programs run unconfined (`sandbox = "off"`): anywhere the user can.
+pub fn builtin_write_dirs(options: &ToolsetOptions, policy: &Policy) -> Option<Vec<PathBuf>> {
+    let section = policy.builtins.as_ref();
+    let mode = section.and_then(|s| s.sandbox).unwrap_or_default();
+    if mode == SandboxMode::Off {
+        return None;
+    }
+    let host = HostEnv::current();
+    let mut dirs: Vec<PathBuf> = match section.filter(|s| s.replaces_builtin_defaults()) {
+        Some(section) => BuiltinGrants::open(section, &options.cwd, &host)
+            .dirs
+            .into_iter()
+            .filter(|g| g.write)
+            .map(|g| g.path)
+            .collect(),
+        None => vec![options.cwd.clone()],
+    };
+    if mode != SandboxMode::ReadOnly {
+        dirs.extend([host.temp_dir, PathBuf::from("/dev/shm")]);
+    }
+    Some(dirs)
 }
 
 /// The built-ins' sandbox under `policy`'s `[builtins]` section (its `sandbox` mode and `secrets`), over the

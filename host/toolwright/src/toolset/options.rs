@@ -72,6 +72,10 @@ pub struct ToolsetOptions {
     /// `mcp`).
     #[cfg(all(feature = "wasm", feature = "mcp"))]
     pub mcp: super::McpClients,
+    /// The build of the plugin project `toolwright dev` serves, loaded before every plugin directory and in the
+    /// place of any other plugin of its name (feature `wasm`; see [`DevBuild`](super::DevBuild)).
+    #[cfg(feature = "wasm")]
+    pub dev: Option<super::DevBuild>,
     /// The MCP server `toolwright mcp-servers approve` is approving: it is started even when it is another
     /// program than the one its pin names (every other such server is held, not started).
     pub mcp_approving: Option<String>,
@@ -118,6 +122,8 @@ impl ToolsetOptions {
             mcp_project: false,
             #[cfg(all(feature = "wasm", feature = "mcp"))]
             mcp: super::McpClients::default(),
+            #[cfg(feature = "wasm")]
+            dev: None,
             mcp_approving: None,
         }
     }
@@ -146,13 +152,14 @@ pub(super) fn needs_project_trust(options: &ToolsetOptions) -> bool {
 
 #[cfg(feature = "wasm")]
 impl ToolsetOptions {
-    /// The `.wasm` files of the plugin directories in load order (the project's directory first, then the
-    /// trusted ones in order; files by name), each with where it was found.
+    /// The `.wasm` files of the plugin directories in load order (the dev build first, the project's directory
+    /// next, then the trusted ones in order; files by name), each with where it was found.
     pub fn plugin_files(&self) -> Vec<(PathBuf, PluginLocation)> {
         let user = user_plugin_dir();
         let same = |a: &Path, b: &Path| {
             a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
         };
+        let dev = self.dev.iter().map(|d| (d.file.clone(), PluginLocation::Dev));
         let mut dirs: Vec<(&Path, PluginLocation)> = Vec::new();
         if let Some(project) = &self.project_plugin_dir
             && !self.plugin_dirs.iter().any(|d| same(d, project))
@@ -166,13 +173,12 @@ impl ToolsetOptions {
             };
             dirs.push((dir, location));
         }
-        dirs.into_iter()
-            .flat_map(|(dir, location)| {
-                PluginHost::discover(&[dir.to_owned()])
-                    .into_iter()
-                    .map(move |file| (file, location))
-            })
-            .collect()
+        let found = dirs.into_iter().flat_map(|(dir, location)| {
+            PluginHost::discover(&[dir.to_owned()])
+                .into_iter()
+                .map(move |file| (file, location))
+        });
+        dev.chain(found).collect()
     }
 }
 

@@ -61,7 +61,8 @@ impl Locks {
     /// The lockfile for plugins from `location`.
     pub fn for_location(&self, location: PluginLocation) -> Option<(&Path, &Lockfile)> {
         let lock = match location {
-            PluginLocation::Builtin => None,
+            // The dev build's approval is the user's choice of the project (its grants: `toolset::dev`).
+            PluginLocation::Builtin | PluginLocation::Dev => None,
             PluginLocation::Project => self.project.as_ref(),
             PluginLocation::User | PluginLocation::Cli => self.trusted.as_ref(),
         };

@@ -42,6 +42,10 @@ pub enum PluginLocation {
     Cli,
     /// The project's `<workspace>/.toolwright/plugins`: it comes with the repository, so it is untrusted.
     Project,
+    /// The build of the plugin project `toolwright dev` was given ([`crate::toolset::DevBuild`]): the file that
+    /// build wrote, by its digest. It shadows a plugin of the same name from anywhere else and runs under that
+    /// plugin's approved grants, never more.
+    Dev,
 }
 
 impl PluginLocation {
@@ -57,6 +61,7 @@ impl PluginLocation {
             PluginLocation::User => "the user's plugin directory",
             PluginLocation::Cli => "a --plugins directory",
             PluginLocation::Project => "the project's .toolwright/plugins",
+            PluginLocation::Dev => "the plugin project `toolwright dev` builds",
         }
     }
 
@@ -67,6 +72,7 @@ impl PluginLocation {
             PluginLocation::User => "user",
             PluginLocation::Cli => "cli",
             PluginLocation::Project => "project",
+            PluginLocation::Dev => "dev",
         }
     }
 }
@@ -198,7 +204,8 @@ pub fn grants_for(
     effective
 }
 
-/// Keep one plugin per name: a plugin from a trusted location wins over a project's plugin of the same name
+/// Keep one plugin per name: the dev build wins over every other plugin of its name (each is
+/// [`TrustError::Shadowed`]); a plugin from a trusted location wins over a project's plugin of the same name
 /// whatever the load order (the project's is [`TrustError::NameTaken`]); between plugins of equal trust, the
 /// first in load order wins (the later is [`TrustError::NameClash`]). The order of the kept plugins is the
 /// load order; a plugin that failed to load keeps its error.
@@ -206,7 +213,12 @@ pub fn dedupe<S: Subject, E: From<TrustError>>(
     loaded: Vec<(Result<S, E>, PluginLocation)>,
 ) -> (Vec<(S, PluginLocation)>, Vec<E>) {
     let mut trusted: HashMap<String, (PathBuf, PluginLocation)> = HashMap::new();
+    let mut dev: HashMap<String, PathBuf> = HashMap::new();
     for (plugin, location) in &loaded {
+        if let (Ok(p), PluginLocation::Dev) = (plugin, location) {
+            dev.entry(p.name().to_owned())
+                .or_insert_with(|| p.path().to_owned());
+        }
         if let (Ok(p), true) = (plugin, location.is_trusted()) {
             trusted
                 .entry(p.name().to_owned())
@@ -223,6 +235,16 @@ pub fn dedupe<S: Subject, E: From<TrustError>>(
                 continue;
             }
         };
+        if location != PluginLocation::Dev
+            && let Some(build) = dev.get(p.name())
+        {
+            errors.push(E::from(TrustError::Shadowed {
+                path: p.path().to_owned(),
+                name: p.name().to_owned(),
+                build: build.clone(),
+            }));
+            continue;
+        }
         if !location.is_trusted()
             && let Some((other, other_location)) = trusted.get(p.name())
         {
