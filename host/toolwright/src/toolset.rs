@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 #[cfg(feature = "wasm")]
-pub use background::{Deferred, must_wait};
+pub use background::{Deferred, Linking, link_in_background, must_wait};
 #[cfg(feature = "wasm")]
 use builtins::{BuiltinGrants, load_policy_trusted, native_builtins_granted};
 pub use builtins::{load_policy, native_builtins, network_summary, sandbox_summary};
