@@ -277,8 +277,24 @@ impl PluginHost {
             .map_err(|e| PluginError::Engine(e.clone()))?;
         // The grant was decided for the component that was loaded: compiled again from its file only if the
         // file still holds it.
-        let bytes = plugin.inner.source.2.map_or(Bytes::InFile, Bytes::Static);
-        self.load_on(runtime, &plugin.path, bytes, &plugin.inner.digest)
+        let digest = plugin.inner.digest;
+        let read;
+        let bytes = match plugin.inner.source.2 {
+            Some(bytes) => Bytes::Static(bytes),
+            None if runtime.cache.holds(&digest) => Bytes::InFile,
+            None => {
+                // Not compiled for this engine: compiled now, while the file still holds the component (a
+                // file changed since is refused here, not at the first call).
+                read = read_file(&plugin.path)?.0;
+                if cache::digest(&read) != digest {
+                    return Err(PluginError::Changed {
+                        path: plugin.path.clone(),
+                    });
+                }
+                Bytes::Borrowed(&read)
+            }
+        };
+        self.load_on(runtime, &plugin.path, bytes, &digest)
     }
 
     /// Load the component whose SHA-256 is `digest`: from the cache, else compiled from `bytes`, else from
