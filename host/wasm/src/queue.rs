@@ -100,9 +100,9 @@ mod tests {
         let first = queue.turn(1000, None);
         let mut threads = Vec::new();
         for size in [30u64, 10, 20] {
-            let (queue, order) = (queue.clone(), order.clone());
+            let (waiting, order) = (queue.clone(), order.clone());
             threads.push(std::thread::spawn(move || {
-                let _turn = queue.turn(size, None);
+                let _turn = waiting.turn(size, None);
                 order.lock().unwrap().push(size);
             }));
             // Each is queued before the first turn ends.
