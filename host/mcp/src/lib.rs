@@ -7,7 +7,8 @@
 //!
 //! - [`McpServer`] (this file) over a session's [`Dispatcher`]: `tools/list`, `tools/call`, `logging/setLevel`,
 //!   [`Watch`] ([`Reload`], [`Pending`]) for plugin directories that change while it serves, [`McpServeError`].
-//! - [`result`]: tools and results in the shape each protocol revision asks for (structured output).
+//! - [`result`]: tools and results in the shape each protocol revision asks for (structured output); [`texts`]:
+//!   what the server itself answers a call with.
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
 //! - [`client`]: MCP servers as tools (the client side): their configuration files and tool names, as pi reads
 //!   and names them.

@@ -551,10 +551,11 @@ impl Session {
     }
 
     /// The plugins still compiling in the background ([`ToolsetOptions::compile_in_background`]) that the batch
-    /// `message` must wait for: none when each of its calls names a built-in (`read` … `ls`) or a tool that
-    /// neither the session nor any of them has — built-ins make no calls of their own, so nothing the batch runs
-    /// can reach a plugin left out (and none is left out that would replace a tool); else all of them, so the
-    /// batch meets the tools a start with every plugin cached would load. Wait for them ([`Deferred::wait`](crate::toolset::Deferred::wait))
+    /// `message` must wait for: all of them when one is a handler (it is in every call's path); else none when
+    /// each of its calls names a built-in (`read` … `ls`) or a tool that neither the session nor any of them has —
+    /// built-ins make no calls of their own, so nothing the batch runs can reach a plugin left out (and none is
+    /// left out that would replace a tool); else all of them, so the batch meets the tools a start with every
+    /// plugin cached would load. Wait for them ([`Deferred::wait`](crate::toolset::Deferred::wait))
     /// and build the session again: the new one takes them in.
     #[cfg(feature = "wasm")]
     pub fn waits_for(&self, message: &AssistantMessage) -> &[crate::toolset::Deferred] {

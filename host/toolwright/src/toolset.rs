@@ -9,8 +9,9 @@
 //!
 //! - `options`: what to load ([`ToolsetOptions`], [`BuiltinMode`]).
 //! - `builtins`: the policy in force and the built-ins' grants, native and wasm.
-//! - `plugins` (feature `wasm`): the plugin files found and loaded, some compiling in the `background`
-//!   ([`Deferred`]).
+//! - `plugins` (feature `wasm`): the plugin files found and loaded (from their cached descriptions when they are
+//!   there), some compiling in the `background` ([`Deferred`]: left out until compiled; [`Linking`]: loaded,
+//!   their code compiled ahead of their first calls).
 //! - Trust (identity, lockfile, approvals, project trust) is [`crate::trust`]'s; this module asks it.
 
 #[cfg(feature = "wasm")]

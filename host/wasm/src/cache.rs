@@ -250,11 +250,6 @@ impl ComponentCache {
         }
     }
 
-    /// The cache's directory, if it has one.
-    pub fn dir(&self) -> Option<&Path> {
-        self.dir.as_deref()
-    }
-
     /// The component for `bytes`: from the cache when it is there, else compiled and cached. A cache that
     /// cannot be read or written is reported in the log and bypassed.
     /// `digest` is the bytes' SHA-256.

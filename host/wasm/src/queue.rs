@@ -4,10 +4,11 @@
 //! at once only make each slower; one at a time, smallest first, the small plugins of a cold start are ready in
 //! a fraction of a second instead of queuing behind a 19 MB Python component. Across processes sharing the
 //! cache, a lock file (`DIR/.compile.lock`, `flock`) keeps it one at a time, and the second process then finds
-//! the component compiled.
+//! the component compiled (it waits at most 30 s for another's compile, then compiles beside it).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// The compiles waiting for their turn in one host, and whether one is running.
 #[derive(Debug, Default)]
@@ -64,23 +65,39 @@ impl Drop for CompileTurn<'_> {
     }
 }
 
-/// The cache's lock file, opened and locked (waiting for another process's compile to end).
+/// How long a compile waits for another process's to end before it goes on without the lock: a process stopped
+/// mid-compile (`SIGSTOP`, a debugger) must not hold up every other start for good.
+const LOCK_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The cache's lock file, opened and locked (waiting for another process's compile to end, at most
+/// [`LOCK_PATIENCE`]).
 fn lock_file(dir: &Path) -> Option<std::fs::File> {
     let path: PathBuf = dir.join(LOCK_FILE);
-    let locked = std::fs::create_dir_all(dir)
-        .and_then(|()| {
-            std::fs::File::options()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-        })
-        .and_then(|file| file.lock().map(|()| file));
-    match locked {
-        Ok(file) => Some(file),
+    let opened = std::fs::create_dir_all(dir).and_then(|()| {
+        std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+    });
+    let file = match opened {
+        Ok(file) => file,
         Err(e) => {
             tracing::debug!(path = %path.display(), "compiling without the cache's lock: {e}");
-            None
+            return None;
+        }
+    };
+    let started = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Some(file),
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_PATIENCE => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                tracing::debug!(path = %path.display(), "compiling without the cache's lock: {e}");
+                return None;
+            }
         }
     }
 }
