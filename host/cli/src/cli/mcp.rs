@@ -18,8 +18,9 @@ pub struct McpArgs {
     /// The workspace the tools work in (default: the current directory).
     #[arg(long)]
     cwd: Option<PathBuf>,
-    /// How often to look for plugin files added, changed or removed, in milliseconds (0: never; then every
-    /// plugin is loaded before the server answers, and none compiles in the background).
+    /// How often to look for plugin files added, changed or removed, in milliseconds (0: never; then nothing
+    /// compiles in the background: every plugin is loaded before the server answers, those described in the
+    /// cache compiled at their first calls).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     watch_plugins: u64,
     /// How long a call waits for the plugins it needs (its own, every handler) while they compile in the
