@@ -673,8 +673,9 @@ fn an_installed_plugin_not_in_the_cache_compiles_in_the_background_and_only_batc
     let (_, stderr) = exec_logged(&user, json!({"toolCalls": [search]}), cold.path());
     assert!(stderr.contains(WAITS), "{stderr}");
 
-    // A lockfile that calls the plugin a handler (an odd one: it is none) keeps it from being left out: a handler
-    // is in every call's path. It loads before any call, and is held for the difference.
+    // A lockfile that calls the plugin a handler (an odd one: it is none) makes every batch wait for it, even one
+    // of built-ins: a handler is in every call's path. It is loaded before the batch runs, and held for the
+    // difference.
     let approved = std::fs::read_to_string(user.lockfile()).unwrap();
     assert!(approved.contains("handler = false"), "{approved}");
     std::fs::write(
@@ -684,7 +685,7 @@ fn an_installed_plugin_not_in_the_cache_compiles_in_the_background_and_only_batc
     .unwrap();
     let cold = tempfile::tempdir().unwrap();
     let (_, stderr) = exec_logged(&user, json!({"toolCalls": [ls]}), cold.path());
-    assert!(!stderr.contains(COMPILING), "{stderr}");
+    assert!(stderr.contains(COMPILING) && stderr.contains(WAITS), "{stderr}");
     assert!(stderr.contains("it is no longer a handler plugin"), "{stderr}");
     std::fs::write(user.lockfile(), approved).unwrap();
 
@@ -824,6 +825,183 @@ fn an_mcp_call_cancelled_while_it_waits_for_a_compile_leaves_the_server_serving(
     assert!(!is_error && text.contains("readme"), "{text}");
     let (is_error, text) = mcp.run(3, "probe", read);
     assert_eq!((is_error, text.as_str()), (false, "read 5 bytes"));
+}
+
+/// A user with the `guard` handler (`plugins/examples/guard`) and the probe (granted `read=.`) installed.
+fn user_with_guard_and_probe() -> User {
+    let user = User::new();
+    let (_, guard) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| *name == "toolwright-example-guard")
+        .unwrap();
+    let guard_file = user.home.path().join("guard.wasm");
+    std::fs::write(&guard_file, guard).unwrap();
+    add(&user, &guard_file, &[]);
+    let probe_file = user.home.path().join("probe.wasm");
+    std::fs::copy(PROBE, &probe_file).unwrap();
+    add(&user, &probe_file, &["--grant", "read=."]);
+    user
+}
+
+/// Compiles into `cache` held up: the cache's compile lock taken, as another process compiling would hold it,
+/// until the returned file is dropped. Compiles done ahead of need wait for it; nothing else does.
+fn compiles_held(cache: &Path) -> std::fs::File {
+    let lock = std::fs::File::create(cache.join(toolwright::wasm::COMPILE_LOCK_FILE)).unwrap();
+    lock.lock().unwrap();
+    lock
+}
+
+/// The compiled components in `cache`.
+fn compiled(cache: &Path) -> Vec<String> {
+    toolwright::wasm::cache_entries(cache)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.digest)
+        .collect()
+}
+
+/// The names `tools/list` (request `id`) gives.
+fn tool_names(mcp: &mut toolwright_tests::mcp::StdioServer, id: i64) -> Vec<String> {
+    mcp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+    mcp.response(id)["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// `toolwright mcp` for `user` on `cache`: a call waits at most a second for the plugins it needs, a listing
+/// half a second after the start.
+fn mcp_on(user: &User, cache: &Path) -> toolwright_tests::mcp::StdioServer {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"));
+    command
+        .args([
+            "mcp",
+            "--watch-plugins",
+            "50",
+            "--call-wait",
+            "1",
+            "--list-wait",
+            "500",
+        ])
+        .arg("--cache-dir")
+        .arg(cache)
+        .arg("--cwd")
+        .arg(user.ws.path())
+        .env("HOME", user.home.path())
+        .env("XDG_CONFIG_HOME", user.home.path().join(".config"));
+    toolwright_tests::mcp::StdioServer::start_with(&mut command)
+}
+
+/// Call `tool` with `args` (ids from `id` on) until it no longer answers that the plugins it waits for are
+/// still compiling (a minute at most): its (isError, text).
+fn run_once_compiled(
+    mcp: &mut toolwright_tests::mcp::StdioServer,
+    id: &mut i64,
+    tool: &str,
+    args: &Value,
+) -> (bool, String) {
+    for _ in 0..60 {
+        *id += 1;
+        let (is_error, text) = mcp.run(*id, tool, args.clone());
+        if !text.contains("still compiling") {
+            return (is_error, text);
+        }
+    }
+    panic!("{tool} still waits for its plugins after a minute");
+}
+
+#[test]
+fn a_cold_mcp_start_answers_at_once_with_a_handler_installed_and_calls_wait_for_it() {
+    let user = user_with_guard_and_probe();
+    let cold = tempfile::tempdir().unwrap();
+    let held = compiles_held(cold.path());
+    let target = user.ws.path().join("readme");
+    let read = json!({"action": "read", "target": target});
+    let delete = json!({"command": "rm -rf nothing"});
+
+    // A new machine: nothing cached. The server answers `initialize` while every compile is held up, so no
+    // compile came before it: neither the handler's (in every call's path) nor the probe's.
+    let mut mcp = mcp_on(&user, cold.path());
+    assert_eq!(compiled(cold.path()), Vec::<String>::new());
+    // The probe's tools are not known before it compiles: the listing waits a while, then lists the rest.
+    let names = tool_names(&mut mcp, 1);
+    assert!(
+        names.contains(&"ls".to_owned()) && !names.contains(&"probe".to_owned()),
+        "{names:?}"
+    );
+    // A call waits for the handler, then says what it waits for.
+    let (is_error, text) = mcp.run(2, "ls", json!({}));
+    assert!(is_error, "{text}");
+    assert!(
+        text.starts_with(
+            "The call of ls did not run: the plugins it waits for are still compiling after 1 s"
+        ) && text.contains("toolwright-example-guard"),
+        "{text}"
+    );
+    // Once compiles go on, the handler joins the calls' path, and the probe the list.
+    drop(held);
+    let mut id = 2;
+    let (is_error, text) = run_once_compiled(&mut mcp, &mut id, "bash", &delete);
+    assert_eq!(
+        (is_error, text.as_str()),
+        (true, "guard: recursive deletes are not allowed")
+    );
+    assert_eq!(
+        run_once_compiled(&mut mcp, &mut id, "probe", &read),
+        (false, "read 5 bytes".into())
+    );
+    assert!(tool_names(&mut mcp, id + 1).contains(&"probe".to_owned()));
+    drop(mcp);
+    assert_eq!(compiled(cold.path()).len(), 2);
+
+    // A cleared cache (or a new engine): the plugins' descriptions stay, so their tools are listed at once,
+    // while their code compiles (held up again, so nothing compiled before `initialize` or the listing).
+    user.ok(&["cache", "clear", "--cache-dir", cold.path().to_str().unwrap()]);
+    let held = compiles_held(cold.path());
+    let mut mcp = mcp_on(&user, cold.path());
+    assert_eq!(compiled(cold.path()), Vec::<String>::new());
+    let names = tool_names(&mut mcp, 1);
+    assert!(names.contains(&"probe".to_owned()), "{names:?}");
+    let (is_error, text) = mcp.run(2, "probe", read.clone());
+    assert!(is_error && text.contains("still compiling after 1 s"), "{text}");
+    assert!(
+        text.contains("toolwright-example-guard") && text.contains("toolwright-test-probe"),
+        "{text}"
+    );
+    drop(held);
+    let mut id = 2;
+    assert_eq!(
+        run_once_compiled(&mut mcp, &mut id, "probe", &read),
+        (false, "read 5 bytes".into())
+    );
+    let (is_error, text) = run_once_compiled(&mut mcp, &mut id, "bash", &delete);
+    assert_eq!(
+        (is_error, text.as_str()),
+        (true, "guard: recursive deletes are not allowed")
+    );
+}
+
+#[test]
+fn exec_on_a_cleared_cache_compiles_only_what_its_batch_calls() {
+    let user = user_with_guard_and_probe();
+    let cold = tempfile::tempdir().unwrap();
+    let ls = json!({"id": "l", "name": "ls", "arguments": {}});
+    let (ends, _) = exec_logged(&user, json!({"toolCalls": [ls]}), cold.path());
+    assert!(!end_text(&ends, "l").0);
+    assert_eq!(
+        compiled(cold.path()).len(),
+        2,
+        "a new machine compiles what it installed"
+    );
+    user.ok(&["cache", "clear", "--cache-dir", cold.path().to_str().unwrap()]);
+    // Described in the cache, neither plugin compiles at the start: `ls` meets the handler (compiled for it), and
+    // nothing calls the probe.
+    let (ends, stderr) = exec_logged(&user, json!({"toolCalls": [ls]}), cold.path());
+    assert!(!end_text(&ends, "l").0);
+    assert!(!stderr.contains(COMPILING), "{stderr}");
+    assert_eq!(compiled(cold.path()).len(), 1);
 }
 
 /// The impostor component with its metadata name `toolwright-test-probe` replaced by `name` (as long), as a

@@ -182,8 +182,12 @@ fn a_second_start_loads_compiled_plugins_and_their_metadata_from_the_cache() {
     assert_eq!(first.compilation, Compilation::Compiled);
     let cached = cached_components(cache.path());
     assert_eq!(cached.len(), 1, "one compiled component in the cache: {cached:?}");
-    let meta = cached[0].with_extension("meta.json");
-    assert!(meta.is_file(), "its metadata beside it");
+    let digest = &toolwright::wasm::cache_entries(cache.path()).unwrap()[0].digest;
+    let meta = cache.path().join("described").join(format!("{digest}.json"));
+    assert!(
+        meta.is_file(),
+        "its description apart from it, by its digest alone"
+    );
     // A new runtime, as a second start of the program would have.
     let second = PluginHost::new(Some(cache.path().to_path_buf()))
         .unwrap()
@@ -211,9 +215,10 @@ fn a_second_start_loads_compiled_plugins_and_their_metadata_from_the_cache() {
         .load_bytes(&path, bytes)
         .unwrap();
     assert_eq!(fourth.compilation, Compilation::Compiled);
-    // Pruning takes the metadata with the component.
+    // Clearing takes the compiled code; the description, a function of the component's bytes, stays.
     assert_eq!(toolwright::wasm::clear_cache(cache.path()).unwrap().0, 1);
-    assert!(std::fs::read_dir(cache.path()).unwrap().next().is_none());
+    assert!(toolwright::wasm::cache_entries(cache.path()).unwrap().is_empty());
+    assert!(meta.is_file());
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //!
 //! - [`McpServer`] (this file) over a session's [`Dispatcher`]: `tools/list`, `tools/call`, `logging/setLevel`,
 //!   [`Watch`] ([`Reload`], [`Pending`]) for plugin directories that change while it serves, [`McpServeError`].
-//! - [`result`]: tools and results in the shape each protocol revision asks for (structured output).
+//! - [`result`]: tools and results in the shape each protocol revision asks for (structured output); [`texts`]:
+//!   what the server itself answers a call with.
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
 //! - [`client`]: MCP servers as tools (the client side): their configuration files and tool names, as pi reads
 //!   and names them.
@@ -26,8 +27,12 @@
 //!   for a stateless HTTP request, closing its stream) aborts the call (a bash call's process group is killed).
 //! - Calls run concurrently, except that a tool whose execution mode is sequential runs alone, as pi runs a batch
 //!   that contains one.
-//! - A call that must wait for plugins still compiling in the background ([`Pending`]: one of them offers its
-//!   tool, or the tool may call others) waits for them and for the reload that takes them in, then runs.
+//! - A call that must wait for plugins still compiling in the background ([`Pending`]: a handler, one of them
+//!   offers its tool, or the tool may call others) waits for them and for the reload that takes them in, then
+//!   runs; after [`Watch::call_wait`] it is answered with an error result naming them instead.
+//! - `initialize` never waits for a compile. While plugins whose tools are not known yet compile in the
+//!   background ([`Watch::listing`]), `tools/list` waits for them until [`Watch::list_wait`] after the server
+//!   started, then lists what is loaded; the rest join with `notifications/tools/list_changed`.
 //! - When the declared tools change (`tool_search` activating a deferred tool, plugins reloaded), every connected
 //!   client is sent `notifications/tools/list_changed`.
 //!
@@ -99,8 +104,10 @@ struct Inner {
     shutdown: CancellationToken,
     /// The running calls, awaited at shutdown.
     calls: TaskTracker,
-    /// What a call waits for first, from the plugin watcher ([`Watch::pending`]).
-    pending: std::sync::OnceLock<Pending>,
+    /// What calls and listings wait for first, from the plugin watcher ([`Watch`]).
+    waits: std::sync::OnceLock<Waits>,
+    /// When the server was made: `tools/list` waits for compiles until [`Watch::list_wait`] after it.
+    started: std::time::Instant,
     /// Wakes the plugin watcher for a pass at once.
     wake: tokio::sync::Notify,
     /// The plugin watcher's passes: (started, finished); finished is `u64::MAX` once it has stopped.
@@ -116,13 +123,48 @@ pub struct Watch {
     pub interval: Duration,
     /// Asked before every call, for plugins that are still compiling.
     pub pending: Option<Pending>,
+    /// How long a call waits for them before it is answered with an error result that names them.
+    pub call_wait: Duration,
+    /// Asked before every `tools/list`, for plugins compiling whose tools are not listed yet.
+    pub listing: Option<Listing>,
+    /// Until how long after the server started a `tools/list` waits for them.
+    pub list_wait: Duration,
 }
 
-/// Asked before a call of the tool it is given: `Some(wait)` when the call must wait for plugins that are not
-/// loaded yet (compiling in the background), `wait` ending once they are (it holds no thread: a call cancelled
-/// meanwhile drops it); the server then has `reload` take them in before the call runs.
-pub type Pending =
-    Box<dyn Fn(&str) -> Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> + Send + Sync>;
+/// Plugins being compiled that something waits for: their names (for people), and a future that ends once they
+/// are compiled (it holds no thread: a call cancelled meanwhile drops it).
+pub struct Compiling {
+    /// Their names, joined.
+    pub plugins: String,
+    /// Ends once they are compiled.
+    pub ended: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+/// Asked before a call of the tool it is given: `Some` when the call must wait for plugins being compiled (a
+/// handler, the plugin of the tool, plugins not loaded yet); the server then has `reload` take them in before the
+/// call runs.
+pub type Pending = Box<dyn Fn(&str) -> Option<Compiling> + Send + Sync>;
+
+/// Asked before a `tools/list`: `Some` while plugins whose tools are not in the list yet are compiling.
+pub type Listing = Box<dyn Fn() -> Option<Compiling> + Send + Sync>;
+
+/// What calls and listings wait for, and how long ([`Watch`]).
+struct Waits {
+    pending: Option<Pending>,
+    call_wait: Duration,
+    listing: Option<Listing>,
+    list_wait: Duration,
+}
+
+/// How waiting for plugins before a call ended.
+enum Waited {
+    /// They are loaded (or there were none to wait for).
+    Ready,
+    /// The client or the shutdown cancelled the call.
+    Cancelled,
+    /// [`Watch::call_wait`] passed: the plugins still compiling.
+    TooLong(String),
+}
 
 /// Polled for the plugins' tools: `Some` with all of them when the plugin directories changed, else `None`.
 pub type Reload = Box<dyn FnMut() -> Option<Vec<toolwright_core::ToolDefinition>> + Send>;
@@ -169,7 +211,8 @@ impl McpServer {
                 next_call: std::sync::atomic::AtomicU64::new(1),
                 shutdown: CancellationToken::new(),
                 calls: TaskTracker::new(),
-                pending: std::sync::OnceLock::new(),
+                waits: std::sync::OnceLock::new(),
+                started: std::time::Instant::now(),
                 wake: tokio::sync::Notify::new(),
                 passes: tokio::sync::watch::Sender::new((0, 0)),
             }),
@@ -298,10 +341,17 @@ impl McpServer {
             reload,
             interval,
             pending,
+            call_wait,
+            listing,
+            list_wait,
         } = watch?;
-        if let Some(pending) = pending
-            && self.inner.pending.set(pending).is_err()
-        {
+        let waits = Waits {
+            pending,
+            call_wait,
+            listing,
+            list_wait,
+        };
+        if self.inner.waits.set(waits).is_err() {
             tracing::warn!("the plugins are already watched: the second watch's pending plugins are ignored");
         }
         Some(tokio::spawn(self.clone().watch(reload, interval)))
@@ -350,10 +400,15 @@ impl McpServer {
     /// Before a call of `name`: wait for the plugins it must wait for ([`Pending`]), then for a pass of the
     /// watcher begun after they were done; or, with none to wait for, for the pass under way, if any (it may be
     /// taking in a plugin this call needs: the pending plugins and the registry change together only at its
-    /// end). `false` when the client or the shutdown cancelled the wait.
-    async fn wait_for_plugins(&self, name: &str, client: &CancellationToken) -> bool {
-        let Some(pending) = self.inner.pending.get() else {
-            return true;
+    /// end). At most [`Watch::call_wait`].
+    async fn wait_for_plugins(&self, name: &str, client: &CancellationToken) -> Waited {
+        let Some(Waits {
+            pending: Some(pending),
+            call_wait,
+            ..
+        }) = self.inner.waits.get()
+        else {
+            return Waited::Ready;
         };
         let cancelled = async {
             tokio::select! {
@@ -361,19 +416,20 @@ impl McpServer {
                 () = self.inner.shutdown.cancelled() => {}
             }
         };
+        let waiting_for = Mutex::new(String::new());
         let waited = async {
             let mut passes = self.inner.passes.subscribe();
             loop {
-                if let Some(wait) = pending(name) {
+                if let Some(compiling) = pending(name) {
                     tracing::info!(
                         tool = name,
+                        plugins = %compiling.plugins,
                         "the call waits for the plugins compiling in the background"
                     );
+                    *waiting_for.lock().unwrap_or_else(|p| p.into_inner()) = compiling.plugins;
                     // A compile that panicked ended all the same: the reload reports its plugin.
-                    wait.await;
-                    let begun = passes.borrow_and_update().0;
-                    self.inner.wake.notify_one();
-                    let _ = passes.wait_for(|&(_, finished)| finished > begun).await;
+                    compiling.ended.await;
+                    self.taken_in(&mut passes).await;
                     return;
                 }
                 let (started, finished) = *passes.borrow_and_update();
@@ -384,8 +440,48 @@ impl McpServer {
             }
         };
         tokio::select! {
-            () = waited => true,
-            () = cancelled => false,
+            () = waited => Waited::Ready,
+            () = cancelled => Waited::Cancelled,
+            () = tokio::time::sleep(*call_wait) => {
+                Waited::TooLong(waiting_for.into_inner().unwrap_or_else(|p| p.into_inner()))
+            }
+        }
+    }
+
+    /// Wake the watcher and wait for a pass of it begun now: what ended compiling is then in the registry.
+    async fn taken_in(&self, passes: &mut tokio::sync::watch::Receiver<(u64, u64)>) {
+        let begun = passes.borrow_and_update().0;
+        self.inner.wake.notify_one();
+        let _ = passes.wait_for(|&(_, finished)| finished > begun).await;
+    }
+
+    /// Before a `tools/list`: while plugins whose tools are not listed yet compile ([`Listing`]), wait for them
+    /// and the pass that takes them in, until [`Watch::list_wait`] after the server started.
+    async fn wait_for_listing(&self) {
+        let Some(Waits {
+            listing: Some(listing),
+            list_wait,
+            ..
+        }) = self.inner.waits.get()
+        else {
+            return;
+        };
+        let Some(left) = list_wait.checked_sub(self.inner.started.elapsed()) else {
+            return;
+        };
+        let Some(compiling) = listing() else {
+            return;
+        };
+        tracing::info!(plugins = %compiling.plugins, "tools/list waits for the plugins compiling in the background");
+        let mut passes = self.inner.passes.subscribe();
+        let waited = async {
+            compiling.ended.await;
+            self.taken_in(&mut passes).await;
+        };
+        tokio::select! {
+            () = waited => {}
+            () = tokio::time::sleep(left) => {}
+            () = self.inner.shutdown.cancelled() => {}
         }
     }
 
@@ -445,11 +541,20 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let name = request.name.to_string();
-        if !self.wait_for_plugins(&name, &context.ct).await {
-            return Err(ErrorData::internal_error(
-                "the call was cancelled while it waited for the plugins compiling in the background",
-                None,
-            ));
+        match self.wait_for_plugins(&name, &context.ct).await {
+            Waited::Ready => {}
+            Waited::Cancelled => {
+                return Err(ErrorData::internal_error(
+                    "the call was cancelled while it waited for the plugins compiling in the background",
+                    None,
+                ));
+            }
+            Waited::TooLong(plugins) => {
+                let waited = self.inner.waits.get().map_or(0, |w| w.call_wait.as_secs());
+                return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                    texts::still_compiling(&name, &plugins, waited),
+                )]));
+            }
         }
         let tools = self.inner.dispatcher.active_tools();
         let Some(tool) = tools.iter().find(|t| t.name() == name).cloned() else {
@@ -553,6 +658,17 @@ impl McpServer {
     }
 }
 
+/// The texts the server itself answers a call with.
+pub mod texts {
+    /// A call that waited `waited` seconds for plugins still compiling (`plugins`) and did not run.
+    pub fn still_compiling(tool: &str, plugins: &str, waited: u64) -> String {
+        format!(
+            "The call of {tool} did not run: the plugins it waits for are still compiling after {waited} s \
+             ({plugins}; a plugin is compiled once, then loaded from the cache). Call it again in a moment."
+        )
+    }
+}
+
 /// The `_meta` key of a `tools/call` result that carries the record of the nested calls the tool made (pi's
 /// `nestedCalls`: ids, names, arguments, status, errors, durations; `complete` false when the record was cut).
 pub const NESTED_CALLS_META: &str = "toolwright/nestedCalls";
@@ -634,6 +750,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.wait_for_listing().await;
         serde_json::from_value(
             json!({ "resultType": "complete", "tools": self.tools_for(revision_of(&context)) }),
         )

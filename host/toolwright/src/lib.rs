@@ -7,8 +7,11 @@
 //! ## Map
 //!
 //! - [`session`]: [`Session`] and its [`SessionBuilder`]: the registry, the pipeline, nested calls, the plugin
-//!   host and the hooks in one object. Start here.
-//! - [`toolset`]: the tools of a session as loaded: built-ins (native or wasm) and plugins (feature `wasm`).
+//!   host and the hooks in one object (the handler plugins' through a [`session::Handlers`] slot a reload
+//!   refills). Start here.
+//! - [`toolset`]: the tools of a session as loaded: built-ins (native or wasm) and plugins (feature `wasm`),
+//!   some loaded from their cached descriptions or compiling in the background (`toolset::Linking`,
+//!   `toolset::Deferred`).
 //! - [`trust`] (feature `wasm`): which plugin a grant is for ([`trust::identity`]), what the user approved of it
 //!   ([`trust::lock`], `toolwright.lock`), and project trust ([`trust::project`]): a project's own plugins and
 //!   grants do nothing until the user trusts it (`toolwright trust`). The runtime runs only what it let through.

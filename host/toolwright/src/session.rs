@@ -6,7 +6,9 @@
 //! then the handler plugins' `tool_call` handlers in load order; after it, the embedder's `after_tool_call`
 //! hooks, then the handler plugins' `tool_result` handlers, then image normalisation. Nothing replaces anything
 //! else. Nested calls, `tool_search` activation and loadout hooks work through it with no
-//! further step: every batch takes the active tools afresh.
+//! further step: every batch takes the active tools afresh. The handler plugins' place in the chain is a
+//! [`Handlers`] slot, which a toolset loaded again fills anew (a handler that was still compiling in the
+//! background when the session was built joins it so).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -234,15 +236,21 @@ impl SessionBuilder {
         for (i, hook) in self.before.into_iter().enumerate() {
             chain.push_before_named(format!("embedder hook {}", i + 1), hook);
         }
-        let (handlers_before, handlers_after) = parts.hooks().into_parts();
-        for (name, hook) in handlers_before {
-            chain.push_before_named(name, hook);
+        // The handler plugins' hooks through a slot a reload refills, when there is any handler (loaded, or
+        // compiling in the background): a session without one runs no hook of theirs.
+        let handlers = parts.has_handlers().then(|| {
+            let handlers = Handlers::default();
+            handlers.fill(&parts);
+            handlers
+        });
+        if let Some(handlers) = &handlers {
+            chain.push_before_named(HANDLER_HOOKS, handlers.relay_before());
         }
         for (i, hook) in self.after.into_iter().enumerate() {
             chain.push_after_named(format!("embedder hook {}", i + 1), hook);
         }
-        for (name, hook) in handlers_after {
-            chain.push_after_named(name, hook);
+        if let Some(handlers) = &handlers {
+            chain.push_after_named(HANDLER_HOOKS, handlers.relay_after());
         }
         chain.push_after_named("image normalisation", crate::builtins::normalize_images());
         let mut pipeline = Pipeline::new()
@@ -259,6 +267,75 @@ impl SessionBuilder {
             dispatcher,
             parts,
             options: self.options,
+            handlers,
+        })
+    }
+}
+
+/// The name the audit log gives the handler plugins' hooks.
+const HANDLER_HOOKS: &str = "handler plugins";
+
+/// The handler plugins' hooks of a session ([`Session::handlers`]): a slot the session's hook chain calls
+/// through, which [`Handlers::take_from`] fills with a toolset's handlers — those of a toolset loaded again
+/// once a handler compiling in the background is done (`toolwright mcp`'s reload), in load order as ever.
+#[derive(Clone, Default)]
+pub struct Handlers(Arc<std::sync::RwLock<HandlerHooks>>);
+
+/// A toolset's handler hooks: `tool_call`, then `tool_result`.
+type HandlerHooks = (Option<BeforeToolCall>, Option<AfterToolCall>);
+
+impl std::fmt::Debug for Handlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handlers").finish_non_exhaustive()
+    }
+}
+
+impl Handlers {
+    /// Run the handler plugins of `toolset` from now on (a call already past a hook keeps the ones it met).
+    #[cfg(feature = "wasm")]
+    pub fn take_from(&self, toolset: &crate::toolset::Toolset) {
+        self.fill(toolset);
+    }
+
+    fn fill(&self, parts: &Parts) {
+        let (before, after) = parts.hooks().into_parts();
+        let hooks = (
+            before.into_iter().next().map(|(_, hook)| hook),
+            after.into_iter().next().map(|(_, hook)| hook),
+        );
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = hooks;
+    }
+
+    fn current(&self) -> HandlerHooks {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn relay_before(&self) -> BeforeToolCall {
+        let handlers = self.clone();
+        crate::hooks::before_tool_call(move |ctx, cancel| {
+            let hook = handlers.current().0;
+            async move {
+                match hook {
+                    Some(hook) => hook(ctx, cancel).await,
+                    None => Ok(None),
+                }
+            }
+        })
+    }
+
+    fn relay_after(&self) -> AfterToolCall {
+        let handlers = self.clone();
+        crate::hooks::after_tool_call(move |ctx, cancel| {
+            let hook = handlers.current().1;
+            async move {
+                match hook {
+                    Some(hook) => hook(ctx, cancel).await,
+                    None => Ok(None),
+                }
+            }
         })
     }
 }
@@ -266,6 +343,14 @@ impl SessionBuilder {
 /// The tools a session is made of: the loaded toolset with `wasm`, else the native built-ins.
 #[cfg(feature = "wasm")]
 type Parts = crate::toolset::Toolset;
+
+#[cfg(feature = "wasm")]
+impl Parts {
+    /// Whether any handler plugin is loaded or compiling in the background.
+    fn has_handlers(&self) -> bool {
+        self.plugins.iter().any(|p| p.is_handler) || self.deferred.iter().any(|d| d.handler)
+    }
+}
 
 #[cfg(not(feature = "wasm"))]
 struct Parts {
@@ -328,6 +413,10 @@ impl Parts {
     fn hooks(&self) -> HookChain {
         HookChain::new()
     }
+
+    fn has_handlers(&self) -> bool {
+        false
+    }
 }
 
 /// A session: tools, hooks and nested calls wired together (see the module docs).
@@ -350,6 +439,7 @@ pub struct Session {
     #[cfg_attr(not(feature = "wasm"), allow(dead_code))]
     parts: Parts,
     options: ToolsetOptions,
+    handlers: Option<Handlers>,
 }
 
 impl std::fmt::Debug for Session {
@@ -438,6 +528,12 @@ impl Session {
         render(result, expanded, partial)
     }
 
+    /// The handler plugins' hooks, which a toolset loaded again may replace ([`Handlers::take_from`]); none when
+    /// no handler was loaded or compiling when the session was built (it runs no handler hook then).
+    pub fn handlers(&self) -> Option<&Handlers> {
+        self.handlers.as_ref()
+    }
+
     /// The workspace.
     pub fn cwd(&self) -> &Path {
         &self.options.cwd
@@ -461,10 +557,11 @@ impl Session {
     }
 
     /// The plugins still compiling in the background ([`ToolsetOptions::compile_in_background`]) that the batch
-    /// `message` must wait for: none when each of its calls names a built-in (`read` … `ls`) or a tool that
-    /// neither the session nor any of them has — built-ins make no calls of their own, so nothing the batch runs
-    /// can reach a plugin left out (and none is left out that would replace a tool); else all of them, so the
-    /// batch meets the tools a start with every plugin cached would load. Wait for them ([`Deferred::wait`](crate::toolset::Deferred::wait))
+    /// `message` must wait for: all of them when one is a handler (it is in every call's path); else none when
+    /// each of its calls names a built-in (`read` … `ls`) or a tool that neither the session nor any of them has —
+    /// built-ins make no calls of their own, so nothing the batch runs can reach a plugin left out (and none is
+    /// left out that would replace a tool); else all of them, so the batch meets the tools a start with every
+    /// plugin cached would load. Wait for them ([`Deferred::wait`](crate::toolset::Deferred::wait))
     /// and build the session again: the new one takes them in.
     #[cfg(feature = "wasm")]
     pub fn waits_for(&self, message: &AssistantMessage) -> &[crate::toolset::Deferred] {

@@ -9,8 +9,9 @@
 //!
 //! - `options`: what to load ([`ToolsetOptions`], [`BuiltinMode`]).
 //! - `builtins`: the policy in force and the built-ins' grants, native and wasm.
-//! - `plugins` (feature `wasm`): the plugin files found and loaded, some compiling in the `background`
-//!   ([`Deferred`]).
+//! - `plugins` (feature `wasm`): the plugin files found and loaded (from their cached descriptions when they are
+//!   there), some compiling in the `background` ([`Deferred`]: left out until compiled; [`Linking`]: loaded,
+//!   their code compiled ahead of their first calls).
 //! - `dev` (feature `wasm`): the build of the plugin project `toolwright dev` serves ([`DevBuild`]), loaded ahead
 //!   of the installed plugin of its name, under that plugin's approved grants ([`dev_grants`]).
 //! - Trust (identity, lockfile, approvals, project trust) is [`crate::trust`]'s; this module asks it.
@@ -31,7 +32,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 #[cfg(feature = "wasm")]
-pub use background::{Deferred, must_wait};
+pub use background::{Deferred, Linking, link_in_background, must_wait};
 #[cfg(feature = "wasm")]
 use builtins::{BuiltinGrants, load_policy_trusted, native_builtins_granted};
 pub use builtins::{builtin_write_dirs, load_policy, native_builtins, network_summary, sandbox_summary};

@@ -2,6 +2,12 @@
 //! second start does not compile again. The cache is bounded: an entry's modification time is its last use,
 //! and after each compile the least recently used entries go until the rest fit under [`max_bytes`].
 //! [`entries`], [`prune`] and [`clear`] are what `toolwright cache` shows and does.
+//!
+//! Beside the compiled code, in `DIR/described/`, each component's *description* (what it says about itself:
+//! metadata, tools, whether it is a handler), keyed by its SHA-256 alone: a function of its bytes, it outlives
+//! the compiled code (an engine that cannot use old entries, a pruned or cleared cache), so a start lists a
+//! plugin's tools without compiling it. A changed plugin file has another digest, so its description is never
+//! served stale.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -96,8 +102,8 @@ pub fn prune(dir: &Path, max: u64) -> std::io::Result<Vec<CacheEntry>> {
             kept += entry.size;
             continue;
         }
-        // The entry's cached metadata goes with it (best effort: without its component it is never read).
-        let _ = std::fs::remove_file(metadata_path(&entry.path));
+        // An older layout's description beside it goes with it (best effort).
+        let _ = std::fs::remove_file(legacy_description(&entry.path));
         match std::fs::remove_file(&entry.path) {
             Ok(()) => removed.push(entry),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -117,7 +123,7 @@ pub fn prune(dir: &Path, max: u64) -> std::io::Result<Vec<CacheEntry>> {
             if is_temp && old {
                 let _ = std::fs::remove_file(entry.path());
             }
-            // Metadata whose component is gone (removed by hand, say) is never read again.
+            // An older layout's description whose component is gone is never read again.
             let path = entry.path();
             if let Some(stem) = path.to_str().and_then(|p| p.strip_suffix(".meta.json"))
                 && !Path::new(&format!("{stem}.cwasm")).exists()
@@ -126,9 +132,12 @@ pub fn prune(dir: &Path, max: u64) -> std::io::Result<Vec<CacheEntry>> {
             }
         }
     }
-    // A remembered digest is rewritten by the next load that hashes its file: one not written for a month
-    // most likely names a file long gone.
-    if let Ok(read) = std::fs::read_dir(dir.join(STAMPS)) {
+    // A remembered digest is rewritten by the next load that hashes its file, and a description is marked as
+    // used by each load that reads it: one untouched for a month most likely names a file long gone.
+    for sub in [STAMPS, DESCRIBED] {
+        let Ok(read) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
         for entry in read.flatten() {
             let old = entry
                 .metadata()
@@ -142,11 +151,12 @@ pub fn prune(dir: &Path, max: u64) -> std::io::Result<Vec<CacheEntry>> {
     Ok(removed)
 }
 
-/// A remembered plugin-file digest older than this is removed by [`prune`].
+/// A remembered plugin-file digest or a description unused for longer than this is removed by [`prune`].
 const STALE_STAMP: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Remove every compiled component (and temporary file) in `dir`, and the plugin-file digests remembered
-/// there: how many components and bytes.
+/// there: how many components and bytes. The components' descriptions stay (a few KB each, never stale): the
+/// next start lists the plugins' tools at once and compiles each when it is first called.
 pub fn clear(dir: &Path) -> std::io::Result<(usize, u64)> {
     let removed = prune(dir, 0)?;
     match std::fs::remove_dir_all(dir.join(STAMPS)) {
@@ -171,6 +181,9 @@ pub enum Compilation {
     Cached,
     /// Compiled now (and written to the cache).
     Compiled,
+    /// Not yet: its description came from the cache, and its code is compiled (or mapped from the cache) at its
+    /// first call, or ahead of it by [`Link::run`](crate::Link::run).
+    Later,
 }
 
 /// A directory of compiled components.
@@ -195,28 +208,45 @@ impl ComponentCache {
         )
     }
 
-    /// What was cached beside the component whose SHA-256 is `digest` (its metadata and tool list), if it was
-    /// and still parses as a `T`.
-    pub fn metadata<T: serde::de::DeserializeOwned>(&self, digest: &Digest) -> Option<T> {
-        let path = metadata_path(&self.path_for(digest)?);
+    /// `DIR/described/DIGEST.json`: the description of the component whose SHA-256 is `digest`, whatever
+    /// engine compiles it.
+    fn description_path(&self, digest: &Digest) -> Option<PathBuf> {
+        Some(
+            self.dir
+                .as_ref()?
+                .join(DESCRIBED)
+                .join(format!("{}.json", hex(digest))),
+        )
+    }
+
+    /// The description cached for the component whose SHA-256 is `digest` (its metadata and tool list), if
+    /// there is one and it still parses as a `T` (marked as used).
+    pub fn description<T: serde::de::DeserializeOwned>(&self, digest: &Digest) -> Option<T> {
+        let path = self.description_path(digest)?;
         let text = std::fs::read(&path).ok()?;
         match serde_json::from_slice(&text) {
-            Ok(value) => Some(value),
+            Ok(value) => {
+                touch(&path);
+                Some(value)
+            }
             Err(e) => {
-                tracing::debug!(path = %path.display(), "ignoring unusable cached metadata: {e}");
+                tracing::debug!(path = %path.display(), "ignoring an unusable cached description: {e}");
                 None
             }
         }
     }
 
-    /// Cache `value` beside the component whose SHA-256 is `digest` (best effort, written atomically).
-    pub fn store_metadata<T: serde::Serialize>(&self, digest: &Digest, value: &T) {
-        let Some(path) = self.path_for(digest) else { return };
+    /// Cache `value` as the description of the component whose SHA-256 is `digest` (best effort, written
+    /// atomically).
+    pub fn store_description<T: serde::Serialize>(&self, digest: &Digest, value: &T) {
+        let Some(path) = self.description_path(digest) else {
+            return;
+        };
         let stored = serde_json::to_vec(value)
             .map_err(std::io::Error::other)
-            .and_then(|bytes| write_atomically(&metadata_path(&path), &bytes));
+            .and_then(|bytes| write_atomically(&path, &bytes));
         if let Err(e) = stored {
-            tracing::debug!(path = %path.display(), "cannot cache a component's metadata: {e}");
+            tracing::debug!(path = %path.display(), "cannot cache a component's description: {e}");
         }
     }
 
@@ -351,6 +381,9 @@ impl ComponentCache {
 /// The cache's subdirectory of remembered plugin-file digests.
 const STAMPS: &str = "files";
 
+/// The cache's subdirectory of component descriptions.
+const DESCRIBED: &str = "described";
+
 /// A file's identity as the file system reports it: device, inode, size, and the modification and change
 /// times to the nanosecond. Any write to the file changes its change time, which no unprivileged process can
 /// set back, so a file with the stamp recorded when its bytes were hashed still holds those bytes — provided
@@ -462,8 +495,9 @@ fn touch(path: &Path) {
     }
 }
 
-/// The file holding a cached component's metadata: `DIGEST-FINGERPRINT.meta.json` beside its `.cwasm`.
-fn metadata_path(component: &Path) -> PathBuf {
+/// Where an older layout kept a component's description: `DIGEST-FINGERPRINT.meta.json` beside its `.cwasm`
+/// (only removed now).
+fn legacy_description(component: &Path) -> PathBuf {
     component.with_extension("meta.json")
 }
 

@@ -20,9 +20,13 @@
 //!   resident across wasmtime's reset of its memory slot).
 //! - `plugin`: a loaded plugin as its calls reach it (`PluginInner`): its linked component, the stores its
 //!   calls run in, its exports; `runtime`: an engine with its linker and cache, and a component linked on it.
-//! - `engine`, `cache` ([`ComponentCache`], bounded: [`cache_entries`], [`prune_cache`], [`clear_cache`]),
-//!   `budget` ([`MemoryBudget`]): the runtime, compiled components on disk, and the host-wide memory budget,
-//!   which gets memory back from idle instances through the one callback `Instances` gives it.
+//! - `engine`, `cache` ([`ComponentCache`], bounded: [`cache_entries`], [`prune_cache`], [`clear_cache`]; and
+//!   each component's description, kept apart from its compiled code), `budget` ([`MemoryBudget`]): the
+//!   runtime, compiled components on disk, and the host-wide memory budget, which gets memory back from idle
+//!   instances through the one callback `Instances` gives it.
+//! - `queue`: compiles done ahead of need take turns, smallest first, one at a time per cache
+//!   ([`PluginHost::compile_turn`], [`CompileTurn`]); a plugin loaded from its description links at its first
+//!   call or ahead of it ([`Link`]).
 //! - `tool`, `handler`: a plugin's tools as `ToolDefinition`s, and a handler plugin's `tool_call` /
 //!   `tool_result` as hooks ([`handler_hooks`]), over its exports of either shape (`handler::exports`: the hooks
 //!   returning `result`, or the bare ones of plugins built before).
@@ -68,6 +72,7 @@ mod host_import;
 mod instances;
 mod plugin;
 mod process;
+mod queue;
 mod runtime;
 mod state;
 mod tool;
@@ -88,6 +93,7 @@ pub use engine::{MAX_INSTANCES, MAX_MEMORY};
 pub use error::PluginError;
 pub use grants::{Calls, DEFAULT_TIMEOUT, LOAD_TIMEOUT, NetRule, Preopen, WasmGrants};
 pub use handler::hooks as handler_hooks;
+pub use queue::{CompileTurn, LOCK_FILE as COMPILE_LOCK_FILE};
 pub use state::CallEnv;
 
 use instances::Instances;
@@ -119,6 +125,8 @@ pub struct PluginHost {
     instances: Arc<Instances>,
     load_timeout: std::time::Duration,
     budget: Arc<MemoryBudget>,
+    /// Background compiles, one at a time, smallest first ([`PluginHost::compile_turn`]).
+    compiles: queue::CompileQueue,
 }
 
 impl std::fmt::Debug for PluginHost {
@@ -203,7 +211,15 @@ impl PluginHost {
             instances: Arc::new(Instances::new(MAX_INSTANCES)),
             load_timeout: LOAD_TIMEOUT,
             budget: MemoryBudget::new(DEFAULT_HOST_MEMORY),
+            compiles: queue::CompileQueue::default(),
         })
+    }
+
+    /// Wait for the turn of a compile of a `size`-byte component done ahead of need (a plugin compiling in the
+    /// background, a [`Link`] run): one at a time in this host, smallest first, and one at a time across the
+    /// processes sharing its cache (whose lock file the turn holds). A compile a call needs now does not queue.
+    pub fn compile_turn(&self, size: u64) -> CompileTurn<'_> {
+        self.compiles.turn(size, self.cache_dir.as_deref())
     }
 
     /// The host-wide budget for the linear memory of every live instance (its cap is set from the policy's
@@ -262,14 +278,30 @@ impl PluginHost {
             .map_err(|e| PluginError::Engine(e.clone()))?;
         // The grant was decided for the component that was loaded: compiled again from its file only if the
         // file still holds it.
-        let bytes = plugin.inner.source.2.map_or(Bytes::InFile, Bytes::Static);
-        self.load_on(runtime, &plugin.path, bytes, &plugin.inner.digest)
+        let digest = plugin.inner.digest;
+        let read;
+        let bytes = match plugin.inner.source.2 {
+            Some(bytes) => Bytes::Static(bytes),
+            None if runtime.cache.holds(&digest) => Bytes::InFile,
+            None => {
+                // Not compiled for this engine: compiled now, while the file still holds the component (a
+                // file changed since is refused here, not at the first call).
+                read = read_file(&plugin.path)?.0;
+                if cache::digest(&read) != digest {
+                    return Err(PluginError::Changed {
+                        path: plugin.path.clone(),
+                    });
+                }
+                Bytes::Borrowed(&read)
+            }
+        };
+        self.load_on(runtime, &plugin.path, bytes, &digest)
     }
 
     /// Load the component whose SHA-256 is `digest`: from the cache, else compiled from `bytes`, else from
-    /// the file at `path` if it still hashes to `digest`. A component whose compiled code and description
-    /// are both cached is linked on its first call ([`Plugin::prepare`]), unless its bytes are only lent:
-    /// a start maps no plugin it does not call.
+    /// the file at `path` if it still hashes to `digest`. A component whose description is cached is linked on
+    /// its first call ([`Plugin::prepare`]), unless its bytes are only lent: a start maps no plugin it does not
+    /// call, and compiles none whose compiled code is missing (a new engine, a pruned or cleared cache).
     fn load_on(
         &self,
         runtime: &Arc<Runtime>,
@@ -284,9 +316,9 @@ impl PluginHost {
             Bytes::Static(bytes) => (Some(bytes), Some(bytes)),
             Bytes::InFile => (None, None),
         };
-        // What a component says about itself is a function of its bytes: a cached component's metadata and
-        // tool list are read from beside it, so a start with every plugin cached runs no wasm at all.
-        let described = (deferrable && runtime.cache.mark_used(digest))
+        // What a component says about itself is a function of its bytes: its metadata and tool list are read
+        // from the cache's description, so a start with every plugin described runs and compiles no wasm at all.
+        let described = deferrable
             .then(|| Described::cached(&runtime.cache, digest))
             .flatten();
         let inner = |linked: std::sync::OnceLock<Result<Linked, PluginError>>, name: String| PluginInner {
@@ -313,7 +345,15 @@ impl PluginHost {
             linked,
             compilation,
         ) = match described {
-            Some(described) => (described, std::sync::OnceLock::new(), Compilation::Cached),
+            Some(described) => {
+                // Marked as used for the cache's eviction, when it holds the compiled code.
+                let compilation = if runtime.cache.mark_used(digest) {
+                    Compilation::Cached
+                } else {
+                    Compilation::Later
+                };
+                (described, std::sync::OnceLock::new(), compilation)
+            }
             None => {
                 let (linked, compilation) = link(runtime, path, lent, digest)?;
                 let is_handler = linked.handler.is_some();
@@ -329,7 +369,7 @@ impl PluginHost {
                     tools,
                     handler: is_handler,
                 };
-                runtime.cache.store_metadata(digest, &described);
+                runtime.cache.store_description(digest, &described);
                 (described, describing.linked, compilation)
             }
         };
@@ -367,18 +407,17 @@ impl PluginHost {
         Ok(plugin)
     }
 
-    /// The SHA-256 of the file at `path` when loading it would compile it: its compiled code or its description
-    /// is not in the cache (a plugin never seen before, or first seen by this build). None when it loads from the
-    /// cache, or cannot be read at all (the load reports why). It reads and hashes the file unless its stamp was
-    /// remembered, and runs no wasm.
+    /// The SHA-256 of the file at `path` when loading it would compile it: its description is not in the cache
+    /// (a plugin never seen before, or first seen by this build). None when it loads without compiling (its
+    /// description is cached; its code, if not, is compiled at its first call), or cannot be read at all (the
+    /// load reports why). It reads and hashes the file unless its stamp was remembered, and runs no wasm.
     pub fn needs_compile(&self, path: &Path) -> Option<Digest> {
         let cache = &self.plain.cache;
         let digest = match self.remembered(path) {
             Some(digest) => digest,
             None => cache::digest(&read_file(path).ok()?.0),
         };
-        let described = Described::cached(cache, &digest).is_some();
-        (!(described && cache.holds(&digest))).then_some(digest)
+        Described::cached(cache, &digest).is_none().then_some(digest)
     }
 
     /// The SHA-256 the cache remembers for the file at `path` as it is now (its [`FileStamp`]), if any.
@@ -537,6 +576,51 @@ impl Plugin {
     pub fn sha256(&self) -> [u8; 32] {
         self.inner.digest
     }
+
+    /// Its link, when its load left it to the first call and its code is not compiled
+    /// ([`Compilation::Later`]) and no call has linked it yet: run it ahead of need, on a thread of one's own.
+    pub fn link_later(&self) -> Option<Link> {
+        (self.compilation == Compilation::Later && self.inner.linked.get().is_none()).then(|| Link {
+            inner: self.inner.clone(),
+        })
+    }
+}
+
+/// A plugin's link left to its first call ([`Plugin::link_later`]): run ahead of need, the call finds it done
+/// (a call that comes first links it itself, and this run waits for that one).
+pub struct Link {
+    inner: Arc<PluginInner>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("plugin", &self.inner.name)
+            .field("done", &self.is_done())
+            .finish()
+    }
+}
+
+impl Link {
+    /// Compile (or map from the cache) and link the plugin, if nothing has yet: its error, should it fail
+    /// (the plugin's calls report it too).
+    pub fn run(&self) -> Result<(), String> {
+        self.inner.linked().map(|_| ()).map_err(ToString::to_string)
+    }
+
+    /// Whether it is linked (or failed to).
+    pub fn is_done(&self) -> bool {
+        self.inner.linked.get().is_some()
+    }
+
+    /// The size of the component, in bytes, as the compile queue orders it ([`PluginHost::compile_turn`]).
+    pub fn size(&self) -> u64 {
+        let (_, path, bytes) = &self.inner.source;
+        bytes.map_or_else(
+            || std::fs::metadata(path).map_or(0, |m| m.len()),
+            |b| b.len() as u64,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -557,7 +641,7 @@ impl Described {
     /// What the cache holds beside the component whose SHA-256 is `digest`, if this host version read it.
     fn cached(cache: &ComponentCache, digest: &Digest) -> Option<Described> {
         cache
-            .metadata::<Described>(digest)
+            .description::<Described>(digest)
             .filter(|d| d.host == env!("CARGO_PKG_VERSION"))
     }
 }

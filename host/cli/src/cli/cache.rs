@@ -28,7 +28,8 @@ enum Action {
         #[arg(long, value_name = "MIB")]
         max_mib: Option<u64>,
     },
-    /// Remove every compiled component: the next start compiles each plugin again.
+    /// Remove every compiled component: each plugin compiles again, at its first call (the plugins'
+    /// descriptions, a few KB each, stay: their tools are listed at once).
     Clear,
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use clap::Args;
 use toolwright::mcp::http::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS};
-use toolwright::toolset::{Toolset, ToolsetOptions};
+use toolwright::toolset::{Deferred, Linking, Toolset, ToolsetOptions};
 
 /// Arguments of `toolwright mcp`.
 #[derive(Debug, Args)]
@@ -18,9 +18,20 @@ pub struct McpArgs {
     /// The workspace the tools work in (default: the current directory).
     #[arg(long)]
     pub(super) cwd: Option<PathBuf>,
-    /// How often to look for plugin files added, changed or removed, in milliseconds (0: never).
+    /// How often to look for plugin files added, changed or removed, in milliseconds (0: never; then nothing
+    /// compiles in the background: every plugin is loaded before the server answers, those described in the
+    /// cache compiled at their first calls).
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     watch_plugins: u64,
+    /// How long a call waits for the plugins it needs (its own, every handler) while they compile in the
+    /// background, in seconds; then it is answered with an error result naming them.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    call_wait: u64,
+    /// Until how long after the start `tools/list` waits for plugins whose tools are not known yet (neither
+    /// loaded nor described in the cache) to compile, in milliseconds; later ones join with
+    /// `notifications/tools/list_changed`.
+    #[arg(long, value_name = "MS", default_value_t = 3000)]
+    list_wait: u64,
     /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (port 0 picks a free one; the address is
     /// printed on stdout). Only loopback addresses, unless a token is set.
     #[arg(long, value_name = "ADDR")]
@@ -133,10 +144,56 @@ fn http_options(args: &McpArgs, addr: SocketAddr) -> anyhow::Result<toolwright::
 }
 
 /// The plugins compiling in the background, locked (briefly: a call's `pending` reads them on the runtime).
-fn lock(
-    compiling: &Mutex<Vec<toolwright::toolset::Deferred>>,
-) -> std::sync::MutexGuard<'_, Vec<toolwright::toolset::Deferred>> {
+fn lock<T>(compiling: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     compiling.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a call of `name` waits for: the plugins left out while they compile, when it must wait for them
+/// (`must_wait`), and of the plugins loaded from their descriptions whose code still compiles, every handler
+/// and the one offering `name` (a plugin it calls in turn compiles at that call).
+fn pending_for(
+    name: &str,
+    compiling: &Mutex<Vec<Deferred>>,
+    linking: &Mutex<Vec<Linking>>,
+    registry: &toolwright::registry::SharedRegistry,
+) -> Option<toolwright::mcp::Compiling> {
+    let deferred = {
+        let compiling = lock(compiling);
+        if toolwright::toolset::must_wait(&compiling, registry, name) {
+            compiling.clone()
+        } else {
+            Vec::new()
+        }
+    };
+    let linking: Vec<Linking> = lock(linking)
+        .iter()
+        .filter(|l| !l.is_done() && (l.handler || l.tools.iter().any(|t| t == name)))
+        .cloned()
+        .collect();
+    waiting_for(deferred, linking)
+}
+
+/// Waiting for `deferred` and `linking` (none when both are empty).
+fn waiting_for(deferred: Vec<Deferred>, linking: Vec<Linking>) -> Option<toolwright::mcp::Compiling> {
+    if deferred.is_empty() && linking.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = deferred
+        .iter()
+        .map(|d| d.name.as_str())
+        .chain(linking.iter().map(|l| l.name.as_str()))
+        .collect();
+    Some(toolwright::mcp::Compiling {
+        plugins: names.join(", "),
+        ended: Box::pin(async move {
+            for plugin in &deferred {
+                plugin.ended().await;
+            }
+            for plugin in &linking {
+                plugin.ended().await;
+            }
+        }),
+    })
 }
 
 /// Cancelled on SIGINT or SIGTERM.
@@ -178,9 +235,9 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
     let cwd = super::workspace(args.cwd)?;
     // Nested calls (from plugin tools and codemode) run through the same pipeline; their events are not part of
     // the MCP conversation.
-    // While the server watches its plugins, installed plugins that are not in the cache compile in the
-    // background: it answers at once with the other tools, and theirs join the list (`tools/list_changed`) when
-    // they are compiled.
+    // While the server watches its plugins, no compile delays `initialize`: plugins whose descriptions are cached
+    // are listed at once and compile in the background; installed plugins (handlers too) that are not described
+    // compile in the background, and their tools join the list (`tools/list_changed`) when they are compiled.
     let mode = toolwright::ExecutionMode::Parallel;
     let audit_log = args.audit_log.as_deref();
     let session = if args.watch_plugins > 0 {
@@ -194,23 +251,31 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
     // The plugins compiling in the background, as of the last load: a call that must wait for them
     // (`toolwright::toolset::must_wait`) waits, and the watcher's next pass takes them in.
     let compiling = Arc::new(Mutex::new(session.toolset().deferred.clone()));
+    // The plugins loaded from their cached descriptions compile ahead of their first calls, smallest first.
+    let linking = Arc::new(Mutex::new(if args.watch_plugins > 0 {
+        toolwright::toolset::link_in_background(session.toolset())
+    } else {
+        Vec::new()
+    }));
     let pending: toolwright::mcp::Pending = {
-        let (compiling, registry) = (compiling.clone(), session.dispatcher().registry().clone());
-        Box::new(move |name: &str| {
-            let deferred = {
-                let compiling = lock(&compiling);
-                if !toolwright::toolset::must_wait(&compiling, &registry, name) {
-                    return None;
-                }
-                compiling.clone()
-            };
-            Some(Box::pin(async move {
-                for plugin in &deferred {
-                    plugin.ended().await;
-                }
-            }))
+        let (compiling, linking) = (compiling.clone(), linking.clone());
+        let registry = session.dispatcher().registry().clone();
+        Box::new(move |name: &str| pending_for(name, &compiling, &linking, &registry))
+    };
+    // A listing waits (a while) for the plugins whose tools it does not know yet.
+    let listing: toolwright::mcp::Listing = {
+        let compiling = compiling.clone();
+        Box::new(move || {
+            let left: Vec<Deferred> = lock(&compiling)
+                .iter()
+                .filter(|d| !d.is_done())
+                .cloned()
+                .collect();
+            waiting_for(left, Vec::new())
         })
     };
+    // A handler that was still compiling when the session was built joins its hooks with the reload that loads it.
+    let handlers = session.handlers().cloned();
     // The loaded plugins must outlive their tools: the latest reloaded toolset is kept here (the first stays in
     // the session).
     let mut current: Option<Toolset> = None;
@@ -223,9 +288,7 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
             options.dev = Some(dev.current());
         }
         let now = fingerprint(&options);
-        let compiled = lock(&compiling)
-            .iter()
-            .any(toolwright::toolset::Deferred::is_done);
+        let compiled = lock(&compiling).iter().any(Deferred::is_done);
         let servers = servers_changed
             .as_mut()
             .is_some_and(|c| c.has_changed().unwrap_or(false));
@@ -253,6 +316,12 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
             }
         }
         *lock(&compiling) = toolset.deferred.clone();
+        if let Some(handlers) = &handlers {
+            handlers.take_from(&toolset);
+        }
+        // The new toolset's plugins are other objects: those loaded from descriptions link again (mapped from the
+        // cache once the first compile of each is done).
+        *lock(&linking) = toolwright::toolset::link_in_background(&toolset);
         // A tool named by --expose may be gone with its plugin: nothing to do for it then.
         for (tool, exposure) in &exposures {
             toolset.set_exposure(tool, *exposure);
@@ -274,6 +343,9 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
         reload,
         interval: Duration::from_millis(args.watch_plugins),
         pending: Some(pending),
+        call_wait: Duration::from_secs(args.call_wait),
+        listing: Some(listing),
+        list_wait: Duration::from_millis(args.list_wait),
     });
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let structured = toolwright::mcp::Structured {

@@ -180,6 +180,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<ExitCode> {
         let origin = match p.compilation {
             toolwright::wasm::Compilation::Cached => "from the cache",
             toolwright::wasm::Compilation::Compiled => "compiled",
+            toolwright::wasm::Compilation::Later => "described from the cache, compiled at its first call,",
         };
         writeln!(
             out,

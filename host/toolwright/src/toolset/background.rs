@@ -1,14 +1,19 @@
 //! Plugins compiled in the background: an installed plugin whose compiled code is not in the cache (a fresh
 //! machine, a cleared cache, a new toolwright whose engine cannot use the old entries) would hold up the start
-//! for as long as its compile takes — seconds for a Python or JavaScript component. When its file is the one its
-//! `toolwright.lock` entry approved and that entry says it is no handler, what it offers is known without
-//! compiling it: its tool names, and that it is in the path of no other tool's call. Such a plugin is
-//! [`Deferred`]: it compiles on a thread of its own while the toolset loads without it, and a batch waits for
-//! it only when it needs it (`Session::waits_for`).
+//! for as long as its compile takes — seconds for a Python or JavaScript component.
 //!
-//! Compiles are kept per process, by cache directory, file and digest, so a toolset loaded again while one is
-//! running (the next batch, a reloading MCP server) waits for the same compile instead of starting another, and
-//! takes its plugin once it is done.
+//! - A plugin whose description is cached loads from it without compiling (its tools are listed at once); its
+//!   code is compiled at its first call, or ahead of it on a thread of its own ([`link_in_background`],
+//!   [`Linking`], what `toolwright mcp` does).
+//! - A plugin without one, whose file is the one its `toolwright.lock` entry approved, is [`Deferred`]: what it
+//!   offers is known from that entry (its tool names, whether it is a handler), so it compiles on a thread of
+//!   its own while the toolset loads without it, and a batch waits for it only when it needs it
+//!   (`Session::waits_for`) — every batch, for a handler, which is in every call's path.
+//!
+//! Both take their turns in the host's compile queue, smallest first ([`PluginHost::compile_turn`]). Compiles
+//! are kept per process, by cache directory, file and digest, so a toolset loaded again while one is running
+//! (the next batch, a reloading MCP server) waits for the same compile instead of starting another, and takes
+//! its plugin once it is done.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -24,6 +29,8 @@ pub struct Deferred {
     pub name: String,
     /// Its tools' names, as its lockfile entry records them.
     pub tools: Vec<String>,
+    /// Whether its lockfile entry says it is a handler (then every call waits for it).
+    pub handler: bool,
     compile: Arc<Compile>,
 }
 
@@ -33,6 +40,7 @@ impl std::fmt::Debug for Deferred {
             .field("path", &self.path)
             .field("name", &self.name)
             .field("tools", &self.tools)
+            .field("handler", &self.handler)
             .field("done", &self.is_done())
             .finish()
     }
@@ -76,15 +84,20 @@ impl Deferred {
 }
 
 /// Whether a call of the tool `name` must wait for the plugins still compiling in the background (`deferred`)
-/// before it runs against `registry`: no when it names a built-in (`read` … `ls`: built-ins make no calls of their
-/// own, so nothing it runs can reach a plugin left out) or a tool that neither `registry` nor any of them has
-/// (it is `not found` either way); else yes — one of them offers it, or it may call other tools (a plugin's tool,
-/// `codemode`, `tool_search`), so it must meet the tools a start with every plugin cached would load.
+/// before it runs against `registry`: yes when one of them is a handler (it is in every call's path, as pi's
+/// extensions are loaded before any call); else no when it names a built-in (`read` … `ls`: built-ins make no
+/// calls of their own, so nothing it runs can reach a plugin left out) or a tool that neither `registry` nor any
+/// of them has (it is `not found` either way); else yes — one of them offers it, or it may call other tools (a
+/// plugin's tool, `codemode`, `tool_search`), so it must meet the tools a start with every plugin cached would
+/// load.
 pub fn must_wait(deferred: &[Deferred], registry: &crate::registry::SharedRegistry, name: &str) -> bool {
     if deferred.is_empty() {
         return false;
     }
-    if deferred.iter().any(|d| d.tools.iter().any(|t| t == name)) {
+    if deferred
+        .iter()
+        .any(|d| d.handler || d.tools.iter().any(|t| t == name))
+    {
         return true;
     }
     registry.read(|r| match r.definition(name) {
@@ -159,22 +172,31 @@ pub(super) enum Start {
     Deferred(Deferred),
 }
 
+/// What a lockfile entry says a plugin offers: its name, its tools' names, whether it is a handler.
+pub(super) struct Offer {
+    pub(super) name: String,
+    pub(super) tools: Vec<String>,
+    pub(super) handler: bool,
+}
+
 /// The plugin at `path` (whose SHA-256 is `digest`) compiled on a thread of its own by `host`, whose cache it
-/// fills: a compile of the same file already running is waited for, one that ended is taken.
+/// fills, in its turn ([`PluginHost::compile_turn`]): a compile of the same file already running is waited for,
+/// one that ended is taken.
 pub(super) fn start(
     host: &Arc<PluginHost>,
     cache: Option<&Path>,
     path: &Path,
     digest: Digest,
-    name: &str,
-    tools: Vec<String>,
+    offer: Offer,
 ) -> Start {
     let key: Key = (cache.map(Path::to_owned), path.to_owned(), digest);
+    let name = offer.name.as_str();
     let deferred = |compile| {
         Start::Deferred(Deferred {
             path: path.to_owned(),
-            name: name.to_owned(),
-            tools: tools.clone(),
+            name: offer.name.clone(),
+            tools: offer.tools.clone(),
+            handler: offer.handler,
             compile,
         })
     };
@@ -200,13 +222,17 @@ pub(super) fn start(
         .name("toolwright-compile".into())
         .spawn(move || {
             // A panic must still end the compile: a batch may be waiting for it.
-            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compiler.load_file(&file)))
-                .unwrap_or_else(|_| {
-                    Err(PluginError::Invalid {
-                        path: file.clone(),
-                        message: "loading panicked".into(),
-                    })
-                });
+            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let size = std::fs::metadata(&file).map_or(0, |m| m.len());
+                let _turn = compiler.compile_turn(size);
+                compiler.load_file(&file)
+            }))
+            .unwrap_or_else(|_| {
+                Err(PluginError::Invalid {
+                    path: file.clone(),
+                    message: "loading panicked".into(),
+                })
+            });
             *ending.lock() = Some(Outcome::Loaded(loaded));
             ending.ended.notify_all();
             ending.done.send_replace(true);
@@ -220,6 +246,87 @@ pub(super) fn start(
     compiles.push((key, compile.clone()));
     tracing::info!(plugin = name, path = %path.display(), "not in the cache: compiling in the background");
     deferred(compile)
+}
+
+/// A plugin of a toolset, loaded from its cached description, whose code compiles on a thread of its own
+/// ([`link_in_background`]); a call that comes first compiles it itself, and this waits for that.
+#[derive(Clone)]
+pub struct Linking {
+    /// Its name.
+    pub name: String,
+    /// Its tools' names.
+    pub tools: Vec<String>,
+    /// Whether it is a handler (then every call waits for it).
+    pub handler: bool,
+    done: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl std::fmt::Debug for Linking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Linking")
+            .field("name", &self.name)
+            .field("handler", &self.handler)
+            .field("done", &self.is_done())
+            .finish()
+    }
+}
+
+impl Linking {
+    /// Whether its code is compiled and linked (or failed to be: its calls say why).
+    pub fn is_done(&self) -> bool {
+        *self.done.borrow()
+    }
+
+    /// Wait until it is, holding no thread.
+    pub async fn ended(&self) {
+        let mut done = self.done.subscribe();
+        // The sender lives as long as `self`.
+        let _ = done.wait_for(|ended| *ended).await;
+    }
+}
+
+/// Start compiling, each on a thread of its own and in its turn, the plugins of `toolset` that were loaded from
+/// their cached descriptions and whose code is not compiled ([`Plugin::link_later`]), so that their first calls
+/// find them ready: what `toolwright mcp` does at start and after each reload. `exec` does not: it compiles only
+/// what its batch calls.
+pub fn link_in_background(toolset: &super::Toolset) -> Vec<Linking> {
+    let Some(host) = &toolset.host else {
+        return Vec::new();
+    };
+    let mut linking = Vec::new();
+    for plugin in &toolset.plugins {
+        let Some(link) = plugin.link_later() else {
+            continue;
+        };
+        let done = Arc::new(tokio::sync::watch::Sender::new(false));
+        let (compiler, ending, name) = (host.clone(), done.clone(), plugin.metadata.name.clone());
+        let spawned = std::thread::Builder::new()
+            .name("toolwright-link".into())
+            .spawn(move || {
+                let linked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let _turn = compiler.compile_turn(link.size());
+                    link.run()
+                }));
+                match linked {
+                    Ok(Ok(())) => tracing::info!(plugin = %name, "compiled in the background"),
+                    Ok(Err(error)) => tracing::warn!(plugin = %name, "cannot compile: {error}"),
+                    Err(_) => tracing::warn!(plugin = %name, "compiling panicked"),
+                }
+                ending.send_replace(true);
+            });
+        if let Err(error) = spawned {
+            // Its first call compiles it.
+            tracing::debug!("cannot start a background compile: {error}");
+            continue;
+        }
+        linking.push(Linking {
+            name: plugin.metadata.name.clone(),
+            tools: plugin.tools.iter().map(|t| t.name.clone()).collect(),
+            handler: plugin.is_handler,
+            done,
+        });
+    }
+    linking
 }
 
 #[cfg(test)]
@@ -238,7 +345,12 @@ mod tests {
         std::fs::write(&file, bytes).unwrap();
         let host = Arc::new(PluginHost::new(Some(cache.clone())).unwrap());
         let digest = host.needs_compile(&file).expect("a new cache holds nothing");
-        let start = || start(&host, Some(&cache), &file, digest, "ls", vec!["ls".into()]);
+        let offer = || Offer {
+            name: "ls".into(),
+            tools: vec!["ls".into()],
+            handler: false,
+        };
+        let start = || start(&host, Some(&cache), &file, digest, offer());
         let Start::Deferred(first) = start() else {
             panic!("a plugin that needs compiling is deferred")
         };

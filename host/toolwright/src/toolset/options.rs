@@ -51,10 +51,11 @@ pub struct ToolsetOptions {
     /// ([`crate::trust`], feature `wasm`): without it, the project's plugins are not loaded and its policy file
     /// is confined. On in [`ToolsetOptions::new`], what the command line loads.
     pub require_project_trust: bool,
-    /// Compile installed plugins that are not in the cache on threads of their own, leaving them out of the
-    /// toolset until they are done ([`Toolset::deferred`](super::Toolset::deferred); only with a cache, and
-    /// only plugins whose `toolwright.lock` entry approved exactly their file and says they are no handler).
-    /// Off: every plugin is loaded before the toolset is.
+    /// Compile installed plugins whose description is not in the cache on threads of their own, leaving them out
+    /// of the toolset until they are done ([`Toolset::deferred`](super::Toolset::deferred); only with a cache,
+    /// and only plugins whose `toolwright.lock` entry approved exactly their file, handlers included: then every
+    /// call waits for them). Off: every plugin is loaded before the toolset is. Either way, a plugin whose
+    /// description is cached loads from it, its code compiled at its first call.
     pub compile_in_background: bool,
     /// The plugin hosts this toolset loads into, shared with every toolset loaded from a clone of these options
     /// (a reload) and with their codemode: one runtime, one bound on live instances (feature `wasm`). Set it to

@@ -160,9 +160,9 @@ enum Loading {
 }
 
 /// Whether the plugin file at `path` compiles in the background ([`ToolsetOptions::compile_in_background`]):
-/// only when loading it would compile, and its `toolwright.lock` entry for `location` approved exactly this file
-/// and says it is no handler — then its tools are known without compiling it, and it is in no other call's path.
-/// None: it loads now.
+/// only when loading it would compile (its description is not cached), and its `toolwright.lock` entry for
+/// `location` approved exactly this file — then its tools, and whether it is a handler, are known without
+/// compiling it. None: it loads now.
 fn defer(
     options: &ToolsetOptions,
     host: &Arc<PluginHost>,
@@ -179,20 +179,22 @@ fn defer(
         return None;
     };
     let sha256 = identity::hex(&digest);
-    // Every entry approving this file must say it is no handler (an odd lockfile may list it twice).
+    // A handler if any entry approving this file says so (an odd lockfile may list it twice): every call waits
+    // for it.
     let mut approving = lock.plugins.iter().filter(|(_, entry)| entry.sha256 == sha256);
     let (name, entry) = approving.next()?;
-    if entry.handler || approving.any(|(_, entry)| entry.handler) {
-        return None;
-    }
-    let tools = entry.tools.keys().cloned().collect();
+    let handler = entry.handler || approving.any(|(_, entry)| entry.handler);
+    let offer = background::Offer {
+        name: name.clone(),
+        tools: entry.tools.keys().cloned().collect(),
+        handler,
+    };
     Some(background::start(
         host,
         options.cache_dir.as_deref(),
         path,
         digest,
-        name,
-        tools,
+        offer,
     ))
 }
 
