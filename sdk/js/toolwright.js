@@ -504,8 +504,10 @@ export class Plugin {
       if (preopens) ctx.fs = new WasiFs(host, preopens, () => ctx.cwd);
       return ctx;
     };
-    const finish = (ctx, r) => {
-      if (r.isError && r.details?.stack) ctx.log(r.details.stack, "error");
+    // An error result is the model's to read, not a fault of the host: detail for the log, with its message
+    // (SpiderMonkey's stack has only the frames).
+    const finish = (ctx, r, name) => {
+      if (r.isError && r.details?.stack) ctx.log(`${name} failed: ${r.text}\n${r.details.stack}`, "debug");
       return toWit(r);
     };
     plugin.warmUp();
@@ -515,7 +517,7 @@ export class Plugin {
       execute(name, _callId, argumentsJson) {
         const ctx = context();
         const out = plugin.run(name, JSON.parse(argumentsJson), ctx);
-        return out && typeof out.then === "function" ? out.then((r) => finish(ctx, r)) : finish(ctx, out);
+        return out && typeof out.then === "function" ? out.then((r) => finish(ctx, r, name)) : finish(ctx, out, name);
       },
       prepareArguments: () => undefined,
       mutatedPath: () => undefined,

@@ -35,15 +35,22 @@ A handler plugin (world `handler-plugin`, pi's `tool_call` hook) declares one fu
 A handler that raises blocks the call as pi blocks one whose handler throws: the model sees the exception's message
 (`str(error)`, or its type's name when that is empty), exactly; returning `Fail(message)` does the same. A
 `tool_result` hook that raises (or returns `Fail`) leaves the result as it was; the host logs the message.
+
+The component runs CPython 3.14, which has only the modules imported while componentize-py built it: `export()` and
+`export_handler()` import at build time every module the app's own files import (inside functions too) and every
+codec, and stop the build with a `BuildError` naming a module that cannot be imported. `Component(wasm).run(…)`
+runs a call in the built component under `toolwright exec`, for tests.
 """
 
 import errno
 import functools
 import json
 import os
+import sys
 import traceback
 
-__all__ = ["Plugin", "Context", "Result", "Block", "Rewrite", "Fail", "Read", "Write", "Spawn", "Env", "Network"]
+__all__ = ["Plugin", "Context", "Result", "Block", "Rewrite", "Fail", "Read", "Write", "Spawn", "Env", "Network",
+           "BuildError", "Component"]
 
 
 @functools.cache
@@ -56,6 +63,118 @@ def _types():
     except ImportError:  # a WIT without WASI in its worlds
         from wit_world.imports import types
     return types
+
+
+class BuildError(RuntimeError):
+    """A plugin that would fail in its component: raised while componentize-py builds it, which then stops and shows
+    this message (a build shows nothing the app prints)."""
+
+
+def _import_guarded(node):
+    """Whether a `try` statement catches `ImportError` (or everything): an import inside it is optional."""
+    for handler in node.handlers:
+        names = []
+        if handler.type is None:
+            return True
+        for kind in handler.type.elts if type(handler.type).__name__ == "Tuple" else [handler.type]:
+            names.append(getattr(kind, "id", getattr(kind, "attr", "")))
+        if {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"} & set(names):
+            return True
+    return False
+
+
+def _imports(source, package):
+    """The modules a source file imports anywhere (inside functions too): `(module, line, optional, member)`,
+    `optional` when the import sits in a `try` that catches `ImportError` or under `if TYPE_CHECKING`. `from m import
+    n` gives `m`, and `m.n` with `member` set: a submodule or a name of `m`, as the caller finds out."""
+    import ast
+    import importlib.util
+
+    found = []
+
+    def visit(node, optional):
+        kind = type(node).__name__
+        if kind == "Try" or kind == "TryStar":
+            for child in node.body:
+                visit(child, optional or _import_guarded(node))
+            for child in node.handlers + node.orelse + node.finalbody:
+                visit(child, optional)
+            return
+        if kind == "If" and "TYPE_CHECKING" in ast.dump(node.test):
+            optional = True
+        if kind == "Import":
+            found.extend((alias.name, node.lineno, optional, False) for alias in node.names)
+        elif kind == "ImportFrom":
+            try:
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), package or None)
+            except ImportError:
+                base = None  # a relative import outside a package fails at run time as it would natively
+            if base and base != "__future__":
+                found.append((base, node.lineno, optional, False))
+                found.extend((f"{base}.{alias.name}", node.lineno, optional, True)
+                             for alias in node.names if alias.name != "*")
+        for child in ast.iter_child_nodes(node):
+            visit(child, optional)
+
+    visit(ast.parse(source), False)
+    return found
+
+
+# What componentize-py cannot see in a plugin's source: codecs looked up by name (`open(…, encoding="utf-8-sig")`,
+# `str.encode("idna")`, which `socket.create_connection` does), and `_strptime`, which `datetime.strptime` and
+# `time.strptime` import from C. Every plugin gets them (docs/performance.md: 1.5 MB of its ~21 MB).
+_ALWAYS = ("encodings", "_strptime")
+
+
+def _bundle(app_file):
+    """Make the component hold every module the plugin's own files import, wherever they import it. componentize-py
+    keeps in a component only the modules imported while it builds (at build time, the app's top level runs), so a
+    module imported inside a function would be missing at run time (`ModuleNotFoundError`). This imports them now:
+    the standard library modules, codecs (`_ALWAYS`), and the plugin's own modules and what they import, found in
+    the source files beside `app_file`. One that cannot be imported and is not optional (in a `try` that catches
+    `ImportError`) stops the build with a `BuildError` naming it."""
+    import importlib
+    import pkgutil
+    import sys
+
+    for name in _ALWAYS:
+        importlib.import_module(name)
+    import encodings
+
+    for codec in pkgutil.iter_modules(encodings.__path__):
+        try:
+            importlib.import_module(f"encodings.{codec.name}")
+        except ImportError:
+            pass  # a codec of another platform (mbcs, oem: Windows)
+    root = os.path.dirname(os.path.abspath(app_file)) + os.sep
+    scanned = set()
+    while True:
+        # This SDK's own imports are known (and some exist only in one world): the app's modules are scanned.
+        own = [m for m in list(sys.modules.values())
+               if (getattr(m, "__file__", None) or "").startswith(root) and m.__name__ not in scanned
+               and m.__name__ != __name__]
+        if not own:
+            return
+        for module in own:
+            scanned.add(module.__name__)
+            with open(module.__file__, encoding="utf-8") as f:
+                source = f.read()
+            for name, line, optional, member in _imports(source, module.__package__):
+                if name in sys.modules:
+                    continue
+                try:
+                    importlib.import_module(name)
+                except Exception as error:  # noqa: BLE001 - any failure to import is the author's to read
+                    if optional or (member and isinstance(error, ModuleNotFoundError) and error.name == name):
+                        continue  # optional, or `from m import n` where `n` is a name of `m`, not a submodule
+                    where = os.path.relpath(module.__file__, root)
+                    raise BuildError(
+                        f"{where}:{line} imports `{name}`, which cannot be imported while componentize-py builds "
+                        f"the component ({type(error).__name__}: {error}), so the component would not have it. "
+                        "componentize-py keeps only the modules imported during its build: make the module "
+                        "importable from the build's Python path (-p), or make the import optional "
+                        "(`try: import … except ImportError: …`)."
+                    ) from error
 
 
 class Result:
@@ -259,8 +378,9 @@ def _to_wit(result):
 
 class _ToolDecl:
     def __init__(self, function, name, description, parameters, output_schema, annotations, snippet,
-                 render_call=None, render_result=None):
+                 render_call=None, render_result=None, label=None):
         self.function = function
+        self.label = label
         self.render_call = render_call
         self.render_result = render_result
         self.name = name
@@ -279,8 +399,6 @@ class Plugin:
         """A plugin named, versioned and described by the `[project]` table of `pyproject.toml` (beside the module
         that calls this, unless `path`). componentize-py imports the app at build time, so the file is read then
         and the component carries the values."""
-        import sys
-
         if path is None:
             caller = sys._getframe(1).f_globals.get("__file__") or "."
             path = os.path.join(os.path.dirname(os.path.abspath(caller)), "pyproject.toml")
@@ -303,15 +421,16 @@ class Plugin:
         self.tool_result = None
 
     def tool(self, description, parameters, name=None, output_schema=None, annotations=None, snippet=None,
-             render_call=None, render_result=None):
+             render_call=None, render_result=None, label=None):
         """Declare the decorated function `f(args, ctx)` as a tool (named after the function unless `name`).
+        `label` is its name for people (pi's `label`, an MCP client's `title`; the name unless given).
         `annotations` are MCP's hints: a dict of `read_only`, `destructive`, `idempotent`, `open_world`.
         `render_call(args)` and `render_result(result, expanded, partial)` are pi's `renderCall` / `renderResult`:
         lines of text for people (`toolwright exec` on a terminal), or `None` for the default rendering."""
 
         def declare(function):
             decl = _ToolDecl(function, name or function.__name__, description, parameters, output_schema,
-                             annotations, snippet, render_call, render_result)
+                             annotations, snippet, render_call, render_result, label)
             self.tools[decl.name] = decl
             return function
 
@@ -365,6 +484,7 @@ class Plugin:
     def export_handler(self):
         """The class componentize-py exports for the `handler-plugin` world (assign it to `Handler`)."""
         from wit_world import exports
+        _bundle(sys._getframe(1).f_globals.get("__file__") or "app.py")
         from wit_world.exports import handler as h
         t = _types()
 
@@ -423,8 +543,11 @@ class Plugin:
                           is_error=True)
 
     def export(self):
-        """The class componentize-py exports (assign it to `Tool` in the app module)."""
+        """The class componentize-py exports (assign it to `Tool` in the app module). Called while componentize-py
+        builds, it first puts in the component every module the app's files import, even inside functions, and
+        stops the build (`BuildError`) on one that cannot be imported, naming it."""
         from wit_world import exports
+        _bundle(sys._getframe(1).f_globals.get("__file__") or "app.py")
         from wit_world.imports import host
         t = _types()
 
@@ -434,7 +557,7 @@ class Plugin:
             hints = decl.annotations
             return t.ToolSpec(
                 name=decl.name,
-                label=decl.name,
+                label=decl.label or decl.name,
                 description=decl.description,
                 parameters=json.dumps(decl.parameters),
                 output_schema=None if decl.output_schema is None else json.dumps(decl.output_schema),
@@ -481,7 +604,8 @@ class Plugin:
                     pass
                 result = plugin.run(tool, json.loads(arguments), ctx)
                 if result.is_error and result.details and "traceback" in result.details:
-                    ctx.log(result.details["traceback"], "error")
+                    # An error result is the model's to read, not a fault of the host: detail for the log.
+                    ctx.log(f"{tool} failed: {result.text}\n{result.details['traceback']}", "debug")
                 return _to_wit(result)
 
             def prepare_arguments(self, tool, arguments):
@@ -518,3 +642,50 @@ class Plugin:
                     return None
 
         return Tool
+
+
+class Component:
+    """The built component, run by `toolwright exec` (tests): the calls a native test makes, made to the component
+    the host loads (CPython 3.14 inside, the modules it was built with, the sandbox and the grants of `policy`).
+    `toolwright` is `$TOOLWRIGHT`, or found on `PATH`; compiled code is cached as for any run.
+
+        component = Component("my_tool.wasm")          # fails when missing, or older than the app's sources
+        result = component.run("count_words", {"path": "a.txt"}, workspace)
+    """
+
+    def __init__(self, wasm, policy="toolwright.toml"):
+        self.wasm = os.path.abspath(wasm)
+        self.policy = os.path.abspath(policy) if policy else None
+        directory = os.path.dirname(self.wasm)
+        if not os.path.exists(self.wasm):
+            raise FileNotFoundError(f"{wasm} is not built: run ./build.sh first")
+        built = os.path.getmtime(self.wasm)
+        changed = sorted(f for f in os.listdir(directory) if f.endswith(".py") and not f.startswith("test")
+                         and os.path.getmtime(os.path.join(directory, f)) > built)
+        if changed:
+            raise RuntimeError(f"{', '.join(changed)} changed since {wasm} was built: run ./build.sh again")
+
+    def run(self, tool, args, cwd):
+        """One call of `tool` with `args` in the workspace `cwd`, through the host's whole pipeline: its
+        `Result` (text, structured content, details, error flag), or a refusal as the model would see it."""
+        import shutil
+        import subprocess
+
+        toolwright = os.environ.get("TOOLWRIGHT") or shutil.which("toolwright")
+        if not toolwright:
+            raise RuntimeError("toolwright is not on PATH: install it, or set TOOLWRIGHT to its path")
+        command = [toolwright, "exec", "-", "--json", "--no-default-plugins", "--plugins",
+                   os.path.dirname(self.wasm), "--cwd", os.path.abspath(cwd)]
+        if self.policy:
+            command += ["--policy", self.policy]
+        calls = {"toolCalls": [{"id": "1", "name": tool, "arguments": args}]}
+        out = subprocess.run(command, input=json.dumps(calls), capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise RuntimeError(f"toolwright exec failed ({out.returncode}): {out.stderr}")
+        for line in out.stdout.splitlines():
+            event = json.loads(line)
+            if event.get("type") == "tool_execution_end":
+                result = event["result"]
+                text = "\n".join(c["text"] for c in result.get("content", []) if c.get("type") == "text")
+                return Result(text, result.get("structuredContent"), result.get("details"), bool(event["isError"]))
+        raise RuntimeError(f"toolwright exec gave no result for {tool}: {out.stdout}{out.stderr}")

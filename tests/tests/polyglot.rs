@@ -75,6 +75,13 @@ fn python_example(name: &str, world: &str) -> PathBuf {
 /// Build the Python project `name` for `world`: the example of that name, or these `files` (after its unit tests,
 /// if it has them): the component's path.
 fn python_project(name: &str, world: &str, files: &[(&str, &str)]) -> PathBuf {
+    let (wasm, out) = python_build(name, world, files);
+    ok(out, &format!("componentize-py of {name}"));
+    wasm
+}
+
+/// [`python_project`], the build's output left to the caller: the component's path and componentize-py's output.
+fn python_build(name: &str, world: &str, files: &[(&str, &str)]) -> (PathBuf, Output) {
     let dir = project(name, "sdk/python/toolwright_plugin.py");
     for (file, text) in files {
         std::fs::write(dir.join(file), text).unwrap();
@@ -90,16 +97,13 @@ fn python_project(name: &str, world: &str, files: &[(&str, &str)]) -> PathBuf {
         );
     }
     let wasm = dir.join(format!("{}.wasm", name.replace('-', "_")));
-    ok(
-        Command::new(componentize_py())
-            .args(["-d", "wit", "-w", world, "componentize", "app", "-p", ".", "-o"])
-            .arg(&wasm)
-            .current_dir(&dir)
-            .output()
-            .unwrap(),
-        &format!("componentize-py of {name}"),
-    );
-    wasm
+    let out = Command::new(componentize_py())
+        .args(["-d", "wit", "-w", world, "componentize", "app", "-p", ".", "-o"])
+        .arg(&wasm)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    (wasm, out)
 }
 
 /// Build the JavaScript example `name` (after its unit tests): the component's path.
@@ -152,9 +156,19 @@ fn example(package: &str) -> &'static [u8] {
 /// `toolwright exec` of `calls` in `workspace` with the plugins of `plugins` (and `policy`, if any): the end
 /// events by call id, as (isError, text, structuredContent).
 fn run(plugins: &Path, workspace: &Path, policy: Option<&str>, calls: &Value) -> Vec<(bool, String, Value)> {
+    run_in(&mut Command::new(BINARY), plugins, workspace, policy, calls)
+}
+
+/// [`run`] with `command` (the binary, given its environment).
+fn run_in(
+    command: &mut Command,
+    plugins: &Path,
+    workspace: &Path,
+    policy: Option<&str>,
+    calls: &Value,
+) -> Vec<(bool, String, Value)> {
     let file = workspace.join("calls.json");
     std::fs::write(&file, calls.to_string()).unwrap();
-    let mut command = Command::new(BINARY);
     command
         .arg("exec")
         .arg(&file)
@@ -706,6 +720,51 @@ except ImportError:
     pass
 "#;
 
+/// A Python tool that imports the standard library only inside its functions, and opens a file with a BOM, as
+/// authors write them: componentize-py keeps only the modules imported during its build, so without the SDK's
+/// bundling each call here failed in the component (`ModuleNotFoundError: No module named 'statistics'`,
+/// `LookupError: unknown encoding: utf-8-sig`, `unknown encoding: idna`) while passing natively.
+const PY_LAZY: &str = r#"
+import json
+
+from toolwright_plugin import Plugin, Read
+
+plugin = Plugin("py-lazy", "0.1.0", "Imports inside its functions.", capabilities=[Read(".", "reads the numbers")])
+
+
+@plugin.tool(description="The mean and sum of the numbers in a file.", label="Number statistics",
+             parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+def py_stats(args, ctx):
+    import statistics
+    from decimal import Decimal
+    from fractions import Fraction
+
+    try:
+        import a_module_nobody_has  # optional: the build goes on without it
+    except ImportError:
+        pass
+    with open(ctx.resolve(args["path"]), encoding="utf-8-sig") as f:
+        numbers = f.read().split()
+    return f"mean {statistics.mean(Decimal(n) for n in numbers)}, sum {sum(Fraction(n) for n in numbers)}"
+
+
+@plugin.tool(description="A host name in IDNA, where ~/x resolves, and the Python inside.",
+             parameters={"type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"]})
+def py_where(args, ctx):
+    import datetime
+    import platform
+
+    day = datetime.datetime.strptime("2026-12-06", "%Y-%m-%d").strftime("%d/%m")
+    return json.dumps({"idna": args["host"].encode("idna").decode(), "home": ctx.resolve("~/x"),
+                       "python": platform.python_version(), "day": day, "cp437": "é".encode("cp437").hex()})
+
+
+try:
+    Tool = plugin.export()
+except ImportError:
+    pass
+"#;
+
 #[test]
 fn python_and_javascript_handlers_that_fail_give_pi_s_texts() {
     let fixture: Value = serde_json::from_str(
@@ -773,4 +832,133 @@ await writeFile("js_failing.wasm", component);
             wasm.display()
         );
     }
+}
+
+#[test]
+fn a_python_plugin_s_lazy_imports_and_codecs_are_in_its_component_and_an_unimportable_one_stops_the_build() {
+    let wasm = python_project("py-lazy", "tool-plugin", &[("app.py", PY_LAZY)]);
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(&wasm, plugins.path().join("py_lazy.wasm")).unwrap();
+    let ws = workspace();
+    let workspace = ws.path().canonicalize().unwrap();
+    std::fs::write(workspace.join("numbers.txt"), "\u{feff}1.5 2.5\n5\n").unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().canonicalize().unwrap();
+    let batch = calls(&[
+        ("py_stats", json!({"path": "numbers.txt"})),
+        ("py_where", json!({"host": "bücher.example"})),
+        ("py_stats", json!({"path": "missing.txt"})),
+    ]);
+    let exec = |home: &Path| {
+        let mut command = Command::new(BINARY);
+        command.env("HOME", home);
+        let policy = "[plugins.py-lazy]\nread = [\".\"]\n";
+        run_in(&mut command, plugins.path(), &workspace, Some(policy), &batch)
+    };
+    let out = exec(&home);
+    assert_eq!(out[0].1, "mean 3, sum 9", "{:?}", out[0]);
+    let said: Value = serde_json::from_str(&out[1].1).unwrap_or_else(|_| panic!("{:?}", out[1]));
+    assert_eq!(said["idna"], "xn--bcher-kva.example");
+    assert_eq!(said["day"], "06/12");
+    assert_eq!(said["cp437"], "82");
+    // The Python the docs name (docs/writing-plugins.md).
+    assert!(said["python"].as_str().unwrap().starts_with("3.14."), "{said}");
+    // Without a granted directory at, in or above the home, the plugin does not learn it: `~` is a plain name.
+    assert_eq!(said["home"], workspace.join("~/x").to_str().unwrap());
+    assert!(
+        out[2].0 && out[2].1.starts_with("FileNotFoundError"),
+        "{:?}",
+        out[2]
+    );
+    // With one (the workspace inside the home), `~` is the home, as for the native tools.
+    let out = exec(workspace.parent().unwrap());
+    let said: Value = serde_json::from_str(&out[1].1).unwrap();
+    assert_eq!(
+        said["home"],
+        workspace.parent().unwrap().join("x").to_str().unwrap()
+    );
+
+    // A tool's exception is the model's error result, not the host's: logged at debug with its message, and
+    // without colour codes when stderr is not a terminal. The batch here comes from standard input, as a bare
+    // array of calls.
+    let policy = workspace.join("lazy-policy.toml");
+    std::fs::write(&policy, "[plugins.py-lazy]\nread = [\".\"]\n").unwrap();
+    let mut child = Command::new(BINARY)
+        .args(["exec", "-", "--json", "--no-default-plugins", "--plugins"])
+        .arg(plugins.path())
+        .arg("--cwd")
+        .arg(&workspace)
+        .arg("--cache-dir")
+        .arg(tmp().join("component-cache"))
+        .arg("--policy")
+        .arg(&policy)
+        .env("TOOLWRIGHT_LOG", "debug")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        br#"[{"id": "s1", "name": "py_stats", "arguments": {"path": "missing.txt"}}]"#,
+    )
+    .unwrap();
+    let out = ok(child.wait_with_output().unwrap(), "toolwright exec -");
+    let events = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        events.contains(r#""toolCallId":"s1","toolName":"py_stats","result":{"content":[{"type":"text","text":"FileNotFoundError"#),
+        "{events}"
+    );
+    let log = String::from_utf8_lossy(&out.stderr);
+    let line = log
+        .lines()
+        .find(|l| l.contains("py_stats failed: FileNotFoundError: [Errno 44] No such file or directory"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains(" DEBUG "), "{line}");
+    assert!(!log.contains(" ERROR ") && !log.contains('\x1b'), "{log}");
+
+    // The label is the tool's title for an MCP client.
+    let args = [
+        "--no-default-plugins",
+        "--plugins",
+        plugins.path().to_str().unwrap(),
+        "--cwd",
+        workspace.to_str().unwrap(),
+        "--cache-dir",
+        tmp().join("component-cache").to_str().unwrap(),
+    ]
+    .map(str::to_owned);
+    let mut mcp = toolwright_tests::mcp::StdioServer::start(Path::new(BINARY), &args);
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let listed = mcp.response(2);
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let title = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["title"].clone())
+    };
+    assert_eq!(title("py_stats"), Some(json!("Number statistics")), "{listed}");
+    assert_eq!(title("py_where"), Some(json!("py_where")), "{listed}");
+
+    // A module imported inside a function that the build cannot import: the build fails, naming it and where.
+    let missing = PY_LAZY.replace(
+        "    import statistics\n",
+        "    import statistics\n    import no_such_module_here\n",
+    );
+    let (_, out) = python_build("py-lazy-missing", "tool-plugin", &[("app.py", &missing)]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(
+            "BuildError: app.py:13 imports `no_such_module_here`, which cannot be imported while \
+                       componentize-py builds the component (ModuleNotFoundError: No module named \
+                       'no_such_module_here')"
+        ),
+        "{said}"
+    );
 }

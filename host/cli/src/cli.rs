@@ -508,9 +508,14 @@ pub fn workspace(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 /// Run the command line of this process: parse its arguments, run the command, and end as it says (2 when it
 /// failed with an error, printed to stderr).
 pub fn main() -> ExitCode {
+    // Colour only for a person reading a terminal (and not with `NO_COLOR`): escape codes in a log file or a
+    // client's captured stderr are noise.
+    let colour =
+        std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("TOOLWRIGHT_LOG"))
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

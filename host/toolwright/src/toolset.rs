@@ -409,7 +409,8 @@ impl Toolset {
         }
         let env = host.vars_granted(&existing.env, &[]);
         let programs = ProgramGrant::for_plugin(&existing, &host.path);
-        let grants = WasmGrants::from_effective(&existing, &options.cwd, env, programs);
+        let mut grants = WasmGrants::from_effective(&existing, &options.cwd, env, programs);
+        grants.know_home(host.home.as_deref());
         let words = effective
             .decisions
             .iter()

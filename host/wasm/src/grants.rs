@@ -214,6 +214,22 @@ impl WasmGrants {
 }
 
 impl WasmGrants {
+    /// Tell the plugin the home directory `home` (for `~` in its paths: `ctx.resolve("~/notes")` in the SDKs) when
+    /// one of its directories is the home, lies inside it or contains it: it could name the home from that
+    /// directory's path anyway, and a model's `~/…` then means to it what it means to the native tools. Without
+    /// such a grant it does not learn where the home is, and `~` stays a name like any other.
+    pub fn know_home(&mut self, home: Option<&str>) {
+        let Some(home) = home else { return };
+        let home_path = Path::new(home);
+        if self
+            .preopens
+            .iter()
+            .any(|p| p.host.starts_with(home_path) || home_path.starts_with(&p.host))
+        {
+            self.home = Some(toolwright_sdk::paths::normalize(home));
+        }
+    }
+
     /// Apply a policy's limits: a wall-clock limit per call (milliseconds) and a memory limit (MiB, at most
     /// [`MAX_MEMORY`]); a limit the policy does not set is left as it is.
     pub fn limit(&mut self, timeout_ms: Option<u64>, memory_mib: Option<u64>) {
@@ -302,5 +318,42 @@ impl WasmGrants {
             calls: Calls::Inherit,
             rewrite: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_dirs(dirs: &[&str]) -> WasmGrants {
+        let mut grants = WasmGrants::none(Path::new("/w"));
+        grants.preopens = dirs
+            .iter()
+            .map(|d| Preopen {
+                host: d.into(),
+                guest: (*d).to_owned(),
+                write: false,
+            })
+            .collect();
+        grants
+    }
+
+    #[test]
+    fn a_plugin_learns_the_home_only_through_a_directory_at_inside_or_above_it() {
+        for (dirs, known) in [
+            (&["/home/me"][..], true),
+            (&["/home/me/notes"][..], true),
+            (&["/"][..], true),
+            (&["/w", "/home/me2"][..], false),
+            (&["/home/m"][..], false),
+            (&[][..], false),
+        ] {
+            let mut grants = with_dirs(dirs);
+            grants.know_home(Some("/home/me"));
+            assert_eq!(grants.home.is_some(), known, "{dirs:?}");
+        }
+        let mut grants = with_dirs(&["/home/me"]);
+        grants.know_home(None);
+        assert_eq!(grants.home, None);
     }
 }

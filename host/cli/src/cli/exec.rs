@@ -17,7 +17,8 @@ use toolwright::{AgentEvent, AssistantMessage, BoxFuture, EventSink, ExecutionMo
 /// Arguments of `toolwright exec`.
 #[derive(Debug, Args)]
 pub struct ExecArgs {
-    /// The calls file: `{"toolCalls": [{"id", "name", "arguments"}…], "mode"?, "stopReason"?}`.
+    /// The calls file: `{"toolCalls": [{"id", "name", "arguments"}…], "mode"?, "stopReason"?}`, or a bare array
+    /// of calls (`[{"id", "name", "arguments"}…]`); `-` reads it from standard input.
     calls: PathBuf,
     /// The workspace the tools work in (default: the current directory).
     #[arg(long)]
@@ -59,11 +60,42 @@ struct CallsFile {
     stop_reason: Option<StopReason>,
 }
 
+/// The batch `path` holds (standard input for `-`): a calls file, or a bare array of calls, which is a calls file
+/// with its defaults (a parallel batch, stop reason `toolUse`).
+fn read_batch(path: &std::path::Path) -> anyhow::Result<CallsFile> {
+    let (text, name) = if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .context("cannot read the calls from standard input")?;
+        (text, "standard input".to_owned())
+    } else {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the calls file {}", path.display()))?;
+        (text, path.display().to_string())
+    };
+    parse_batch(&text).with_context(|| {
+        format!(
+            "{name} is not a valid calls file (expected {{\"toolCalls\": [{{\"id\", \"name\", \"arguments\"}}…], \
+             \"mode\"?, \"stopReason\"?}}, or a bare array of calls)"
+        )
+    })
+}
+
+/// A calls file's text as a batch: an object is a calls file, an array its calls alone.
+fn parse_batch(text: &str) -> serde_json::Result<CallsFile> {
+    if text.trim_start().starts_with('[') {
+        let tool_calls = serde_json::from_str(text)?;
+        return Ok(CallsFile {
+            tool_calls,
+            mode: None,
+            stop_reason: None,
+        });
+    }
+    serde_json::from_str(text)
+}
+
 pub fn run(mut args: ExecArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.calls)
-        .with_context(|| format!("cannot read the calls file {}", args.calls.display()))?;
-    let file: CallsFile = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a valid calls file", args.calls.display()))?;
+    let file = read_batch(&args.calls)?;
     let cwd = super::workspace(args.cwd)?;
     let mode = if args.sequential {
         ExecutionMode::Sequential

@@ -39,6 +39,10 @@ enum Lang {
     Js,
 }
 
+/// The template tool's name: what it does (counts a file's lines, words and bytes), short as pi's `read` and `ls`,
+/// the same in every language and project.
+const TOOL: &str = "count";
+
 const GIT_SDK: &str = r#"toolwright-sdk = { git = "https://github.com/toolwright/toolwright" }"#;
 
 /// The SDK of the checkout this binary was built from, if it is still there.
@@ -72,7 +76,7 @@ fn fill(template: &str, values: &[(&str, &str)]) -> String {
 /// The files of a Rust project: (relative path, contents, executable).
 fn rust_project(name: &str, handler: bool, sdk: &str) -> Vec<(String, String, bool)> {
     let crate_name = name.replace('-', "_");
-    let tool = format!("{crate_name}_count");
+    let tool = TOOL.to_owned();
     let (description, grants) = match handler {
         true => handler_texts(name),
         false => tool_texts(name, &tool),
@@ -132,7 +136,7 @@ fn rust_project(name: &str, handler: bool, sdk: &str) -> Vec<(String, String, bo
 /// The files of a Python project: (relative path, contents, executable).
 fn python_project(name: &str, handler: bool) -> Vec<(String, String, bool)> {
     let module = name.replace('-', "_");
-    let tool = format!("{module}_count");
+    let tool = TOOL.to_owned();
     let ((description, grants), world) = match handler {
         true => (handler_texts(name), "handler-plugin"),
         false => (tool_texts(name, &tool), "tool-plugin"),
@@ -237,7 +241,7 @@ fn tool_texts(name: &str, tool: &str) -> (String, String) {
 /// The files of a JavaScript project: (relative path, contents, executable).
 fn js_project(name: &str, handler: bool) -> Vec<(String, String, bool)> {
     let module = name.replace('-', "_");
-    let tool = format!("{module}_count");
+    let tool = TOOL.to_owned();
     let ((description, grants), world, what) = match handler {
         true => (
             handler_texts(name),
