@@ -342,17 +342,14 @@ impl ComponentCache {
     }
 
     /// Remember that the file `stamp` describes (as it was when it was opened) has the SHA-256 `digest` of the
-    /// bytes just read from it, unless the file changed too recently for its stamp to tell a later write
-    /// apart (best effort, written atomically).
-    pub fn remember(&self, stamp: &FileStamp, digest: &Digest) {
-        self.remember_at(stamp, digest, SystemTime::now());
-    }
-
-    fn remember_at(&self, stamp: &FileStamp, digest: &Digest, now: SystemTime) {
+    /// bytes read from it from `read_at` on, unless the file had changed too recently before `read_at` for its
+    /// stamp to tell a later write apart (best effort, written atomically). What counts is when the read began,
+    /// not now: a compile between the read and this call (seconds on a loaded machine) settles nothing.
+    pub fn remember(&self, stamp: &FileStamp, digest: &Digest, read_at: SystemTime) {
         let Some(path) = self.stamp_path(stamp) else {
             return;
         };
-        if !stamp.settled(now) {
+        if !stamp.settled(read_at) {
             return;
         }
         let memo = Remembered {
@@ -594,14 +591,14 @@ mod tests {
         let stamp = FileStamp::of(&std::fs::metadata(&file).unwrap()).unwrap();
         let digest = digest(b"one");
 
-        cache.remember(&stamp, &digest);
+        cache.remember(&stamp, &digest, SystemTime::now());
         assert_eq!(
             cache.remembered(&stamp),
             None,
             "a file changed this very moment is not trusted by stamp"
         );
         let later = SystemTime::now() + SETTLE;
-        cache.remember_at(&stamp, &digest, later);
+        cache.remember(&stamp, &digest, later);
         assert_eq!(cache.remembered(&stamp), Some(digest));
 
         // Any write changes the stamp, even one of the same size.
@@ -639,7 +636,7 @@ mod tests {
         let memo = cache.stamp_path(&stamp).unwrap();
         std::fs::write(&memo, b"{").unwrap();
         assert_eq!(cache.remembered(&stamp), None);
-        cache.remember_at(&stamp, &digest, later);
+        cache.remember(&stamp, &digest, later);
         assert!(memo.is_file());
         clear(dir.path()).unwrap();
         assert!(!memo.exists() && !dir.path().join(STAMPS).exists());

@@ -398,11 +398,12 @@ impl PluginHost {
             // what it reads and refuses a mismatch.
             return self.load_on(&self.plain, path, Bytes::InFile, &digest);
         }
+        let read_at = std::time::SystemTime::now();
         let (bytes, stamp) = read_file(path)?;
         let digest = cache::digest(&bytes);
         let plugin = self.load_on(&self.plain, path, Bytes::Read(&bytes), &digest)?;
         if let Some(stamp) = stamp {
-            cache.remember(&stamp, &digest);
+            cache.remember(&stamp, &digest, read_at);
         }
         Ok(plugin)
     }
