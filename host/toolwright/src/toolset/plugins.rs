@@ -72,14 +72,15 @@ pub(super) fn load(options: &ToolsetOptions, policy: &Policy, locks: &Locks) -> 
     }
     // Each file loads now, or compiles in the background (its outcome taken by a later load).
     let mut slots: Vec<Loading> = sources.iter().map(|_| Loading::Load).collect();
-    for (path, location) in files {
-        slots.push(match defer(options, &host, locks, &path, location) {
+    let files: Vec<(PathBuf, PluginLocation)> = files.into_iter().collect();
+    for ((path, location), start) in files.iter().zip(defer_all(options, &host, locks, &files)) {
+        slots.push(match start {
             Some(Start::Deferred(plugin)) => Loading::Deferred(plugin),
             Some(Start::Ended(outcome)) => Loading::Ended(outcome),
             None => Loading::Load,
         });
-        locations.push(location);
-        sources.push((path, None));
+        locations.push(*location);
+        sources.push((path.clone(), None));
     }
     let to_load: Vec<(PathBuf, Option<crate::wasm::Embedded>)> = sources
         .iter()
@@ -157,6 +158,48 @@ enum Loading {
     Ended(Result<Plugin, PluginError>),
     /// It compiles in the background.
     Deferred(Deferred),
+}
+
+/// [`defer`] for every file, in order. Telling whether a file is described in the cache means hashing it unless
+/// its digest is remembered (about 20 ms for a 19 MB Python component on a cold cache), so the files are taken by
+/// as many threads as the machine has cores: a cold `mcp` answers `initialize` after the slowest share, not the
+/// sum.
+fn defer_all(
+    options: &ToolsetOptions,
+    host: &Arc<PluginHost>,
+    locks: &Locks,
+    files: &[(PathBuf, PluginLocation)],
+) -> Vec<Option<Start>> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .min(files.len());
+    if workers <= 1 || !options.compile_in_background {
+        return files
+            .iter()
+            .map(|(path, location)| defer(options, host, locks, path, *location))
+            .collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut starts: Vec<Option<Start>> = files.iter().map(|_| None).collect();
+    let done: Vec<Vec<(usize, Option<Start>)>> = std::thread::scope(|scope| {
+        let take = || {
+            let mut mine = Vec::new();
+            loop {
+                let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((path, location)) = files.get(at) else {
+                    return mine;
+                };
+                mine.push((at, defer(options, host, locks, path, *location)));
+            }
+        };
+        let handles: Vec<_> = (0..workers).map(|_| scope.spawn(take)).collect();
+        // A worker that panicked leaves its files to load now, where the load reports what is wrong.
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    for (at, start) in done.into_iter().flatten() {
+        starts[at] = start;
+    }
+    starts
 }
 
 /// Whether the plugin file at `path` compiles in the background ([`ToolsetOptions::compile_in_background`]):
