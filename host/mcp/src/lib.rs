@@ -10,6 +10,8 @@
 //! - [`result`]: tools and results in the shape each protocol revision asks for (structured output); [`texts`]:
 //!   what the server itself answers a call with.
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
+//! - `headers`: the `x-mcp-header` marks of a tool's parameters, checked before the tool is listed to a
+//!   2026-07-28 client (one that breaks SEP-2243's rules is left out, with a warning).
 //! - [`client`]: MCP servers as tools (the client side): their configuration files and tool names, as pi reads
 //!   and names them.
 //! - [`http`]: the streamable-HTTP transport ([`HttpOptions`], bearer token, `Host`/`Origin` allow-lists, timeouts,
@@ -40,6 +42,7 @@
 //! Nothing but protocol messages goes to stdout: logs go to stderr through `tracing`.
 
 pub mod client;
+mod headers;
 pub mod http;
 pub mod result;
 mod sink;
@@ -511,6 +514,12 @@ impl McpServer {
                 .into_iter()
                 .filter_map(|declaration| {
                     let definition = registry.definition(&declaration.name)?;
+                    if revision == Revision::AnyValue
+                        && let Err(reason) = headers::check(&declaration.parameters)
+                    {
+                        tracing::warn!(tool = %declaration.name, "not listed to 2026-07-28 clients: {reason}");
+                        return None;
+                    }
                     let mut tool = json!({
                         "name": declaration.name,
                         "title": definition.label,
