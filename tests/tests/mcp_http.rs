@@ -946,7 +946,8 @@ fn a_2026_07_28_call_hears_log_lines_only_at_the_level_its_meta_sets() {
 
 /// A tool parameter the plugin marks with `x-mcp-header` is listed with it, and a 2026-07-28 call must mirror it
 /// in `Mcp-Param-<name>`: a header that contradicts the body, an invalid Base64 one, or a value in the body
-/// without its header is refused with 400 and `HeaderMismatch` (-32020) before the plugin runs.
+/// without its header is refused with 400 and `HeaderMismatch` (-32020) before the plugin runs. A careless
+/// plugin's mark (on an array parameter) keeps its tool out of 2026-07-28 listings.
 #[test]
 fn a_parameter_marked_x_mcp_header_must_match_its_mcp_param_header() {
     let ws = workspace();
@@ -980,6 +981,19 @@ fn a_parameter_marked_x_mcp_header_must_match_its_mcp_param_header() {
         tool["inputSchema"]["properties"]["region"]["x-mcp-header"], "Region",
         "{tool}"
     );
+    // A tool whose mark breaks SEP-2243's rules (on an array) is left out for 2026-07-28 clients, who must drop
+    // it, and still listed to 2025-11-25 ones, for whom the mark means nothing.
+    assert!(!tools.to_string().contains("test_bad_header_mark"), "{tools}");
+    let id = session(&server.url, &[]);
+    let older = post(
+        &server.url,
+        &[
+            ("mcp-session-id", id.as_str()),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string(),
+    );
+    assert!(older.body.contains("test_bad_header_mark"), "{}", older.body);
 
     let arguments = json!({"region": "us-west1", "query": "q"});
     let call = |headers: &[(&str, &str)]| {

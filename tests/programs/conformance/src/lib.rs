@@ -28,7 +28,7 @@ pub struct Fixture {
 }
 
 /// The fixture tools.
-pub const FIXTURES: [Fixture; 9] = [
+pub const FIXTURES: [Fixture; 10] = [
     Fixture {
         name: "test_simple_text",
         description: "Returns a simple text response (MCP conformance fixture).",
@@ -68,6 +68,11 @@ pub const FIXTURES: [Fixture; 9] = [
         name: "test_log_levels",
         description: "Logs one line at each level: debug, info, warning, error.",
     },
+    // A careless plugin's `x-mcp-header` mark (on an array parameter): not listed to 2026-07-28 clients.
+    Fixture {
+        name: "test_bad_header_mark",
+        description: "Marks an array parameter with x-mcp-header, which SEP-2243 forbids.",
+    },
 ];
 
 /// The parameters of a fixture: `json_schema_2020_12_tool`'s exercise JSON Schema 2020-12 as the suite's prerelease
@@ -85,6 +90,10 @@ fn parameters(name: &str) -> Value {
                 "query": {"type": "string"}
             },
             "required": ["region", "query"]
+        }),
+        "test_bad_header_mark" => json!({
+            "type": "object",
+            "properties": {"tags": {"type": "array", "items": {"type": "string"}, "x-mcp-header": "Tags"}}
         }),
         "json_schema_2020_12_tool" => json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -137,7 +146,7 @@ impl Tool for Fixture {
                 ..Default::default()
             },
             "json_schema_2020_12_tool" => ToolResult::text("Accepted."),
-            "test_custom_headers" => ToolResult::text(format!("arguments: {args}")),
+            "test_custom_headers" | "test_bad_header_mark" => ToolResult::text(format!("arguments: {args}")),
             "test_tool_with_logging" | "test_logging_tool" => {
                 for message in [
                     "Tool execution started",
@@ -188,5 +197,6 @@ toolwright_sdk::export_tool!(
     FIXTURES[5],
     FIXTURES[6],
     FIXTURES[7],
-    FIXTURES[8]
+    FIXTURES[8],
+    FIXTURES[9]
 );
