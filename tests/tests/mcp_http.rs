@@ -1,10 +1,12 @@
 //! `toolwright mcp --http` at the HTTP level, as a hostile or careless client meets it: a foreign `Origin` or
 //! `Host` is refused with 403, a missing or wrong bearer token with 401, another path with 404, a body over 4 MiB
 //! with 413; listening beyond loopback without a token, or with a token file others can read, is refused at
-//! start; `tools/list_changed` reaches every connected session; SIGTERM during a running call cancels it, kills
-//! its processes and exits cleanly; two clients sending the same request ids each hear only their own call; and
-//! floods (idle connections without the token, silent ones, handshakes) leave the client with the token served
-//! and the server's memory bounded.
+//! start; `tools/list_changed` reaches every connected session and every `subscriptions/listen` stream that asked
+//! for it; SIGTERM during a running call cancels it, kills its processes and exits cleanly; two clients sending the
+//! same request ids each hear only their own call; a 2026-07-28 request hears log lines only at the level its
+//! `_meta` sets, and must mirror `x-mcp-header` parameters in matching headers; and floods (idle connections
+//! without the token, silent ones, handshakes) leave the client with the token served and the server's memory
+//! bounded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
 
@@ -562,11 +564,8 @@ fn two_clients_with_the_same_request_ids_hear_only_their_own_calls() {
     let plugins = tempfile::tempdir().unwrap();
     let server = start_with_nest(ws.path(), plugins.path(), &[]);
     let url = server.url.clone();
-    let stateless_meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
-    });
+    // A 2026-07-28 request hears log lines only when it sets a level.
+    let stateless_meta = meta_2026(Some("info"));
     for revision in ["2025-11-25", "2026-07-28"] {
         let stop = Arc::new(AtomicBool::new(false));
         // A session hears log lines on its event stream; a stateless request on its response's.
@@ -862,4 +861,246 @@ fn a_token_file_other_users_can_read_is_refused_at_start() {
             String::from_utf8_lossy(&out.stdout)
         );
     }
+}
+
+/// The `_meta` of a 2026-07-28 request: no log level unless `level` is given.
+fn meta_2026(level: Option<&str>) -> Value {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
+    });
+    if let Some(level) = level {
+        meta["io.modelcontextprotocol/logLevel"] = json!(level);
+    }
+    meta
+}
+
+/// A stateless 2026-07-28 `tools/call` of `tool` (id 5) with the standard headers and `extra` ones.
+fn call_2026(url: &str, tool: &str, arguments: Value, meta: Value, extra: &[(&str, &str)]) -> Reply {
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": meta}})
+    .to_string();
+    let mut headers = vec![
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+    ];
+    headers.extend_from_slice(extra);
+    post(url, &headers, &body)
+}
+
+/// A server with the conformance fixtures (`tests/programs/conformance`) as plugins.
+fn start_with_fixtures(workspace: &Path, plugins: &Path) -> HttpServer {
+    std::fs::copy(
+        toolwright_tests::programs::CONFORMANCE,
+        plugins.join("conformance.wasm"),
+    )
+    .unwrap();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    start(
+        workspace,
+        &[
+            "--plugins",
+            plugins.to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+        ],
+    )
+}
+
+/// 2026-07-28 forbids `notifications/message` for a request that set no log level in its `_meta`
+/// (regression: the server sent them at `info`); with a level, the lines at or above it come, on the request's
+/// own stream, which carries nothing but that request's notifications and its response.
+#[test]
+fn a_2026_07_28_call_hears_log_lines_only_at_the_level_its_meta_sets() {
+    let ws = workspace();
+    let plugins = tempfile::tempdir().unwrap();
+    let server = start_with_fixtures(ws.path(), plugins.path());
+    for (level, expected) in [
+        (None, vec![]),
+        (Some("warning"), vec!["a warning line", "an error line"]),
+        (
+            Some("debug"),
+            vec!["a debug line", "an info line", "a warning line", "an error line"],
+        ),
+    ] {
+        let reply = call_2026(&server.url, "test_log_levels", json!({}), meta_2026(level), &[]);
+        assert_eq!(reply.status, 200, "{level:?}: {}{}", reply.head, reply.body);
+        assert_eq!(log_lines(&reply.body), expected, "{level:?}: {}", reply.body);
+        let messages = reply.messages();
+        let (responses, others): (Vec<&Value>, Vec<&Value>) =
+            messages.iter().partition(|m| m.get("method").is_none());
+        assert!(
+            others.iter().all(|m| m["method"] == "notifications/message"),
+            "{level:?}: a message the request's stream may not carry: {others:?}"
+        );
+        assert_eq!(responses.len(), 1, "{level:?}: {messages:?}");
+        assert_eq!(responses[0]["id"], 5, "{level:?}: {messages:?}");
+        assert_eq!(
+            toolwright_tests::text_of(&responses[0]["result"]["content"]),
+            "logged at every level"
+        );
+    }
+}
+
+/// A tool parameter the plugin marks with `x-mcp-header` is listed with it, and a 2026-07-28 call must mirror it
+/// in `Mcp-Param-<name>`: a header that contradicts the body, an invalid Base64 one, or a value in the body
+/// without its header is refused with 400 and `HeaderMismatch` (-32020) before the plugin runs. A careless
+/// plugin's mark (on an array parameter) keeps its tool out of 2026-07-28 listings.
+#[test]
+fn a_parameter_marked_x_mcp_header_must_match_its_mcp_param_header() {
+    let ws = workspace();
+    let plugins = tempfile::tempdir().unwrap();
+    let server = start_with_fixtures(ws.path(), plugins.path());
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta_2026(None)}});
+    let listed = post(
+        &server.url,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &body.to_string(),
+    );
+    let result = &listed.messages()[0]["result"];
+    // 2026-07-28's caching hints.
+    assert_eq!(
+        (&result["ttlMs"], &result["cacheScope"]),
+        (&json!(0), &json!("private")),
+        "{result}"
+    );
+    let tools = result["tools"].clone();
+    let tool = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "test_custom_headers")
+        .unwrap_or_else(|| panic!("no test_custom_headers in {tools}"));
+    assert_eq!(
+        tool["inputSchema"]["properties"]["region"]["x-mcp-header"], "Region",
+        "{tool}"
+    );
+    // A tool whose mark breaks SEP-2243's rules (on an array) is left out for 2026-07-28 clients, who must drop
+    // it, and still listed to 2025-11-25 ones, for whom the mark means nothing.
+    assert!(!tools.to_string().contains("test_bad_header_mark"), "{tools}");
+    let id = session(&server.url, &[]);
+    let older = post(
+        &server.url,
+        &[
+            ("mcp-session-id", id.as_str()),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string(),
+    );
+    assert!(older.body.contains("test_bad_header_mark"), "{}", older.body);
+
+    let arguments = json!({"region": "us-west1", "query": "q"});
+    let call = |headers: &[(&str, &str)]| {
+        call_2026(
+            &server.url,
+            "test_custom_headers",
+            arguments.clone(),
+            meta_2026(None),
+            headers,
+        )
+    };
+    let reply = call(&[("Mcp-Param-Region", "us-west1")]);
+    assert_eq!(reply.status, 200, "{}{}", reply.head, reply.body);
+    assert!(
+        reply.body.contains(r#"\"region\":\"us-west1\""#),
+        "{}",
+        reply.body
+    );
+    // Base64 as SEP-2243 wraps it.
+    let reply = call(&[("Mcp-Param-Region", "=?base64?dXMtd2VzdDE=?=")]);
+    assert_eq!(reply.status, 200, "{}{}", reply.head, reply.body);
+    for headers in [
+        vec![("Mcp-Param-Region", "eu-north1")],
+        vec![("Mcp-Param-Region", "=?base64?dXMtd2VzdDE?=")],
+        vec![],
+    ] {
+        let reply = call(&headers);
+        assert_eq!(reply.status, 400, "{headers:?}: {}{}", reply.head, reply.body);
+        assert_eq!(
+            reply.messages()[0]["error"]["code"],
+            -32020,
+            "{headers:?}: {}",
+            reply.body
+        );
+    }
+}
+
+/// A `subscriptions/listen` stream that asked for `toolsListChanged` hears `notifications/tools/list_changed`
+/// (tagged with its subscription id) when the plugins' tools change; one that asked only for prompts hears no
+/// tool change.
+#[test]
+fn a_listen_stream_hears_the_tool_changes_it_asked_for_and_no_others() {
+    let ws = workspace();
+    let plugins = tempfile::tempdir().unwrap();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let server = start(
+        ws.path(),
+        &[
+            "--plugins",
+            plugins.path().to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--watch-plugins",
+            "100",
+        ],
+    );
+    let listen = |notifications: Value, until: &'static str| {
+        let url = server.url.clone();
+        std::thread::spawn(move || {
+            let body = json!({"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
+                "params": {"_meta": meta_2026(None), "notifications": notifications}});
+            let headers = [
+                ACCEPT,
+                JSON,
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "subscriptions/listen"),
+            ];
+            send(&url, "POST", "/mcp", &headers, &body.to_string(), Some(until))
+        })
+    };
+    let tools = listen(
+        json!({"toolsListChanged": true}),
+        "notifications/tools/list_changed",
+    );
+    // Read until the connection closes (the server is dropped below): nothing may name a tool change.
+    let prompts = listen(
+        json!({"promptsListChanged": true}),
+        "notifications/tools/list_changed",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, wordcount) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    std::fs::write(plugins.path().join("wordcount.wasm"), wordcount).unwrap();
+    let heard = tools.join().unwrap();
+    assert_eq!(heard.status, 200, "{}", heard.head);
+    let messages = heard.messages();
+    assert_eq!(
+        messages[0]["method"], "notifications/subscriptions/acknowledged",
+        "{messages:?}"
+    );
+    let changed = messages
+        .iter()
+        .find(|m| m["method"] == "notifications/tools/list_changed")
+        .unwrap_or_else(|| panic!("no tools/list_changed on the listen stream: {messages:?}"));
+    assert!(
+        !changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_null(),
+        "{changed}"
+    );
+    // Give the other stream time to (wrongly) hear the change, then end it.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(server);
+    let heard = prompts.join().unwrap();
+    assert!(
+        !heard.body.contains("notifications/tools/list_changed"),
+        "a prompts-only stream heard a tool change: {}",
+        heard.body
+    );
 }

@@ -10,6 +10,8 @@
 //! - [`result`]: tools and results in the shape each protocol revision asks for (structured output); [`texts`]:
 //!   what the server itself answers a call with.
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
+//! - `headers`: the `x-mcp-header` marks of a tool's parameters, checked before the tool is listed to a
+//!   2026-07-28 client (one that breaks SEP-2243's rules is left out, with a warning).
 //! - [`client`]: MCP servers as tools (the client side): their configuration files and tool names, as pi reads
 //!   and names them.
 //! - [`http`]: the streamable-HTTP transport ([`HttpOptions`], bearer token, `Host`/`Origin` allow-lists, timeouts,
@@ -23,7 +25,8 @@
 //!   of the server's (`mcp-<n>`, unique in the process, whatever JSON-RPC id the client sent). Content blocks
 //!   map one to one (images as MCP images); `structuredContent` as the revision allows; `isError` is the final
 //!   error flag. Partial results become `notifications/progress` when the client sent a progress token; what a
-//!   tool logs becomes `notifications/message` at or above the client's level; `notifications/cancelled` (or,
+//!   tool logs becomes `notifications/message` at or above the client's level (a 2026-07-28 request's own, from
+//!   its `_meta`: none without one); `notifications/cancelled` (or,
 //!   for a stateless HTTP request, closing its stream) aborts the call (a bash call's process group is killed).
 //! - Calls run concurrently, except that a tool whose execution mode is sequential runs alone, as pi runs a batch
 //!   that contains one.
@@ -39,6 +42,7 @@
 //! Nothing but protocol messages goes to stdout: logs go to stderr through `tracing`.
 
 pub mod client;
+mod headers;
 pub mod http;
 pub mod result;
 mod sink;
@@ -231,6 +235,19 @@ impl McpServer {
     #[allow(deprecated)]
     fn level(&self) -> LoggingLevel {
         *self.level.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The lowest level a call's client hears its log lines at: a 2026-07-28 request's own
+    /// (`io.modelcontextprotocol/logLevel` in `_meta`), and none without one (the revision forbids
+    /// `notifications/message` for a request that set no level); an older client's from `logging/setLevel`, else
+    /// [`DEFAULT_LOG_LEVEL`].
+    #[allow(deprecated)]
+    fn log_level(&self, context: &RequestContext<RoleServer>, revision: Revision) -> Option<LoggingLevel> {
+        match (context.meta.log_level(), revision) {
+            (Some(level), _) => Some(level),
+            (None, Revision::AnyValue) => None,
+            (None, _) => Some(self.level()),
+        }
     }
 
     /// Send `notifications/tools/list_changed` to every connected client when the declared tools differ from
@@ -497,6 +514,12 @@ impl McpServer {
                 .into_iter()
                 .filter_map(|declaration| {
                     let definition = registry.definition(&declaration.name)?;
+                    if revision == Revision::AnyValue
+                        && let Err(reason) = headers::check(&declaration.parameters)
+                    {
+                        tracing::warn!(tool = %declaration.name, "not listed to 2026-07-28 clients: {reason}");
+                        return None;
+                    }
                     let mut tool = json!({
                         "name": declaration.name,
                         "title": definition.label,
@@ -575,7 +598,7 @@ impl McpServer {
             .meta
             .get_progress_token()
             .or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
-        let level = context.meta.log_level().unwrap_or_else(|| self.level());
+        let level = self.log_level(&context, revision);
         let sink = sink::CallSink {
             peer: context.peer.clone(),
             token: progress,
@@ -751,10 +774,16 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.wait_for_listing().await;
-        serde_json::from_value(
-            json!({ "resultType": "complete", "tools": self.tools_for(revision_of(&context)) }),
-        )
-        .map_err(|e| ErrorData::internal_error(format!("cannot list the tools: {e}"), None))
+        let revision = revision_of(&context);
+        let mut listed = json!({ "resultType": "complete", "tools": self.tools_for(revision) });
+        // 2026-07-28's caching hints: the list follows `tool_search` and plugin reloads, so it is never fresh for
+        // longer than the answer; `private` because what one client activates is not another deployment's list.
+        if revision == Revision::AnyValue {
+            listed["ttlMs"] = json!(0);
+            listed["cacheScope"] = json!("private");
+        }
+        serde_json::from_value(listed)
+            .map_err(|e| ErrorData::internal_error(format!("cannot list the tools: {e}"), None))
     }
 
     async fn call_tool(

@@ -12,8 +12,8 @@ use toolwright_core::pipeline::{EventSink, ToolLog};
 use toolwright_core::tool::{BoxFuture, LogLevel};
 use toolwright_core::types::{AgentEvent, ToolResult};
 
-/// The level a client hears when it has not chosen one (`logging/setLevel`, or 2026-07-28's per-request
-/// `io.modelcontextprotocol/logLevel`).
+/// The level a client of a revision before 2026-07-28 hears when it has not chosen one (`logging/setLevel`, or
+/// a per-request `io.modelcontextprotocol/logLevel`). A 2026-07-28 request without a level hears no log lines.
 pub const DEFAULT_LOG_LEVEL: LoggingLevel = LoggingLevel::Info;
 
 /// The rank of an MCP level, lowest first (RFC 5424's order, as MCP defines it).
@@ -28,6 +28,11 @@ pub(crate) fn rank(level: LoggingLevel) -> u8 {
         LoggingLevel::Alert => 6,
         LoggingLevel::Emergency => 7,
     }
+}
+
+/// Whether a line at `level` goes to a client that wants lines at `wanted` and above (`None`: no lines).
+pub(crate) fn heard(level: LoggingLevel, wanted: Option<LoggingLevel>) -> bool {
+    wanted.is_some_and(|wanted| rank(level) >= rank(wanted))
 }
 
 /// A tool's log level as MCP names it.
@@ -65,8 +70,9 @@ pub(crate) struct CallSink {
     pub peer: Peer<RoleServer>,
     /// The client's progress token, when it asked for progress.
     pub token: Option<ProgressToken>,
-    /// The lowest level the client wants to hear.
-    pub level: LoggingLevel,
+    /// The lowest level the client wants to hear; `None`: no log lines at all (a 2026-07-28 request that set no
+    /// level in its `_meta`).
+    pub level: Option<LoggingLevel>,
     pub count: Mutex<u64>,
 }
 
@@ -103,7 +109,7 @@ impl EventSink for CallSink {
     fn log(&self, log: ToolLog) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let level = mcp_level(log.line.level);
-            if rank(level) < rank(self.level) {
+            if !heard(level, self.level) {
                 return;
             }
             // Nested calls' lines are the request's too: the logger names the tool that wrote them.
@@ -126,6 +132,14 @@ mod tests {
         assert_eq!(progress_of(&partial, 3), (3.0, None, Some("step two".into())));
         partial.details = Some(json!({"progress": 50, "total": 100, "message": "half"}));
         assert_eq!(progress_of(&partial, 3), (50.0, Some(100.0), Some("half".into())));
+    }
+
+    #[test]
+    fn a_client_that_set_no_level_hears_no_line_and_one_that_did_hears_those_at_or_above_it() {
+        assert!(!heard(LoggingLevel::Emergency, None));
+        assert!(heard(LoggingLevel::Warning, Some(LoggingLevel::Warning)));
+        assert!(heard(LoggingLevel::Error, Some(LoggingLevel::Warning)));
+        assert!(!heard(LoggingLevel::Info, Some(LoggingLevel::Warning)));
     }
 
     #[test]

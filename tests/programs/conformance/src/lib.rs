@@ -5,9 +5,11 @@
 //! the MCP server), not a mock. `tests/tests/mcp_conformance.rs` runs the suite against
 //! `toolwright mcp --http` with this plugin loaded.
 //!
-//! Only what a Toolwright plugin can return is here: text and image content (pi's content types), errors,
-//! progress and logs. The suite's audio, embedded-resource, sampling and elicitation tools are not: their
-//! scenarios are expected failures (`tests/mcp/conformance-baseline.yml`, `docs/mcp.md`).
+//! Only what a Toolwright plugin can do is here: text and image content (pi's content types), errors, progress,
+//! logs, JSON Schema 2020-12 parameters and parameters mirrored in HTTP headers (`x-mcp-header`). The suite's
+//! audio, embedded-resource, sampling, elicitation and `input_required` tools are not: their scenarios are
+//! expected failures (`tests/mcp/conformance-baseline.yml`, `tests/mcp/conformance-2026-07-28-baseline.yml`,
+//! `docs/mcp.md`). `tests/tests/mcp_conformance_2026.rs` runs the prerelease that tests the 2026-07-28 revision.
 
 use serde_json::{Value, json};
 use toolwright_sdk::{Content, Ctx, LogLevel, Tool, ToolError, ToolResult, ToolSpec};
@@ -26,7 +28,7 @@ pub struct Fixture {
 }
 
 /// The fixture tools.
-pub const FIXTURES: [Fixture; 7] = [
+pub const FIXTURES: [Fixture; 10] = [
     Fixture {
         name: "test_simple_text",
         description: "Returns a simple text response (MCP conformance fixture).",
@@ -51,31 +53,73 @@ pub const FIXTURES: [Fixture; 7] = [
         name: "json_schema_2020_12_tool",
         description: "Declares a JSON Schema 2020-12 input schema with $defs and $ref (MCP conformance fixture).",
     },
+    // The prerelease's (2026-07-28) name for a tool that logs: no `notifications/message` may reach a client that
+    // set no log level in the request's `_meta`.
+    Fixture {
+        name: "test_logging_tool",
+        description: "Logs three messages while it runs (MCP conformance fixture, 2026-07-28).",
+    },
+    Fixture {
+        name: "test_custom_headers",
+        description: "Echoes its arguments; `region` and `priority` are mirrored in Mcp-Param headers (MCP conformance fixture, SEP-2243).",
+    },
     // Not the suite's: Toolwright's own tests of log levels and titles (its label differs from its name).
     Fixture {
         name: "test_log_levels",
         description: "Logs one line at each level: debug, info, warning, error.",
     },
+    // A careless plugin's `x-mcp-header` mark (on an array parameter): not listed to 2026-07-28 clients.
+    Fixture {
+        name: "test_bad_header_mark",
+        description: "Marks an array parameter with x-mcp-header, which SEP-2243 forbids.",
+    },
 ];
 
-/// The parameters of a fixture: `json_schema_2020_12_tool`'s exercise JSON Schema 2020-12 as the suite checks it
-/// (`$schema`, `$defs`, `$ref`, `additionalProperties: false`); the others take none.
+/// The parameters of a fixture: `json_schema_2020_12_tool`'s exercise JSON Schema 2020-12 as the suite's prerelease
+/// checks it (SEP-1613: `$schema`, `$defs`, `$ref`, `additionalProperties: false`; SEP-2106: `$anchor`,
+/// `allOf`/`anyOf`, `if`/`then`/`else`); `test_custom_headers`' mark two parameters with `x-mcp-header` (SEP-2243:
+/// a 2026-07-28 client mirrors them in `Mcp-Param-Region` and `Mcp-Param-Priority`, and the server checks that the
+/// headers match the body); the others take none.
 fn parameters(name: &str) -> Value {
-    if name != "json_schema_2020_12_tool" {
-        return json!({"type": "object", "properties": {}});
+    match name {
+        "test_custom_headers" => json!({
+            "type": "object",
+            "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "priority": {"type": "integer", "x-mcp-header": "Priority"},
+                "query": {"type": "string"}
+            },
+            "required": ["region", "query"]
+        }),
+        "test_bad_header_mark" => json!({
+            "type": "object",
+            "properties": {"tags": {"type": "array", "items": {"type": "string"}, "x-mcp-header": "Tags"}}
+        }),
+        "json_schema_2020_12_tool" => json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {
+                "address": {
+                    "$anchor": "addressDef",
+                    "type": "object",
+                    "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
+                }
+            },
+            "properties": {
+                "name": {"type": "string"},
+                "address": {"$ref": "#/$defs/address"},
+                "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                "phone": {"type": "string"},
+                "email": {"type": "string"}
+            },
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
+            "additionalProperties": false
+        }),
+        _ => json!({"type": "object", "properties": {}}),
     }
-    json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "$defs": {
-            "address": {
-                "type": "object",
-                "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
-            }
-        },
-        "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
-        "additionalProperties": false
-    })
 }
 
 impl Tool for Fixture {
@@ -94,7 +138,7 @@ impl Tool for Fixture {
         }
     }
 
-    fn execute(&self, _call_id: &str, _args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
+    fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
         Ok(match self.name {
             "test_simple_text" => ToolResult::text("This is a simple text response for testing."),
             "test_image_content" => ToolResult {
@@ -102,7 +146,8 @@ impl Tool for Fixture {
                 ..Default::default()
             },
             "json_schema_2020_12_tool" => ToolResult::text("Accepted."),
-            "test_tool_with_logging" => {
+            "test_custom_headers" | "test_bad_header_mark" => ToolResult::text(format!("arguments: {args}")),
+            "test_tool_with_logging" | "test_logging_tool" => {
                 for message in [
                     "Tool execution started",
                     "Tool processing data",
@@ -150,5 +195,8 @@ toolwright_sdk::export_tool!(
     FIXTURES[3],
     FIXTURES[4],
     FIXTURES[5],
-    FIXTURES[6]
+    FIXTURES[6],
+    FIXTURES[7],
+    FIXTURES[8],
+    FIXTURES[9]
 );
