@@ -261,6 +261,7 @@ impl Tasks {
         }
         if let Some(entry) = entries.get_mut(id) {
             entry.task.status = payload.status();
+            entry.task.status_message = None;
             entry.task.last_updated_at = now();
             entry.payload = Some(payload);
             entry.bytes = bytes;
