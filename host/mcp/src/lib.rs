@@ -27,7 +27,7 @@
 //!   error flag. Partial results become `notifications/progress` when the client sent a progress token; what a
 //!   tool logs becomes `notifications/message` at or above the client's level; `notifications/cancelled` (or,
 //!   for a stateless HTTP request, closing its stream) aborts the call (a bash call's process group is killed).
-//! - A client that declared the tasks extension gets a task for a call of a long-running tool (`bash`,
+//! - A 2026-07-28 client that declared the tasks extension gets a task for a call of a long-running tool (`bash`,
 //!   `codemode`, a plugin's or an MCP server's tool): `tasks/get` polls it, `tasks/cancel` cancels its call.
 //! - Calls run concurrently, except that a tool whose execution mode is sequential runs alone, as pi runs a batch
 //!   that contains one.
@@ -616,9 +616,12 @@ impl McpServer {
             Prepared::Answered(result) => return Ok(result.into()),
             Prepared::Call(call) => call,
         };
-        let accepts_tasks = context
-            .client_capabilities()
-            .is_some_and(|capabilities| capabilities.supports_tasks());
+        // The extension is 2026-07-28's: a 2025-11-25 client that declares it ignores it (the MCP Inspector and
+        // the official TypeScript `ext-tasks` declare it on every connection and expect a plain result there).
+        let accepts_tasks = call.revision == Revision::AnyValue
+            && context
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks());
         if accepts_tasks && call.long {
             return self.start_task(call).map(CallToolResponse::Task);
         }
@@ -772,9 +775,7 @@ impl McpServer {
     /// (`tasks/cancel`, shutdown) or outlives the tasks' TTL.
     fn start_task(&self, call: PreparedCall) -> Result<rmcp::model::CreateTaskResult, ErrorData> {
         let cancel = self.inner.shutdown.child_token();
-        let owner = self.client.owner();
-        let task = self.inner.tasks.create(owner, cancel.clone())?;
-        let peer = call.sink.peer.clone();
+        let task = self.inner.tasks.create(self.client.owner(), cancel.clone())?;
         let id = task.task_id.clone();
         let ttl = self.inner.tasks.limits().ttl;
         let server = self.clone();
@@ -798,17 +799,6 @@ impl McpServer {
                 Err(error) => Ending::Error(error),
             };
             server.inner.tasks.finish(&id, ending);
-            // A session hears that its task ended (`notifications/tasks`); a stateless client polls.
-            if let Owner::Session(_) = owner
-                && let Ok(task) = server.inner.tasks.get(owner, &id)
-            {
-                let status = rmcp::model::ServerNotification::TaskStatusNotification(
-                    rmcp::model::Notification::new(rmcp::model::TaskStatusNotificationParams::new(task)),
-                );
-                if let Err(error) = peer.send_notification(status).await {
-                    tracing::debug!(task = %id, "cannot send notifications/tasks: {error}");
-                }
-            }
         });
         if started.is_none() {
             return Err(ErrorData::internal_error("the server is shutting down", None));

@@ -1,14 +1,14 @@
 //! Long calls as tasks: the `io.modelcontextprotocol/tasks` extension (SEP-2663) for `tools/call`.
 //!
-//! A client that declares the extension (in its capabilities, at `initialize` or in a request's `_meta`) and
-//! calls a long-running tool ([`runs_as_task`]: `bash`, `codemode`, a plugin's or an MCP server's tool) gets a
+//! A 2026-07-28 request that declares the extension (in `_meta["io.modelcontextprotocol/clientCapabilities"]`)
+//! and calls a long-running tool ([`runs_as_task`]: `bash`, `codemode`, a plugin's or an MCP server's tool) gets a
 //! `CreateTaskResult` at once; the call runs on, through the same pipeline as any other, and the client polls
 //! `tasks/get` (the result is inline once `completed`) or cancels it with `tasks/cancel` (the call is cancelled:
 //! its processes are killed, and the task ends `cancelled`).
 //!
-//! [`Tasks`] is the store, owned by the server: every task is bound to its [`Owner`] (the HTTP session of a
-//! 2025-11-25 client, or "stateless" for 2026-07-28 requests, whose unguessable id is then the only key), and
-//! another owner asking for it is told it does not exist. What it keeps is bounded ([`TaskLimits`]): a task and its
+//! [`Tasks`] is the store, owned by the server: every task is bound to its [`Owner`] ("stateless" for 2026-07-28
+//! requests, whose unguessable id is then the only key; a session, for a client that completed a handshake),
+//! and another owner asking for it is told it does not exist. What it keeps is bounded ([`TaskLimits`]): a task and its
 //! result live for the TTL from their creation (a call still running then is cancelled); at most `max_tasks` are
 //! kept, the oldest finished one dropped to make room and a new task refused while all are running; results
 //! take at most `max_result_bytes` together, the oldest finished ones dropped first, and a single result larger
