@@ -7,6 +7,9 @@
 //! 2026-07-28 one (stateless): annotations, structured results as each revision has them, a wasm plugin's tool,
 //! its logs and its progress, cancelling a long bash (no process left behind), and a clean exit on SIGTERM.
 //!
+//! Long calls as tasks (`tests/mcp/python_tasks_client.py`), as a 2026-07-28 client of the tasks extension: a bash
+//! call polled and its result fetched, another cancelled (no process left behind), neither seen by another client.
+//!
 //! The SDK is installed once into a virtual environment under the target directory (`python3 -m venv`, then
 //! `pip install mcp==2.3.0`); set `TOOLWRIGHT_PYTHON` to use another interpreter.
 
@@ -81,4 +84,9 @@ fn the_official_python_client_drives_toolwright_mcp_over_http_as_a_2025_11_25_cl
 #[test]
 fn the_official_python_client_drives_toolwright_mcp_over_http_as_a_2026_07_28_client() {
     http_client("modern");
+}
+
+#[test]
+fn the_official_python_client_polls_cancels_and_fetches_bash_tasks_over_http() {
+    run_client("python_tasks_client.py", &[], false, &[]);
 }

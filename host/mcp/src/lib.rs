@@ -12,6 +12,8 @@
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
 //! - `headers`: the `x-mcp-header` marks of a tool's parameters, checked before the tool is listed to a
 //!   2026-07-28 client (one that breaks SEP-2243's rules is left out, with a warning).
+//! - [`tasks`]: long calls as tasks (the `io.modelcontextprotocol/tasks` extension): the store the server owns,
+//!   who sees a task, and what is kept for how long ([`TaskLimits`]).
 //! - [`client`]: MCP servers as tools (the client side): their configuration files and tool names, as pi reads
 //!   and names them.
 //! - [`http`]: the streamable-HTTP transport ([`HttpOptions`], bearer token, `Host`/`Origin` allow-lists, timeouts,
@@ -28,6 +30,8 @@
 //!   tool logs becomes `notifications/message` at or above the client's level (a 2026-07-28 request's own, from
 //!   its `_meta`: none without one); `notifications/cancelled` (or,
 //!   for a stateless HTTP request, closing its stream) aborts the call (a bash call's process group is killed).
+//! - A 2026-07-28 client that declared the tasks extension gets a task for a call of a long-running tool (`bash`,
+//!   `codemode`, a plugin's or an MCP server's tool): `tasks/get` polls it, `tasks/cancel` cancels its call.
 //! - Calls run concurrently, except that a tool whose execution mode is sequential runs alone, as pi runs a batch
 //!   that contains one.
 //! - A call that must wait for plugins still compiling in the background ([`Pending`]: a handler, one of them
@@ -46,6 +50,7 @@ mod headers;
 pub mod http;
 pub mod result;
 mod sink;
+pub mod tasks;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -72,8 +77,10 @@ use toolwright_core::types::{AssistantMessage, ToolCall};
 pub use http::HttpOptions;
 pub use result::Structured;
 pub use sink::DEFAULT_LOG_LEVEL;
+pub use tasks::TaskLimits;
 
 use result::Revision;
+use tasks::{Ending, Owner, Tasks};
 
 /// An MCP server over a session's [`Dispatcher`]: its registry's declared tools, run through its pipeline.
 ///
@@ -85,6 +92,34 @@ pub struct McpServer {
     /// The level this client chose with `logging/setLevel`.
     #[allow(deprecated)]
     level: Arc<Mutex<LoggingLevel>>,
+    /// Which client this clone serves: the owner of its tasks.
+    client: Arc<Client>,
+}
+
+/// The client a clone of the server serves.
+struct Client {
+    /// A number of the server's, unique in the process.
+    number: u64,
+    /// Whether it completed the handshake (a 2025-11-25 session, or stdio): its tasks are then its own; else
+    /// each request is stateless and a task is anyone's who knows its id.
+    session: std::sync::atomic::AtomicBool,
+}
+
+impl Client {
+    fn new(number: u64) -> Arc<Self> {
+        Arc::new(Client {
+            number,
+            session: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    fn owner(&self) -> Owner {
+        if self.session.load(std::sync::atomic::Ordering::Relaxed) {
+            Owner::Session(self.number)
+        } else {
+            Owner::Stateless
+        }
+    }
 }
 
 struct Inner {
@@ -106,6 +141,10 @@ struct Inner {
     next_call: std::sync::atomic::AtomicU64,
     /// Cancels every running call (shutdown).
     shutdown: CancellationToken,
+    /// The calls run as tasks, and their results.
+    tasks: Tasks,
+    /// The number of the next client ([`Client`]).
+    next_client: std::sync::atomic::AtomicU64,
     /// The running calls, awaited at shutdown.
     calls: TaskTracker,
     /// What calls and listings wait for first, from the plugin watcher ([`Watch`]).
@@ -170,6 +209,25 @@ enum Waited {
     TooLong(String),
 }
 
+/// A call ready to run, or the answer when it cannot.
+enum Prepared {
+    Call(PreparedCall),
+    Answered(CallToolResult),
+}
+
+/// What a call needs from its request to run and to be answered.
+struct PreparedCall {
+    /// The tool runs alone (its execution mode is sequential).
+    sequential: bool,
+    /// The tool is an MCP server's, whose own `structuredContent` is relayed.
+    relayed: bool,
+    /// The tool may run long: a task, for a client that accepts them ([`tasks::runs_as_task`]).
+    long: bool,
+    revision: Revision,
+    message: AssistantMessage,
+    sink: sink::CallSink,
+}
+
 /// Polled for the plugins' tools: `Some` with all of them when the plugin directories changed, else `None`.
 pub type Reload = Box<dyn FnMut() -> Option<Vec<toolwright_core::ToolDefinition>> + Send>;
 
@@ -202,6 +260,11 @@ impl McpServer {
 
     /// A server for `dispatcher`'s tools, structured results as `structured` says.
     pub fn with_structured(dispatcher: Dispatcher, structured: Structured) -> Self {
+        Self::with_limits(dispatcher, structured, TaskLimits::default())
+    }
+
+    /// A server for `dispatcher`'s tools, structured results as `structured` says, tasks kept as `tasks` says.
+    pub fn with_limits(dispatcher: Dispatcher, structured: Structured, tasks: TaskLimits) -> Self {
         let announced = dispatcher.registry().read(|r| (r.revision(), r.declarations()));
         McpServer {
             inner: Arc::new(Inner {
@@ -214,6 +277,8 @@ impl McpServer {
                 next_listener: std::sync::atomic::AtomicU64::new(1),
                 next_call: std::sync::atomic::AtomicU64::new(1),
                 shutdown: CancellationToken::new(),
+                tasks: Tasks::new(tasks),
+                next_client: std::sync::atomic::AtomicU64::new(1),
                 calls: TaskTracker::new(),
                 waits: std::sync::OnceLock::new(),
                 started: std::time::Instant::now(),
@@ -221,14 +286,20 @@ impl McpServer {
                 passes: tokio::sync::watch::Sender::new((0, 0)),
             }),
             level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
+            client: Client::new(0),
         }
     }
 
-    /// A clone for another client: the same tools and calls, its own log level.
+    /// A clone for another client: the same tools and calls, its own log level and tasks.
     fn session(&self) -> Self {
+        let number = self
+            .inner
+            .next_client
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         McpServer {
             inner: self.inner.clone(),
             level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
+            client: Client::new(number),
         }
     }
 
@@ -557,12 +628,41 @@ impl McpServer {
         format!("mcp-{n}")
     }
 
-    /// Run one call through the pipeline.
+    /// Run one call through the pipeline: as a task ([`tasks`]) when the client accepts tasks and the tool is
+    /// a long-running one, else answered when it ends.
     async fn call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
+        let call = match self.prepare(request, &context).await? {
+            Prepared::Answered(result) => return Ok(result.into()),
+            Prepared::Call(call) => call,
+        };
+        // The extension is 2026-07-28's: a 2025-11-25 client that declares it ignores it (the MCP Inspector and
+        // the official TypeScript `ext-tasks` declare it on every connection and expect a plain result there).
+        let accepts_tasks = call.revision == Revision::AnyValue
+            && context
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks());
+        if accepts_tasks && call.long {
+            return self.start_task(call).map(CallToolResponse::Task);
+        }
+        // The call is cancelled by the client (`notifications/cancelled`, a closed stateless stream) or by
+        // shutdown.
+        let cancel = self.inner.shutdown.child_token();
+        self.execute(call, cancel, Some(context.ct.clone()))
+            .await
+            .map(CallToolResponse::from)
+    }
+
+    /// Everything a call needs from its request, once the plugins it waits for are loaded; or the answer when
+    /// it cannot run.
+    async fn prepare(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Prepared, ErrorData> {
         let name = request.name.to_string();
         match self.wait_for_plugins(&name, &context.ct).await {
             Waited::Ready => {}
@@ -574,9 +674,9 @@ impl McpServer {
             }
             Waited::TooLong(plugins) => {
                 let waited = self.inner.waits.get().map_or(0, |w| w.call_wait.as_secs());
-                return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(
-                    texts::still_compiling(&name, &plugins, waited),
-                )]));
+                return Ok(Prepared::Answered(CallToolResult::error(vec![
+                    rmcp::model::ContentBlock::text(texts::still_compiling(&name, &plugins, waited)),
+                ])));
             }
         }
         let tools = self.inner.dispatcher.active_tools();
@@ -586,11 +686,14 @@ impl McpServer {
                 None,
             ));
         };
-        let revision = revision_of(&context);
-        let relayed = self.inner.dispatcher.registry().read(|registry| {
-            registry
-                .definition(&name)
-                .is_some_and(|d| matches!(d.source, toolwright_core::definition::ToolSource::Mcp { .. }))
+        let revision = revision_of(context);
+        let (relayed, long) = self.inner.dispatcher.registry().read(|registry| {
+            registry.definition(&name).map_or((false, false), |d| {
+                (
+                    matches!(d.source, toolwright_core::definition::ToolSource::Mcp { .. }),
+                    tasks::runs_as_task(&name, &d.source),
+                )
+            })
         });
         let sequential = tool.execution_mode() == Some(ExecutionMode::Sequential);
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
@@ -608,12 +711,34 @@ impl McpServer {
         let id = self.call_id();
         tracing::debug!(call = %id, request = ?context.id, tool = %name, "tools/call");
         let message = AssistantMessage {
-            tool_calls: vec![ToolCall::new(id, name.clone(), arguments)],
+            tool_calls: vec![ToolCall::new(id, name, arguments)],
             ..Default::default()
         };
-        // The call is cancelled by the client (`notifications/cancelled`, a closed stateless stream) or by
-        // shutdown.
-        let cancel = self.inner.shutdown.child_token();
+        Ok(Prepared::Call(PreparedCall {
+            sequential,
+            relayed,
+            long,
+            revision,
+            message,
+            sink,
+        }))
+    }
+
+    /// Run a prepared call until it ends or `cancel` (or `client`, the request's own token) is cancelled.
+    async fn execute(
+        &self,
+        call: PreparedCall,
+        cancel: CancellationToken,
+        client: Option<CancellationToken>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let PreparedCall {
+            sequential,
+            relayed,
+            revision,
+            message,
+            sink,
+            ..
+        } = call;
         let outcome = {
             let _turn = if sequential {
                 (None, Some(self.inner.exclusive.write().await))
@@ -622,20 +747,21 @@ impl McpServer {
             };
             // On a task of its own: a client that cancels or goes away does not leave the call half-run; the
             // cancellation reaches it through the token.
-            let (dispatcher, client, cancel) =
-                (self.inner.dispatcher.clone(), context.ct.clone(), cancel.clone());
+            let dispatcher = self.inner.dispatcher.clone();
             let Some(task) = self.spawn_call(async move {
                 // The client's cancellation reaches the token from a task of its own: a call whose work is placed
                 // here (see `Pipeline::with_work_here`) keeps this task from polling anything else.
-                let bridge = {
+                let bridge = client.map(|client| {
                     let cancel = cancel.clone();
                     tokio::spawn(async move {
                         client.cancelled().await;
                         cancel.cancel();
                     })
-                };
+                });
                 let outcome = dispatcher.run(&message, &sink, &cancel).await;
-                bridge.abort();
+                if let Some(bridge) = bridge {
+                    bridge.abort();
+                }
                 outcome
             }) else {
                 return Err(ErrorData::internal_error("the server is shutting down", None));
@@ -666,6 +792,41 @@ impl McpServer {
         }
         serde_json::from_value(body)
             .map_err(|e| ErrorData::internal_error(format!("cannot encode the result: {e}"), None))
+    }
+
+    /// Start `call` as a task of this client: it runs on after the answer, until it ends, is cancelled
+    /// (`tasks/cancel`, shutdown) or outlives the tasks' TTL.
+    fn start_task(&self, call: PreparedCall) -> Result<rmcp::model::CreateTaskResult, ErrorData> {
+        let cancel = self.inner.shutdown.child_token();
+        let task = self.inner.tasks.create(self.client.owner(), cancel.clone())?;
+        let id = task.task_id.clone();
+        let ttl = self.inner.tasks.limits().ttl;
+        let server = self.clone();
+        tracing::debug!(task = %id, "tools/call runs as a task");
+        let started = self.spawn_call(async move {
+            let run = server.execute(call, cancel.clone(), None);
+            tokio::pin!(run);
+            let outcome = tokio::select! {
+                outcome = &mut run => outcome,
+                () = tokio::time::sleep(ttl) => {
+                    cancel.cancel();
+                    run.await
+                }
+            };
+            let ending = match outcome.map(|result| serde_json::to_value(&result)) {
+                Ok(Ok(result)) => Ending::Result(result),
+                Ok(Err(error)) => Ending::Error(ErrorData::internal_error(
+                    format!("cannot encode the result: {error}"),
+                    None,
+                )),
+                Err(error) => Ending::Error(error),
+            };
+            server.inner.tasks.finish(&id, ending);
+        });
+        if started.is_none() {
+            return Err(ErrorData::internal_error("the server is shutting down", None));
+        }
+        Ok(rmcp::model::CreateTaskResult::new(task))
     }
 
     /// Run a call on a task the shutdown waits for; `None` once shutting down.
@@ -704,6 +865,7 @@ impl ServerHandler for McpServer {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("toolwright", env!("CARGO_PKG_VERSION")))
@@ -713,6 +875,10 @@ impl ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A session from now on: its tasks are its own.
+        self.client
+            .session
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let mut peers = self.inner.peers.lock().unwrap_or_else(|p| p.into_inner());
         peers.retain(|peer| !peer.is_transport_closed());
         peers.push(context.peer);
@@ -791,7 +957,37 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, context).await.map(CallToolResponse::from)
+        self.call(request, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let task = self.inner.tasks.get(self.client.owner(), &request.task_id)?;
+        Ok(rmcp::model::GetTaskResult::new(task))
+    }
+
+    /// No call of this server asks for input while it runs: there is never a request to answer.
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // Unknown keys are ignored (SEP-2663); an unknown task is not.
+        self.inner
+            .tasks
+            .get(self.client.owner(), &request.task_id)
+            .map(|_| ())
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.inner.tasks.cancel(self.client.owner(), &request.task_id)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

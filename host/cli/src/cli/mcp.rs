@@ -63,6 +63,14 @@ pub struct McpArgs {
     /// (which the spec asks for; it makes the model read a structured result twice).
     #[arg(long)]
     no_structured_text: bool,
+    /// How long a call run as a task (and its result) is kept after it started, in seconds; a call still
+    /// running then is cancelled.
+    #[arg(long, value_name = "SECS", default_value_t = toolwright::mcp::tasks::DEFAULT_TASK_TTL.as_secs())]
+    task_ttl: u64,
+    /// At most this many tasks kept, running or finished: the oldest finished one makes room; while all run, a
+    /// new task is refused.
+    #[arg(long, value_name = "N", default_value_t = toolwright::mcp::tasks::DEFAULT_MAX_TASKS)]
+    max_tasks: usize,
     /// Append one JSON line per tool call and nested call to FILE (besides the log the user's policy names with
     /// `audit = "FILE"`); `toolwright audit` prints it.
     #[arg(long, value_name = "FILE")]
@@ -351,7 +359,12 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
     let structured = toolwright::mcp::Structured {
         text: !args.no_structured_text,
     };
-    let server = toolwright::mcp::McpServer::with_structured(session.dispatcher().clone(), structured);
+    let tasks = toolwright::mcp::TaskLimits {
+        ttl: Duration::from_secs(args.task_ttl.max(1)),
+        max_tasks: args.max_tasks.max(1),
+        ..Default::default()
+    };
+    let server = toolwright::mcp::McpServer::with_limits(session.dispatcher().clone(), structured, tasks);
     let shutdown = shutdown_on_signals(&runtime)?;
     match http {
         None => runtime.block_on(server.serve_stdio_until(watch, shutdown))?,
