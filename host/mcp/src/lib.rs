@@ -38,6 +38,7 @@
 //!
 //! Nothing but protocol messages goes to stdout: logs go to stderr through `tracing`.
 
+pub mod ask;
 pub mod client;
 pub mod http;
 pub mod result;
@@ -112,6 +113,8 @@ struct Inner {
     wake: tokio::sync::Notify,
     /// The plugin watcher's passes: (started, finished); finished is `u64::MAX` once it has stopped.
     passes: tokio::sync::watch::Sender<(u64, u64)>,
+    /// Asking the user for grants a call was refused, when the policy asks ([`ask`]).
+    asking: std::sync::OnceLock<ask::Asking>,
 }
 
 /// Watching the plugin directories while serving: every `interval` (or at once when a call needs it), ask
@@ -215,6 +218,7 @@ impl McpServer {
                 started: std::time::Instant::now(),
                 wake: tokio::sync::Notify::new(),
                 passes: tokio::sync::watch::Sender::new((0, 0)),
+                asking: std::sync::OnceLock::new(),
             }),
             level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
         }
@@ -576,27 +580,72 @@ impl McpServer {
             .get_progress_token()
             .or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
         let level = context.meta.log_level().unwrap_or_else(|| self.level());
-        let sink = sink::CallSink {
+        let sink = || sink::CallSink {
             peer: context.peer.clone(),
-            token: progress,
+            token: progress.clone(),
             level,
             count: Mutex::new(0),
         };
         let id = self.call_id();
         tracing::debug!(call = %id, request = ?context.id, tool = %name, "tools/call");
         let message = AssistantMessage {
-            tool_calls: vec![ToolCall::new(id, name.clone(), arguments)],
+            tool_calls: vec![ToolCall::new(id.clone(), name.clone(), arguments.clone())],
             ..Default::default()
         };
+        let mut outcome = self.run_batch(message, sequential, sink(), &context).await?;
+        let mut id = id;
+        for _ in 0..ask::MAX_QUESTIONS_PER_CALL {
+            let Some((rerun_id, once)) = self.ask_grant(&id, &name, &outcome, &context).await else {
+                break;
+            };
+            let message = AssistantMessage {
+                tool_calls: vec![ToolCall::new(rerun_id.clone(), name.clone(), arguments.clone())],
+                ..Default::default()
+            };
+            outcome = match once {
+                // Allowed once: the call runs alone with the plugin's widened tools, then they go back.
+                Some(tools) => {
+                    let _alone = self.inner.exclusive.write().await;
+                    let registry = self.inner.dispatcher.registry();
+                    let replaced = registry.update(|r| r.replace_extension_tools(tools));
+                    let outcome = self.run_unlocked(message, sink(), &context).await;
+                    registry.update(|r| r.replace_extension_tools(replaced));
+                    outcome?
+                }
+                None => self.run_batch(message, sequential, sink(), &context).await?,
+            };
+            id = rerun_id;
+        }
+        self.result_of(outcome, relayed, revision)
+    }
+
+    /// Run a batch of one call in its turn: alone when `sequential`, else beside other calls.
+    async fn run_batch(
+        &self,
+        message: AssistantMessage,
+        sequential: bool,
+        sink: sink::CallSink,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<toolwright_core::pipeline::BatchOutcome, ErrorData> {
+        let _turn = if sequential {
+            (None, Some(self.inner.exclusive.write().await))
+        } else {
+            (Some(self.inner.exclusive.read().await), None)
+        };
+        self.run_unlocked(message, sink, context).await
+    }
+
+    /// Run a batch of one call, its turn taken by the caller.
+    async fn run_unlocked(
+        &self,
+        message: AssistantMessage,
+        sink: sink::CallSink,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<toolwright_core::pipeline::BatchOutcome, ErrorData> {
         // The call is cancelled by the client (`notifications/cancelled`, a closed stateless stream) or by
         // shutdown.
         let cancel = self.inner.shutdown.child_token();
         let outcome = {
-            let _turn = if sequential {
-                (None, Some(self.inner.exclusive.write().await))
-            } else {
-                (Some(self.inner.exclusive.read().await), None)
-            };
             // On a task of its own: a client that cancels or goes away does not leave the call half-run; the
             // cancellation reaches it through the token.
             let (dispatcher, client, cancel) =
@@ -621,6 +670,95 @@ impl McpServer {
                 .map_err(|e| ErrorData::internal_error(format!("the call did not finish: {e}"), None))?
         };
         self.announce_changes().await;
+        Ok(outcome)
+    }
+
+    /// When the call `id` of `tool` ended refused a grant the user may give ([`ask`]): ask through the client,
+    /// record the question and the answer, and on approval put the plugin's widened tools in place (for a grant
+    /// of this call only, return them instead). The id to run the call again under; none: the refusal stands.
+    async fn ask_grant(
+        &self,
+        id: &str,
+        tool: &str,
+        outcome: &toolwright_core::pipeline::BatchOutcome,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<(String, Option<Vec<toolwright_core::ToolDefinition>>)> {
+        let asking = self.inner.asking.get()?;
+        // Whatever happens next, this call's refusals are not kept.
+        let (plugin, refused) = asking.refusals.take(id)?;
+        if !outcome.messages.first().is_some_and(|m| m.is_error) || !ask::client_elicits(&context.peer) {
+            return None;
+        }
+        // Only about the called tool's own plugin: a refusal of a plugin it called is that call's business.
+        let own = self.inner.dispatcher.registry().read(|r| {
+            r.definition(tool)
+                .and_then(|d| d.origin.as_ref())
+                .and_then(|o| o.plugin.clone())
+        });
+        if own.as_deref() != Some(plugin.as_str()) {
+            return None;
+        }
+        let question = asking.asker.question(&plugin, &refused)?;
+        let answer = tokio::select! {
+            answer = ask::ask(&context.peer, &question) => answer,
+            () = context.ct.cancelled() => toolwright_core::ask::Answer::Unanswered,
+        };
+        let audit = self.inner.dispatcher.pipeline().audit.clone();
+        let asker = asking.asker.clone();
+        let approved = {
+            let question = question.clone();
+            tokio::task::spawn_blocking(move || ask::approved(&*asker, &question, answer))
+                .await
+                .ok()
+                .flatten()
+        };
+        let Some(tools) = approved else {
+            ask::record(
+                audit.as_ref(),
+                ask::ASKED_THROUGH_CLIENT,
+                id,
+                tool,
+                &question,
+                answer,
+                None,
+            );
+            return None;
+        };
+        let rerun = self.call_id();
+        ask::record(
+            audit.as_ref(),
+            ask::ASKED_THROUGH_CLIENT,
+            id,
+            tool,
+            &question,
+            answer,
+            Some(&rerun),
+        );
+        if answer == toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once) {
+            return Some((rerun, Some(tools)));
+        }
+        self.inner
+            .dispatcher
+            .registry()
+            .update(|r| r.replace_extension_tools(tools));
+        Some((rerun, None))
+    }
+
+    /// Ask the user for grants a plugin's call was refused, as `asking` says ([`ask`]); only the first setting
+    /// counts.
+    pub fn ask_grants(&self, asking: ask::Asking) {
+        if self.inner.asking.set(asking).is_err() {
+            tracing::warn!("grants are already asked for: the second setting is ignored");
+        }
+    }
+
+    /// The MCP result of a call's batch.
+    fn result_of(
+        &self,
+        outcome: toolwright_core::pipeline::BatchOutcome,
+        relayed: bool,
+        revision: Revision,
+    ) -> Result<CallToolResult, ErrorData> {
         let (Some(result), Some(message)) = (outcome.results.first(), outcome.messages.first()) else {
             return Err(ErrorData::internal_error("the pipeline returned no result", None));
         };
