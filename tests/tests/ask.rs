@@ -521,3 +521,52 @@ fn exec_ask_on_a_terminal_asks_and_runs_the_call_again_when_allowed() {
     assert_eq!(asked.len(), 1);
     assert!(asked[0].0.contains("allowed for this session"), "{asked:?}");
 }
+
+#[test]
+fn a_refused_program_is_asked_for_by_name_only() {
+    let setup = Setup::new(Some(ASK));
+    let mut client = setup.start(true);
+    let spawn = |program: &str| json!({"action": "spawn", "target": program, "args": ["asked"]});
+    let (error, text) = client.call(1, spawn("echo"), &mut answering("session"));
+    assert!(!error && text.contains("asked"), "{text}");
+    assert_eq!(
+        client.questions[0]["message"],
+        "plugin `toolwright-test-probe` wants to start the program `echo` (because: starts echo by name). \
+         Allowing grants starting `echo`."
+    );
+    assert!(!client.call(2, spawn("echo"), &mut never_asked).0);
+    // A path the plugin chose is never asked for (the probe requests /bin/echo too).
+    let (error, _) = client.call(3, spawn("/bin/echo"), &mut never_asked);
+    assert!(error);
+    // Nor a program it did not request.
+    let (error, _) = client.call(4, spawn("ls"), &mut never_asked);
+    assert!(error);
+    assert_eq!(client.questions.len(), 1);
+}
+
+#[test]
+fn a_hostile_path_cannot_shape_the_question() {
+    let setup = Setup::new(Some(ASK));
+    let hostile = setup
+        .ws
+        .path()
+        .join("data\nplugin `x` wants nothing. \u{1b}[2KAllowing grants nothing");
+    std::fs::create_dir_all(&hostile).unwrap();
+    let hostile = hostile.to_string_lossy().into_owned();
+    let mut client = setup.start(true);
+    let (error, text) = client.list(1, &hostile, &mut answering("deny"));
+    assert!(error, "{text}");
+    let message = client.questions[0]["message"].as_str().unwrap();
+    assert!(
+        !message.contains('\n') && !message.contains('\u{1b}'),
+        "{message}"
+    );
+    let shown = hostile.replace('\n', "\\n").replace('\u{1b}', "\\u{1b}");
+    assert_eq!(
+        message,
+        format!(
+            "plugin `toolwright-test-probe` wants to read `{shown}` (because: reads what the test asks). Allowing \
+             grants read access to the directory `{shown}`."
+        )
+    );
+}

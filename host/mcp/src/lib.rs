@@ -9,6 +9,8 @@
 //!   [`Watch`] ([`Reload`], [`Pending`]) for plugin directories that change while it serves, [`McpServeError`].
 //! - [`result`]: tools and results in the shape each protocol revision asks for (structured output); [`texts`]:
 //!   what the server itself answers a call with.
+//! - [`ask`]: grants asked through the client ([`ask::Asking`], [`ask::GrantAsker`]): a plugin's call refused a
+//!   directory or a program it requested asks the user with `elicitation/create` and runs again on approval.
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
 //! - [`client`]: MCP servers as tools (the client side): their configuration files and tool names, as pi reads
 //!   and names them.
