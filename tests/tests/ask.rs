@@ -78,6 +78,10 @@ impl Setup {
     }
 
     fn start(&self, elicits: bool) -> Client {
+        self.start_at("2025-11-25", elicits)
+    }
+
+    fn start_at(&self, revision: &str, elicits: bool) -> Client {
         let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
             .args([
@@ -123,7 +127,7 @@ impl Setup {
         };
         client.send(
             &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "protocolVersion": revision, "capabilities": capabilities,
             "clientInfo": {"name": "toolwright-tests", "version": "1"}}}),
         );
         let init = client.next();
@@ -568,5 +572,100 @@ fn a_hostile_path_cannot_shape_the_question() {
             "plugin `toolwright-test-probe` wants to read `{shown}` (because: reads what the test asks). Allowing \
              grants read access to the directory `{shown}`."
         )
+    );
+}
+
+/// A 2026-07-28 client's `tools/call` of the probe listing `dir`: its `_meta` declares elicitation; `retry` is the
+/// request state and the input responses of a retried call.
+fn call_2026(client: &mut Client, id: i64, dir: &str, retry: Option<(Value, Value)>) -> Value {
+    let mut params = json!({"name": "probe", "arguments": {"action": "files-list", "target": dir},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
+    }});
+    if let Some((state, responses)) = retry {
+        params["requestState"] = state;
+        params["inputResponses"] = responses;
+    }
+    client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+    loop {
+        let message = client.next();
+        assert!(
+            message.get("method").is_none() || message.get("id").is_none(),
+            "no request to a 2026-07-28 client: {message}"
+        );
+        if message["id"] == json!(id) {
+            return message;
+        }
+    }
+}
+
+#[test]
+fn a_2026_07_28_client_is_asked_with_an_input_required_result_and_its_answer_decides() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start_at("2026-07-28", true);
+    let first = call_2026(&mut client, 1, &data, None);
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let question = &result["inputRequests"]["grant"];
+    assert_eq!(question["method"], "elicitation/create", "{first}");
+    assert!(
+        question["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("wants to read `{data}`"))
+    );
+    let state = result["requestState"].clone();
+    assert_eq!(state.as_str().unwrap().len(), 32);
+    let accept = |choice: &str| json!({"grant": {"action": "accept", "content": {"answer": choice}}});
+    // A forged state, or the real one for other arguments, is no answer: the call runs as any other (and asks).
+    let forged = call_2026(
+        &mut client,
+        2,
+        &data,
+        Some((json!("0123456789abcdef0123456789abcdef"), accept("always"))),
+    );
+    assert_eq!(forged["result"]["resultType"], "input_required", "{forged}");
+    let other = format!("{data}/inner");
+    let mismatched = call_2026(&mut client, 3, &other, Some((state.clone(), accept("always"))));
+    assert_eq!(
+        mismatched["result"]["resultType"], "input_required",
+        "{mismatched}"
+    );
+    // The answer to the question asked: the call runs again with the grant.
+    let answered = call_2026(&mut client, 4, &data, Some((state.clone(), accept("session"))));
+    assert_eq!(answered["result"]["isError"], false, "{answered}");
+    assert_eq!(
+        toolwright_tests::text_of(&answered["result"]["content"]),
+        "2 entries"
+    );
+    // The state was used up; later calls do not ask.
+    let later = call_2026(&mut client, 5, &data, Some((state, accept("always"))));
+    assert_eq!(later["result"]["isError"], false, "{later}");
+    drop(client);
+    assert_eq!(std::fs::read_to_string(setup.policy_file()).unwrap(), ASK);
+    let asked = setup.questions_audited();
+    assert_eq!(
+        asked.iter().filter(|(_, verdict)| verdict == "allowed").count(),
+        1,
+        "{asked:?}"
+    );
+}
+
+#[test]
+fn a_2026_07_28_client_that_denies_gets_the_refusal_unchanged() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start_at("2026-07-28", true);
+    let first = call_2026(&mut client, 1, &data, None);
+    let state = first["result"]["requestState"].clone();
+    let deny = json!({"grant": {"action": "accept", "content": {"answer": "deny"}}});
+    let denied = call_2026(&mut client, 2, &data, Some((state, deny)));
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(
+        is_refusal(&toolwright_tests::text_of(&denied["result"]["content"]), &data),
+        "{denied}"
     );
 }

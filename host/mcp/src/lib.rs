@@ -117,6 +117,8 @@ struct Inner {
     passes: tokio::sync::watch::Sender<(u64, u64)>,
     /// Asking the user for grants a call was refused, when the policy asks ([`ask`]).
     asking: std::sync::OnceLock<ask::Asking>,
+    /// The questions put to 2026-07-28 clients as `input_required` results, by request state.
+    awaiting: ask::AwaitingAnswers,
 }
 
 /// Watching the plugin directories while serving: every `interval` (or at once when a call needs it), ask
@@ -221,6 +223,7 @@ impl McpServer {
                 wake: tokio::sync::Notify::new(),
                 passes: tokio::sync::watch::Sender::new((0, 0)),
                 asking: std::sync::OnceLock::new(),
+                awaiting: ask::AwaitingAnswers::default(),
             }),
             level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
         }
@@ -545,7 +548,7 @@ impl McpServer {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         match self.wait_for_plugins(&name, &context.ct).await {
             Waited::Ready => {}
@@ -557,9 +560,9 @@ impl McpServer {
             }
             Waited::TooLong(plugins) => {
                 let waited = self.inner.waits.get().map_or(0, |w| w.call_wait.as_secs());
-                return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(
-                    texts::still_compiling(&name, &plugins, waited),
-                )]));
+                return Ok(CallToolResponse::from(CallToolResult::error(vec![
+                    rmcp::model::ContentBlock::text(texts::still_compiling(&name, &plugins, waited)),
+                ])));
             }
         }
         let tools = self.inner.dispatcher.active_tools();
@@ -588,37 +591,78 @@ impl McpServer {
             level,
             count: Mutex::new(0),
         };
-        let id = self.call_id();
-        tracing::debug!(call = %id, request = ?context.id, tool = %name, "tools/call");
-        let message = AssistantMessage {
-            tool_calls: vec![ToolCall::new(id.clone(), name.clone(), arguments.clone())],
-            ..Default::default()
+        // A 2026-07-28 client answering a question of ours (`input_required`): its answer decides first.
+        let answered = match self.answered(&request, &name, &arguments) {
+            ask::Answered::Refusal(result) => return Ok(CallToolResponse::from(*result)),
+            ask::Answered::Rerun(rerun) => Some(rerun),
+            ask::Answered::Nothing => None,
         };
-        let mut outcome = self.run_batch(message, sequential, sink(), &context).await?;
-        let mut id = id;
+        let (mut id, mut outcome) = match answered {
+            Some(rerun) => {
+                let id = rerun.0.clone();
+                (
+                    id,
+                    self.rerun(rerun, &name, &arguments, sequential, sink(), &context)
+                        .await?,
+                )
+            }
+            None => {
+                let id = self.call_id();
+                tracing::debug!(call = %id, request = ?context.id, tool = %name, "tools/call");
+                let message = AssistantMessage {
+                    tool_calls: vec![ToolCall::new(id.clone(), name.clone(), arguments.clone())],
+                    ..Default::default()
+                };
+                (id, self.run_batch(message, sequential, sink(), &context).await?)
+            }
+        };
         for _ in 0..ask::MAX_QUESTIONS_PER_CALL {
-            let Some((rerun_id, once)) = self.ask_grant(&id, &name, &outcome, &context).await else {
-                break;
-            };
-            let message = AssistantMessage {
-                tool_calls: vec![ToolCall::new(rerun_id.clone(), name.clone(), arguments.clone())],
-                ..Default::default()
-            };
-            outcome = match once {
-                // Allowed once: the call runs alone with the plugin's widened tools, then they go back.
-                Some(tools) => {
-                    let _alone = self.inner.exclusive.write().await;
-                    let registry = self.inner.dispatcher.registry();
-                    let replaced = registry.update(|r| r.replace_extension_tools(tools));
-                    let outcome = self.run_unlocked(message, sink(), &context).await;
-                    registry.update(|r| r.replace_extension_tools(replaced));
-                    outcome?
+            match self.ask_grant(&id, &name, &outcome, &context).await {
+                None => break,
+                Some(ask::Asked::InputRequired(question)) => {
+                    let refused = self.result_of(outcome, relayed, revision)?;
+                    return Ok(self.input_required(*question, &id, &name, &arguments, refused));
                 }
-                None => self.run_batch(message, sequential, sink(), &context).await?,
-            };
-            id = rerun_id;
+                Some(ask::Asked::Rerun(rerun)) => {
+                    id = rerun.0.clone();
+                    outcome = self
+                        .rerun(rerun, &name, &arguments, sequential, sink(), &context)
+                        .await?;
+                }
+            }
         }
         self.result_of(outcome, relayed, revision)
+            .map(CallToolResponse::from)
+    }
+
+    /// Run the call of `tool` with `arguments` again under the id of `rerun`, with the tools it carries (a grant
+    /// for this call only) or those in the registry.
+    async fn rerun(
+        &self,
+        rerun: ask::Rerun,
+        tool: &str,
+        arguments: &Value,
+        sequential: bool,
+        sink: sink::CallSink,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<toolwright_core::pipeline::BatchOutcome, ErrorData> {
+        let (id, once) = rerun;
+        let message = AssistantMessage {
+            tool_calls: vec![ToolCall::new(id, tool, arguments.clone())],
+            ..Default::default()
+        };
+        match once {
+            // Allowed once: the call runs alone with the plugin's widened tools, then they go back.
+            Some(tools) => {
+                let _alone = self.inner.exclusive.write().await;
+                let registry = self.inner.dispatcher.registry();
+                let replaced = registry.update(|r| r.replace_extension_tools(tools));
+                let outcome = self.run_unlocked(message, sink, context).await;
+                registry.update(|r| r.replace_extension_tools(replaced));
+                outcome
+            }
+            None => self.run_batch(message, sequential, sink, context).await,
+        }
     }
 
     /// Run a batch of one call in its turn: alone when `sequential`, else beside other calls.
@@ -684,11 +728,17 @@ impl McpServer {
         tool: &str,
         outcome: &toolwright_core::pipeline::BatchOutcome,
         context: &RequestContext<RoleServer>,
-    ) -> Option<(String, Option<Vec<toolwright_core::ToolDefinition>>)> {
+    ) -> Option<ask::Asked> {
         let asking = self.inner.asking.get()?;
         // Whatever happens next, this call's refusals are not kept.
         let (plugin, refused) = asking.refusals.take(id)?;
-        if !outcome.messages.first().is_some_and(|m| m.is_error) || !ask::client_elicits(&context.peer) {
+        let stateless = revision_of(context) == Revision::AnyValue;
+        let elicits = if stateless {
+            ask::request_elicits(&context.meta)
+        } else {
+            ask::client_elicits(&context.peer)
+        };
+        if !outcome.messages.first().is_some_and(|m| m.is_error) || !elicits {
             return None;
         }
         // Only about the called tool's own plugin: a refusal of a plugin it called is that call's business.
@@ -701,11 +751,14 @@ impl McpServer {
             return None;
         }
         let question = asking.asker.question(&plugin, &refused)?;
+        if stateless {
+            // 2026-07-28 forbids requests to the client: the question goes back as the result.
+            return Some(ask::Asked::InputRequired(Box::new(question)));
+        }
         let answer = tokio::select! {
             answer = ask::ask(&context.peer, &question) => answer,
             () = context.ct.cancelled() => toolwright_core::ask::Answer::Unanswered,
         };
-        let audit = self.inner.dispatcher.pipeline().audit.clone();
         let asker = asking.asker.clone();
         let approved = {
             let question = question.clone();
@@ -714,28 +767,28 @@ impl McpServer {
                 .ok()
                 .flatten()
         };
+        self.settle_answer(id, tool, &question, answer, approved)
+            .map(ask::Asked::Rerun)
+    }
+
+    /// Record the answer to `question` about the call `id` of `tool`, and put the approved tools in place: the id
+    /// to run the call again under, with the tools for that call alone when allowed once; none: the refusal stands.
+    fn settle_answer(
+        &self,
+        id: &str,
+        tool: &str,
+        question: &toolwright_core::ask::Question,
+        answer: toolwright_core::ask::Answer,
+        approved: Option<Vec<toolwright_core::ToolDefinition>>,
+    ) -> Option<ask::Rerun> {
+        let audit = self.inner.dispatcher.pipeline().audit.clone();
+        let by = ask::ASKED_THROUGH_CLIENT;
         let Some(tools) = approved else {
-            ask::record(
-                audit.as_ref(),
-                ask::ASKED_THROUGH_CLIENT,
-                id,
-                tool,
-                &question,
-                answer,
-                None,
-            );
+            ask::record(audit.as_ref(), by, id, tool, question, answer, None);
             return None;
         };
         let rerun = self.call_id();
-        ask::record(
-            audit.as_ref(),
-            ask::ASKED_THROUGH_CLIENT,
-            id,
-            tool,
-            &question,
-            answer,
-            Some(&rerun),
-        );
+        ask::record(audit.as_ref(), by, id, tool, question, answer, Some(&rerun));
         if answer == toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once) {
             return Some((rerun, Some(tools)));
         }
@@ -744,6 +797,58 @@ impl McpServer {
             .registry()
             .update(|r| r.replace_extension_tools(tools));
         Some((rerun, None))
+    }
+
+    /// The `input_required` result asking `question` about the call `id` of `tool` with `arguments` (a 2026-07-28
+    /// client): the question kept under an unguessable request state, with the refusal to answer if it is denied.
+    fn input_required(
+        &self,
+        question: toolwright_core::ask::Question,
+        id: &str,
+        tool: &str,
+        arguments: &Value,
+        refused: CallToolResult,
+    ) -> CallToolResponse {
+        let Some(request) = ask::input_request(&question) else {
+            return CallToolResponse::from(refused);
+        };
+        let state = self.inner.awaiting.keep(ask::Awaiting {
+            question,
+            call_id: id.to_owned(),
+            tool: tool.to_owned(),
+            arguments: arguments.clone(),
+            refused,
+            at: std::time::Instant::now(),
+        });
+        let mut requests = rmcp::model::InputRequests::new();
+        requests.insert(ask::INPUT_KEY.to_owned(), request);
+        CallToolResponse::from(rmcp::model::InputRequiredResult::new(Some(requests), Some(state)))
+    }
+
+    /// A retried 2026-07-28 call that carries the request state of a question of ours and the answer: the refusal
+    /// (denied), the call to run again (allowed), or nothing (no such question, or another call's: the call runs as
+    /// any other).
+    fn answered(&self, request: &CallToolRequestParams, tool: &str, arguments: &Value) -> ask::Answered {
+        let Some(state) = request.request_state.as_deref() else {
+            return ask::Answered::Nothing;
+        };
+        let Some(awaiting) = self.inner.awaiting.take(state, tool, arguments) else {
+            return ask::Answered::Nothing;
+        };
+        let answer = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(ask::INPUT_KEY))
+            .map_or(toolwright_core::ask::Answer::Unanswered, ask::answer_of);
+        let approved = self
+            .inner
+            .asking
+            .get()
+            .and_then(|asking| ask::approved(&*asking.asker, &awaiting.question, answer));
+        match self.settle_answer(&awaiting.call_id, tool, &awaiting.question, answer, approved) {
+            Some(rerun) => ask::Answered::Rerun(rerun),
+            None => ask::Answered::Refusal(Box::new(awaiting.refused)),
+        }
     }
 
     /// Ask the user for grants a plugin's call was refused, as `asking` says ([`ask`]); only the first setting
@@ -902,7 +1007,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, context).await.map(CallToolResponse::from)
+        self.call(request, context).await
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
