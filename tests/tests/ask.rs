@@ -82,6 +82,11 @@ impl Setup {
     }
 
     fn start_at(&self, revision: &str, elicits: bool) -> Client {
+        self.start_watching(revision, elicits, "0")
+    }
+
+    /// With `--watch-plugins WATCH`.
+    fn start_watching(&self, revision: &str, elicits: bool, watch: &str) -> Client {
         let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
             .args([
@@ -89,7 +94,7 @@ impl Setup {
                 "--no-default-plugins",
                 "--no-default-mcp",
                 "--watch-plugins",
-                "0",
+                watch,
                 "--cwd",
             ])
             .arg(self.ws.path())
@@ -668,4 +673,32 @@ fn a_2026_07_28_client_that_denies_gets_the_refusal_unchanged() {
         is_refusal(&toolwright_tests::text_of(&denied["result"]["content"]), &data),
         "{denied}"
     );
+}
+
+#[test]
+fn a_grant_allowed_for_the_session_outlives_a_reload_of_the_plugins() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start_watching("2025-11-25", true, "100");
+    assert_eq!(
+        client.list(1, &data, &mut answering("session")),
+        (false, "2 entries".into())
+    );
+    // Another plugin arrives: the plugins are loaded again, the probe's grant with them.
+    let (_, bytes) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    std::fs::write(setup.plugins.path().join("wordcount.wasm"), bytes).unwrap();
+    loop {
+        let message = client.next();
+        if message["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    assert_eq!(
+        client.list(2, &data, &mut never_asked),
+        (false, "2 entries".into())
+    );
+    assert_eq!(client.questions.len(), 1);
 }
