@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch. Only this crate uses `clap` and `anyhow`.
 
+mod ask;
 mod audit;
 mod cache;
 mod check;

@@ -199,6 +199,8 @@ pub enum Stage {
     Before,
     /// An `after_tool_call` hook (pi's `tool_result` handlers).
     After,
+    /// The user, asked for a grant the call was refused ([`crate::ask`]).
+    Asked,
 }
 
 /// What a [`Step`] decided.

@@ -67,6 +67,7 @@
 //! # });
 //! ```
 
+pub mod ask;
 pub mod audit;
 pub mod authority;
 pub mod definition;

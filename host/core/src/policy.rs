@@ -96,6 +96,27 @@ pub struct Policy {
     /// pi's codemode settings (`codemode.mode`, `codemode.inlineBudget`). The first file that sets a key wins.
     #[serde(default)]
     pub codemode: CodemodeSettings,
+    /// The `[ask]` section: whether a call refused a grant may ask the user for it (honoured in the user's files
+    /// only: a project's file can neither turn asking on nor answer for the user).
+    #[serde(default)]
+    pub ask: AskSettings,
+}
+
+/// The `[ask]` section ([`crate::ask`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskSettings {
+    /// Ask the user (through the MCP client, or on the terminal with `exec --ask`) when a plugin's call is
+    /// refused a file, directory or program it declared it needs. Off unless set.
+    #[serde(default)]
+    pub grants: Option<bool>,
+}
+
+impl AskSettings {
+    /// Whether refused grants may be asked for.
+    pub fn grants(&self) -> bool {
+        self.grants == Some(true)
+    }
 }
 
 /// The `[codemode]` section: how codemode presents the tools scripts can call.
@@ -551,6 +572,11 @@ impl Policy {
                 std::mem::take(&mut theirs.replace)
             ));
         }
+        if std::mem::take(&mut theirs.ask) != AskSettings::default() {
+            policy
+                .ignored
+                .push("[ask] (only the user's config decides whether the user is asked for grants)".into());
+        }
         if theirs.auto_approve.take().is_some() {
             policy.ignored.push(
                 "auto-approve = \"same-surface\" (only the user's config decides what approves itself)"
@@ -641,6 +667,7 @@ impl Policy {
         self.replace.extend(other.replace);
         self.auto_approve = self.auto_approve.or(other.auto_approve);
         self.audit = self.audit.take().or(other.audit);
+        self.ask.grants = self.ask.grants.or(other.ask.grants);
         self.codemode.mode = self.codemode.mode.or(other.codemode.mode);
         self.codemode.inline_budget = self.codemode.inline_budget.or(other.codemode.inline_budget);
         self.ignored.extend(other.ignored);

@@ -394,6 +394,22 @@ impl Registry {
         self.set_extension_tools(extensions);
     }
 
+    /// Put `tools` in the place of the extension tools of the same names (a plugin whose grants changed while
+    /// serving, [`crate::ask`]), then refresh; tools of other names are ignored. Returns the tools replaced.
+    pub fn replace_extension_tools(&mut self, tools: Vec<ToolDefinition>) -> Vec<ToolDefinition> {
+        let mut extensions = self.sources.extensions.clone();
+        let mut replaced = Vec::new();
+        for tool in tools {
+            if let Some(slot) = extensions.iter_mut().find(|d| d.name == tool.name) {
+                replaced.push(std::mem::replace(slot, tool));
+            }
+        }
+        if !replaced.is_empty() {
+            self.set_extension_tools(extensions);
+        }
+        replaced
+    }
+
     /// Replace the extension tools, then refresh.
     pub fn set_extension_tools(&mut self, extensions: Vec<ToolDefinition>) {
         extensions.iter().for_each(report_unenforceable);

@@ -9,6 +9,8 @@
 //!   [`Watch`] ([`Reload`], [`Pending`]) for plugin directories that change while it serves, [`McpServeError`].
 //! - [`result`]: tools and results in the shape each protocol revision asks for (structured output); [`texts`]:
 //!   what the server itself answers a call with.
+//! - [`ask`]: grants asked through the client ([`ask::Asking`], [`ask::GrantAsker`]): a plugin's call refused a
+//!   directory or a program it requested asks the user with `elicitation/create` and runs again on approval.
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
 //! - `headers`: the `x-mcp-header` marks of a tool's parameters, checked before the tool is listed to a
 //!   2026-07-28 client (one that breaks SEP-2243's rules is left out, with a warning).
@@ -45,6 +47,7 @@
 //!
 //! Nothing but protocol messages goes to stdout: logs go to stderr through `tracing`.
 
+pub mod ask;
 pub mod client;
 mod headers;
 pub mod http;
@@ -155,6 +158,10 @@ struct Inner {
     wake: tokio::sync::Notify,
     /// The plugin watcher's passes: (started, finished); finished is `u64::MAX` once it has stopped.
     passes: tokio::sync::watch::Sender<(u64, u64)>,
+    /// Asking the user for grants a call was refused, when the policy asks ([`ask`]).
+    asking: std::sync::OnceLock<ask::Asking>,
+    /// The questions put to 2026-07-28 clients as `input_required` results, by request state.
+    awaiting: ask::AwaitingAnswers,
 }
 
 /// Watching the plugin directories while serving: every `interval` (or at once when a call needs it), ask
@@ -209,20 +216,12 @@ enum Waited {
     TooLong(String),
 }
 
-/// A call ready to run, or the answer when it cannot.
-enum Prepared {
-    Call(PreparedCall),
-    Answered(CallToolResult),
-}
-
 /// What a call needs from its request to run and to be answered.
 struct PreparedCall {
     /// The tool runs alone (its execution mode is sequential).
     sequential: bool,
     /// The tool is an MCP server's, whose own `structuredContent` is relayed.
     relayed: bool,
-    /// The tool may run long: a task, for a client that accepts them ([`tasks::runs_as_task`]).
-    long: bool,
     revision: Revision,
     message: AssistantMessage,
     sink: sink::CallSink,
@@ -284,6 +283,8 @@ impl McpServer {
                 started: std::time::Instant::now(),
                 wake: tokio::sync::Notify::new(),
                 passes: tokio::sync::watch::Sender::new((0, 0)),
+                asking: std::sync::OnceLock::new(),
+                awaiting: ask::AwaitingAnswers::default(),
             }),
             level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
             client: Client::new(0),
@@ -629,40 +630,13 @@ impl McpServer {
     }
 
     /// Run one call through the pipeline: as a task ([`tasks`]) when the client accepts tasks and the tool is
-    /// a long-running one, else answered when it ends.
+    /// a long-running one, else answered when it ends; a call refused a grant the user may give is asked about
+    /// first ([`ask`]).
     async fn call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let call = match self.prepare(request, &context).await? {
-            Prepared::Answered(result) => return Ok(result.into()),
-            Prepared::Call(call) => call,
-        };
-        // The extension is 2026-07-28's: a 2025-11-25 client that declares it ignores it (the MCP Inspector and
-        // the official TypeScript `ext-tasks` declare it on every connection and expect a plain result there).
-        let accepts_tasks = call.revision == Revision::AnyValue
-            && context
-                .client_capabilities()
-                .is_some_and(|capabilities| capabilities.supports_tasks());
-        if accepts_tasks && call.long {
-            return self.start_task(call).map(CallToolResponse::Task);
-        }
-        // The call is cancelled by the client (`notifications/cancelled`, a closed stateless stream) or by
-        // shutdown.
-        let cancel = self.inner.shutdown.child_token();
-        self.execute(call, cancel, Some(context.ct.clone()))
-            .await
-            .map(CallToolResponse::from)
-    }
-
-    /// Everything a call needs from its request, once the plugins it waits for are loaded; or the answer when
-    /// it cannot run.
-    async fn prepare(
-        &self,
-        request: CallToolRequestParams,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Prepared, ErrorData> {
         let name = request.name.to_string();
         match self.wait_for_plugins(&name, &context.ct).await {
             Waited::Ready => {}
@@ -674,7 +648,7 @@ impl McpServer {
             }
             Waited::TooLong(plugins) => {
                 let waited = self.inner.waits.get().map_or(0, |w| w.call_wait.as_secs());
-                return Ok(Prepared::Answered(CallToolResult::error(vec![
+                return Ok(CallToolResponse::from(CallToolResult::error(vec![
                     rmcp::model::ContentBlock::text(texts::still_compiling(&name, &plugins, waited)),
                 ])));
             }
@@ -686,7 +660,7 @@ impl McpServer {
                 None,
             ));
         };
-        let revision = revision_of(context);
+        let revision = revision_of(&context);
         let (relayed, long) = self.inner.dispatcher.registry().read(|registry| {
             registry.definition(&name).map_or((false, false), |d| {
                 (
@@ -702,29 +676,121 @@ impl McpServer {
             .get_progress_token()
             .or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
         let level = self.log_level(&context, revision);
-        let sink = sink::CallSink {
+        let sink = || sink::CallSink {
             peer: context.peer.clone(),
-            token: progress,
+            token: progress.clone(),
             level,
             count: Mutex::new(0),
         };
-        let id = self.call_id();
-        tracing::debug!(call = %id, request = ?context.id, tool = %name, "tools/call");
-        let message = AssistantMessage {
-            tool_calls: vec![ToolCall::new(id, name, arguments)],
-            ..Default::default()
+        // A 2026-07-28 client answering a question of ours (`input_required`): its answer decides first.
+        let answered = match self.answered(&request, &name, &arguments) {
+            ask::Answered::Refusal(result) => return Ok(CallToolResponse::from(*result)),
+            ask::Answered::Rerun(rerun) => Some(rerun),
+            ask::Answered::Nothing => None,
         };
-        Ok(Prepared::Call(PreparedCall {
-            sequential,
-            relayed,
-            long,
-            revision,
-            message,
-            sink,
-        }))
+        // The extension is 2026-07-28's: a 2025-11-25 client that declares it ignores it (the MCP Inspector and
+        // the official TypeScript `ext-tasks` declare it on every connection and expect a plain result there).
+        // A task answers at once: a call run as a task is not asked about.
+        let accepts_tasks = revision == Revision::AnyValue
+            && context
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks());
+        if answered.is_none() && accepts_tasks && long {
+            let id = self.call_id();
+            tracing::debug!(call = %id, request = ?context.id, tool = %name, "tools/call as a task");
+            let message = AssistantMessage {
+                tool_calls: vec![ToolCall::new(id, name, arguments)],
+                ..Default::default()
+            };
+            let call = PreparedCall {
+                sequential,
+                relayed,
+                revision,
+                message,
+                sink: sink(),
+            };
+            return self.start_task(call).map(CallToolResponse::Task);
+        }
+        let (mut id, mut outcome) = match answered {
+            Some(rerun) => {
+                let id = rerun.0.clone();
+                (
+                    id,
+                    self.rerun(rerun, &name, &arguments, sequential, sink(), &context)
+                        .await?,
+                )
+            }
+            None => {
+                let id = self.call_id();
+                tracing::debug!(call = %id, request = ?context.id, tool = %name, "tools/call");
+                let message = AssistantMessage {
+                    tool_calls: vec![ToolCall::new(id.clone(), name.clone(), arguments.clone())],
+                    ..Default::default()
+                };
+                let cancel = self.inner.shutdown.child_token();
+                let client = Some(context.ct.clone());
+                (
+                    id,
+                    self.run_batch(message, sequential, sink(), cancel, client)
+                        .await?,
+                )
+            }
+        };
+        for _ in 0..ask::MAX_QUESTIONS_PER_CALL {
+            match self.ask_grant(&id, &name, &outcome, &context).await {
+                None => break,
+                Some(ask::Asked::InputRequired(question)) => {
+                    let refused = self.result_of(outcome, relayed, revision)?;
+                    return Ok(self.input_required(*question, &id, &name, &arguments, refused));
+                }
+                Some(ask::Asked::Rerun(rerun)) => {
+                    id = rerun.0.clone();
+                    outcome = self
+                        .rerun(rerun, &name, &arguments, sequential, sink(), &context)
+                        .await?;
+                }
+            }
+        }
+        self.result_of(outcome, relayed, revision)
+            .map(CallToolResponse::from)
     }
 
-    /// Run a prepared call until it ends or `cancel` (or `client`, the request's own token) is cancelled.
+    /// Run the call of `tool` with `arguments` again under the id of `rerun`, with the tools it carries (a grant
+    /// for this call only) or those in the registry.
+    async fn rerun(
+        &self,
+        rerun: ask::Rerun,
+        tool: &str,
+        arguments: &Value,
+        sequential: bool,
+        sink: sink::CallSink,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<toolwright_core::pipeline::BatchOutcome, ErrorData> {
+        let (id, once) = rerun;
+        let message = AssistantMessage {
+            tool_calls: vec![ToolCall::new(id, tool, arguments.clone())],
+            ..Default::default()
+        };
+        // The call is cancelled by the client (`notifications/cancelled`, a closed stateless stream) or by
+        // shutdown.
+        let cancel = self.inner.shutdown.child_token();
+        let client = Some(context.ct.clone());
+        match once {
+            // Allowed once: the call runs alone with the plugin's widened tools, then they go back.
+            Some(tools) => {
+                let _alone = self.inner.exclusive.write().await;
+                let registry = self.inner.dispatcher.registry();
+                let replaced = registry.update(|r| r.replace_extension_tools(tools));
+                let outcome = self.run_unlocked(message, sink, cancel, client).await;
+                registry.update(|r| r.replace_extension_tools(replaced));
+                outcome
+            }
+            None => self.run_batch(message, sequential, sink, cancel, client).await,
+        }
+    }
+
+    /// Run a prepared call (a task's) until it ends or `cancel` (or `client`, the request's own token) is
+    /// cancelled, and answer it.
     async fn execute(
         &self,
         call: PreparedCall,
@@ -739,12 +805,37 @@ impl McpServer {
             sink,
             ..
         } = call;
+        let outcome = self.run_batch(message, sequential, sink, cancel, client).await?;
+        self.result_of(outcome, relayed, revision)
+    }
+
+    /// Run a batch of one call in its turn: alone when `sequential`, else beside other calls.
+    async fn run_batch(
+        &self,
+        message: AssistantMessage,
+        sequential: bool,
+        sink: sink::CallSink,
+        cancel: CancellationToken,
+        client: Option<CancellationToken>,
+    ) -> Result<toolwright_core::pipeline::BatchOutcome, ErrorData> {
+        let _turn = if sequential {
+            (None, Some(self.inner.exclusive.write().await))
+        } else {
+            (Some(self.inner.exclusive.read().await), None)
+        };
+        self.run_unlocked(message, sink, cancel, client).await
+    }
+
+    /// Run a batch of one call, its turn taken by the caller, until it ends or `cancel` (or `client`, the
+    /// request's own token) is cancelled.
+    async fn run_unlocked(
+        &self,
+        message: AssistantMessage,
+        sink: sink::CallSink,
+        cancel: CancellationToken,
+        client: Option<CancellationToken>,
+    ) -> Result<toolwright_core::pipeline::BatchOutcome, ErrorData> {
         let outcome = {
-            let _turn = if sequential {
-                (None, Some(self.inner.exclusive.write().await))
-            } else {
-                (Some(self.inner.exclusive.read().await), None)
-            };
             // On a task of its own: a client that cancels or goes away does not leave the call half-run; the
             // cancellation reaches it through the token.
             let dispatcher = self.inner.dispatcher.clone();
@@ -770,6 +861,156 @@ impl McpServer {
                 .map_err(|e| ErrorData::internal_error(format!("the call did not finish: {e}"), None))?
         };
         self.announce_changes().await;
+        Ok(outcome)
+    }
+
+    /// When the call `id` of `tool` ended refused a grant the user may give ([`ask`]): ask through the client,
+    /// record the question and the answer, and on approval put the plugin's widened tools in place (for a grant
+    /// of this call only, return them instead). The id to run the call again under; none: the refusal stands.
+    async fn ask_grant(
+        &self,
+        id: &str,
+        tool: &str,
+        outcome: &toolwright_core::pipeline::BatchOutcome,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<ask::Asked> {
+        let asking = self.inner.asking.get()?;
+        // Whatever happens next, this call's refusals are not kept.
+        let (plugin, refused) = asking.refusals.take(id)?;
+        let stateless = revision_of(context) == Revision::AnyValue;
+        let elicits = if stateless {
+            ask::request_elicits(&context.meta)
+        } else {
+            ask::client_elicits(&context.peer)
+        };
+        if !outcome.messages.first().is_some_and(|m| m.is_error) || !elicits {
+            return None;
+        }
+        // Only about the called tool's own plugin: a refusal of a plugin it called is that call's business.
+        let own = self.inner.dispatcher.registry().read(|r| {
+            r.definition(tool)
+                .and_then(|d| d.origin.as_ref())
+                .and_then(|o| o.plugin.clone())
+        });
+        if own.as_deref() != Some(plugin.as_str()) {
+            return None;
+        }
+        let question = asking.asker.question(&plugin, &refused)?;
+        if stateless {
+            // 2026-07-28 forbids requests to the client: the question goes back as the result.
+            return Some(ask::Asked::InputRequired(Box::new(question)));
+        }
+        let answer = tokio::select! {
+            answer = ask::ask(&context.peer, &question) => answer,
+            () = context.ct.cancelled() => toolwright_core::ask::Answer::Unanswered,
+        };
+        let asker = asking.asker.clone();
+        let approved = {
+            let question = question.clone();
+            tokio::task::spawn_blocking(move || ask::approved(&*asker, &question, answer))
+                .await
+                .ok()
+                .flatten()
+        };
+        self.settle_answer(id, tool, &question, answer, approved)
+            .map(ask::Asked::Rerun)
+    }
+
+    /// Record the answer to `question` about the call `id` of `tool`, and put the approved tools in place: the id
+    /// to run the call again under, with the tools for that call alone when allowed once; none: the refusal stands.
+    fn settle_answer(
+        &self,
+        id: &str,
+        tool: &str,
+        question: &toolwright_core::ask::Question,
+        answer: toolwright_core::ask::Answer,
+        approved: Option<Vec<toolwright_core::ToolDefinition>>,
+    ) -> Option<ask::Rerun> {
+        let audit = self.inner.dispatcher.pipeline().audit.clone();
+        let by = ask::ASKED_THROUGH_CLIENT;
+        let Some(tools) = approved else {
+            ask::record(audit.as_ref(), by, id, tool, question, answer, None);
+            return None;
+        };
+        let rerun = self.call_id();
+        ask::record(audit.as_ref(), by, id, tool, question, answer, Some(&rerun));
+        if answer == toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once) {
+            return Some((rerun, Some(tools)));
+        }
+        self.inner
+            .dispatcher
+            .registry()
+            .update(|r| r.replace_extension_tools(tools));
+        Some((rerun, None))
+    }
+
+    /// The `input_required` result asking `question` about the call `id` of `tool` with `arguments` (a 2026-07-28
+    /// client): the question kept under an unguessable request state, with the refusal to answer if it is denied.
+    fn input_required(
+        &self,
+        question: toolwright_core::ask::Question,
+        id: &str,
+        tool: &str,
+        arguments: &Value,
+        refused: CallToolResult,
+    ) -> CallToolResponse {
+        let Some(request) = ask::input_request(&question) else {
+            return CallToolResponse::from(refused);
+        };
+        let state = self.inner.awaiting.keep(ask::Awaiting {
+            question,
+            call_id: id.to_owned(),
+            tool: tool.to_owned(),
+            arguments: arguments.clone(),
+            refused,
+            at: std::time::Instant::now(),
+        });
+        let mut requests = rmcp::model::InputRequests::new();
+        requests.insert(ask::INPUT_KEY.to_owned(), request);
+        CallToolResponse::from(rmcp::model::InputRequiredResult::new(Some(requests), Some(state)))
+    }
+
+    /// A retried 2026-07-28 call that carries the request state of a question of ours and the answer: the refusal
+    /// (denied), the call to run again (allowed), or nothing (no such question, or another call's: the call runs as
+    /// any other).
+    fn answered(&self, request: &CallToolRequestParams, tool: &str, arguments: &Value) -> ask::Answered {
+        let Some(state) = request.request_state.as_deref() else {
+            return ask::Answered::Nothing;
+        };
+        let Some(awaiting) = self.inner.awaiting.take(state, tool, arguments) else {
+            return ask::Answered::Nothing;
+        };
+        let answer = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(ask::INPUT_KEY))
+            .map_or(toolwright_core::ask::Answer::Unanswered, ask::answer_of);
+        let approved = self
+            .inner
+            .asking
+            .get()
+            .and_then(|asking| ask::approved(&*asking.asker, &awaiting.question, answer));
+        match self.settle_answer(&awaiting.call_id, tool, &awaiting.question, answer, approved) {
+            Some(rerun) => ask::Answered::Rerun(rerun),
+            None => ask::Answered::Refusal(Box::new(awaiting.refused)),
+        }
+    }
+
+    /// Ask the user for grants a plugin's call was refused, as `asking` says ([`ask`]); only the first setting
+    /// counts.
+    pub fn ask_grants(&self, asking: ask::Asking) {
+        if self.inner.asking.set(asking).is_err() {
+            tracing::warn!("grants are already asked for: the second setting is ignored");
+        }
+    }
+
+    /// The MCP result of a call's batch.
+    fn result_of(
+        &self,
+        outcome: toolwright_core::pipeline::BatchOutcome,
+        relayed: bool,
+        revision: Revision,
+    ) -> Result<CallToolResult, ErrorData> {
         let (Some(result), Some(message)) = (outcome.results.first(), outcome.messages.first()) else {
             return Err(ErrorData::internal_error("the pipeline returned no result", None));
         };

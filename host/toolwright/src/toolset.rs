@@ -26,6 +26,8 @@ pub mod mcp;
 mod options;
 #[cfg(feature = "wasm")]
 mod plugins;
+#[cfg(feature = "wasm")]
+mod regrant;
 
 use std::path::PathBuf;
 #[cfg(feature = "wasm")]
@@ -41,6 +43,8 @@ pub use dev::{DevBuild, dev_grants};
 #[cfg(all(feature = "wasm", feature = "mcp"))]
 pub use mcp::{McpClients, McpLoad, project_mcp_files, user_mcp_files};
 pub use options::{BuiltinMode, ToolsetOptions, audit_logs, project_plugin_dir, user_plugin_dir};
+#[cfg(feature = "wasm")]
+pub use regrant::Regrants;
 
 #[cfg(feature = "wasm")]
 use crate::audit::{Machine, Origin, OriginKind};
@@ -140,6 +144,8 @@ pub struct Toolset {
     /// and beside the project's (for the project's plugins).
     pub locks: Locks,
     handler_grants: Vec<WasmGrants>,
+    /// pi's file mutation queue of this toolset's tools.
+    mutations: Arc<FileMutationQueue>,
     /// pi's `codemode` (registered as an extension tool, inactive until named; feature `codemode`).
     pub codemode: Option<ToolDefinition>,
     /// Installed plugins left out while they compile in the background
@@ -227,6 +233,7 @@ impl Toolset {
             identities: Vec::new(),
             locks,
             handler_grants: Vec::new(),
+            mutations: mutations.clone(),
             codemode,
             deferred: loaded.deferred,
             skipped_project,
@@ -400,17 +407,7 @@ impl Toolset {
                 host.home.as_deref(),
             )
         };
-        // Directories that do not exist are not mapped (nor given to the plugin's programs).
-        let mut existing = effective.clone();
-        existing.dirs.retain(|d| d.path.is_dir());
-        let protected = || plugins::trusted_paths(options, &self.policy);
-        if let Some(error) = crate::trust::writes_what_is_trusted(protected, plugin, &existing.dirs) {
-            return Err(error);
-        }
-        let env = host.vars_granted(&existing.env, &[]);
-        let programs = ProgramGrant::for_plugin(&existing, &host.path);
-        let mut grants = WasmGrants::from_effective(&existing, &options.cwd, env, programs);
-        grants.know_home(host.home.as_deref());
+        let grants = runtime_grants(options, host, &self.policy, plugin, &effective)?;
         let words = effective
             .decisions
             .iter()
@@ -628,6 +625,34 @@ impl Toolset {
             .map(|d| wrap_tool_definition(d, None))
             .collect()
     }
+}
+
+/// What the runtime applies of `effective`, a third party's decided grants under `policy`: its directories that
+/// exist, its variables and programs, refused whole when a write grant covers what is trusted; what it refuses
+/// recorded for asking when the policy asks ([`crate::ask`]).
+#[cfg(feature = "wasm")]
+fn runtime_grants(
+    options: &ToolsetOptions,
+    host: &HostEnv,
+    policy: &Policy,
+    plugin: &Plugin,
+    effective: &Effective,
+) -> Result<WasmGrants, TrustError> {
+    // Directories that do not exist are not mapped (nor given to the plugin's programs).
+    let mut existing = effective.clone();
+    existing.dirs.retain(|d| d.path.is_dir());
+    let protected = || plugins::trusted_paths(options, policy);
+    if let Some(error) = crate::trust::writes_what_is_trusted(protected, plugin, &existing.dirs) {
+        return Err(error);
+    }
+    let env = host.vars_granted(&existing.env, &[]);
+    let programs = ProgramGrant::for_plugin(&existing, &host.path);
+    let mut grants = WasmGrants::from_effective(&existing, &options.cwd, env, programs);
+    grants.know_home(host.home.as_deref());
+    if policy.ask.grants() {
+        grants.refusals = Some(options.refusals.clone());
+    }
+    Ok(grants)
 }
 
 /// MiB as bytes, saturating.

@@ -65,6 +65,9 @@ pub struct WasmGrants {
     pub calls: Calls,
     /// As a `tool_call` handler: the tools whose arguments it may rewrite (`*`: any). It may block any call.
     pub rewrite: Vec<String>,
+    /// Where what the host refuses its tool calls (a file outside its grants, a program it may not start) is
+    /// recorded by call id, for a server that may ask the user ([`toolwright_core::ask`]); none: not recorded.
+    pub refusals: Option<toolwright_core::ask::RefusalBook>,
 }
 
 /// Which tools a plugin's nested calls may reach, and under whose authority they run
@@ -272,6 +275,7 @@ impl WasmGrants {
             work: toolwright_core::pipeline::Work::Relaying,
             calls: Calls::Own(Vec::new()),
             rewrite: Vec::new(),
+            refusals: None,
         }
     }
 
@@ -317,6 +321,7 @@ impl WasmGrants {
             work: toolwright_core::pipeline::Work::Relaying,
             calls: Calls::Inherit,
             rewrite: Vec::new(),
+            refusals: None,
         }
     }
 }

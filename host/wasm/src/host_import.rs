@@ -20,6 +20,17 @@ pub const MAX_SEARCH_QUERY_CHARS: usize = 4096;
 
 impl types::Host for PluginState {}
 
+impl PluginState {
+    /// Keep what the host refused the call, for a server that may ask the user about it (bounded).
+    pub(crate) fn note_refused(&mut self, refused: toolwright_core::ask::Refused) {
+        if self.refused.len() < toolwright_core::ask::MAX_REFUSALS_PER_CALL
+            && !self.refused.contains(&refused)
+        {
+            self.refused.push(refused);
+        }
+    }
+}
+
 impl host::Host for PluginState {
     fn update(&mut self, partial: types::ToolResult) -> wasmtime::Result<()> {
         self.carried
@@ -117,7 +128,19 @@ impl host::Host for PluginState {
                 .iter()
                 .map(|(root, write)| (root.as_str(), *write))
         };
-        Ok((!covers(roots(), &path, access)).then(|| refusal_text(roots(), &path, access)))
+        if covers(roots(), &path, access) {
+            return Ok(None);
+        }
+        let text = refusal_text(roots(), &path, access);
+        let refused = match access {
+            toolwright_sdk::Access::Read => toolwright_core::ask::Refused::Read {
+                dir: std::path::Path::new(&path).is_dir(),
+                path,
+            },
+            toolwright_sdk::Access::Write => toolwright_core::ask::Refused::Write { path },
+        };
+        self.note_refused(refused);
+        Ok(Some(text))
     }
 
     fn call_tool(&mut self, name: String, arguments: String) -> wasmtime::Result<types::CallOutcome> {

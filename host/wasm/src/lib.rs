@@ -137,7 +137,9 @@ impl std::fmt::Debug for PluginHost {
     }
 }
 
-/// A loaded plugin: its metadata, its tools, and the pre-linked component every call instantiates.
+/// A loaded plugin: its metadata, its tools, and the pre-linked component every call instantiates (a clone
+/// shares the component).
+#[derive(Clone)]
 pub struct Plugin {
     /// The file it came from.
     pub path: PathBuf,

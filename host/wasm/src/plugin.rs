@@ -233,6 +233,7 @@ impl PluginInner {
             cancel_seen: None,
             processes: toolwright_native::CallScope::new(),
             started: None,
+            refused: Vec::new(),
             exports: Default::default(),
         };
         let mut store = Store::new(&self.engine, state);
@@ -323,6 +324,7 @@ impl PluginInner {
         state.call = self.call_env(grants, cancel, updates, session);
         state.carried = budget::Carried::new(grants.result_cap);
         state.cancel_seen = None;
+        state.refused.clear();
         state.output_from = (state.stdout.contents().len(), state.stderr.contents().len());
         self.arm(store, grants)
     }

@@ -28,6 +28,8 @@ impl wit::Host for PluginState {
             Ok(launch) => launch,
             Err(refusal) => {
                 updates.spawned(&command.program, &command.args, Some(&refusal));
+                let program = command.program.clone();
+                self.note_refused(toolwright_core::ask::Refused::Spawn { program });
                 return Ok(Err(refusal));
             }
         };

@@ -118,6 +118,8 @@ pub struct PluginState {
     pub(super) processes: toolwright_native::CallScope,
     /// The nested calls started with `start-call` (made at the first).
     pub(super) started: Option<Started>,
+    /// What the host refused the current call, as it saw it ([`toolwright_core::ask`]).
+    pub(super) refused: Vec<toolwright_core::ask::Refused>,
     /// The instance's exports, type-checked at its first call and kept for the calls a reused instance serves
     /// after it (a store holds one instance).
     pub(super) exports: Exports,

@@ -129,10 +129,15 @@ async fn execute(
         short: false,
     };
     let (inner, call_grants) = (plugin.clone(), grants.clone());
+    let book = grants.refusals.clone();
     let call_id = run.call_id;
     let outcome = gate::enter_async(&plugin, grants, entry, move |store, instance| {
         let guest = inner.tool_exports(store, instance)?;
         let said = guest.call_execute(&mut *store, &tool, &call_id, &arguments)?;
+        let refused = std::mem::take(&mut store.data_mut().refused);
+        if let Some(book) = &book {
+            book.record(&call_id, &inner.name, refused);
+        }
         if let Ok(result) = &said {
             store
                 .data_mut()

@@ -280,6 +280,7 @@ fn stage(stage: toolwright::audit::Stage) -> &'static str {
         toolwright::audit::Stage::Preflight => "check",
         toolwright::audit::Stage::Before => "before",
         toolwright::audit::Stage::After => "after",
+        toolwright::audit::Stage::Asked => "asked",
     }
 }
 

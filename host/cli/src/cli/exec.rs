@@ -45,6 +45,12 @@ pub struct ExecArgs {
     /// name, under that plugin's approved grants, as `toolwright dev` does (no `plugins update` or `approve`).
     #[arg(long, value_name = "DIR")]
     dev: Option<PathBuf>,
+    /// Ask on the terminal for what a plugin's call was refused (a directory or a program it requested), when the
+    /// user's policy says `[ask] grants = true`: once, for this run, always (written to the policy file), or deny;
+    /// an approved call runs again after the batch. Needs standard input to be a terminal (the calls then come
+    /// from a file).
+    #[arg(long)]
+    ask: bool,
     #[command(flatten)]
     tools: super::ToolArgs,
 }
@@ -95,6 +101,10 @@ fn parse_batch(text: &str) -> serde_json::Result<CallsFile> {
 }
 
 pub fn run(mut args: ExecArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        !args.ask || (std::io::stdin().is_terminal() && args.calls.as_os_str() != "-"),
+        "--ask asks on the terminal: standard input must be one, and the calls must come from a file, not `-`"
+    );
     let file = read_batch(&args.calls)?;
     let cwd = super::workspace(args.cwd)?;
     let mode = if args.sequential {
@@ -148,7 +158,17 @@ pub fn run(mut args: ExecArgs) -> anyhow::Result<ExitCode> {
         let started = std::time::Instant::now();
         // The active tools, as pi's agent loop sees them: a call to any other tool is `Tool NAME not found`.
         // Nested calls' events go to the same stream.
-        let outcome = session.run(&message, &sink, &cancel).await;
+        let mut outcome = session.run(&message, &sink, &cancel).await;
+        // The batch's events are out before a question is.
+        if args.ask {
+            sink.out.write_out();
+        }
+        if args.ask
+            && let Some(again) =
+                super::ask::ask_on_terminal(&session, &message, &outcome, &sink, &cancel).await
+        {
+            outcome.terminate = again.terminate;
+        }
         // The batch ends after every pi event: whether pi's agent loop would stop after it (every result voted
         // to terminate), then the line is out.
         sink.batch_end(outcome.terminate);

@@ -407,7 +407,7 @@ fn choose(grant: &GrantArgs, requested: &[&Capability]) -> anyhow::Result<Vec<Ca
 }
 
 /// The policy file as an editable document (empty when it does not exist).
-fn policy_document(path: &Path) -> anyhow::Result<toml_edit::DocumentMut> {
+pub(super) fn policy_document(path: &Path) -> anyhow::Result<toml_edit::DocumentMut> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
         bail!(
             "{} is a symbolic link: the installer edits only files it can replace (replace the link with the file \
@@ -424,7 +424,7 @@ fn policy_document(path: &Path) -> anyhow::Result<toml_edit::DocumentMut> {
     }
 }
 
-fn save_policy(path: &Path, document: &toml_edit::DocumentMut) -> anyhow::Result<()> {
+pub(super) fn save_policy(path: &Path, document: &toml_edit::DocumentMut) -> anyhow::Result<()> {
     let text = document.to_string();
     // What is written must still be a policy the host accepts.
     toolwright::policy::Policy::parse(path, &text)?;
@@ -453,7 +453,12 @@ fn section<'a>(document: &'a mut toml_edit::DocumentMut, name: &str) -> &'a mut 
 }
 
 /// Add `granted` to `[plugins.NAME]` (keeping what is there) and pin it to `sha256`.
-fn grant_and_pin(document: &mut toml_edit::DocumentMut, name: &str, granted: &[Capability], sha256: &str) {
+pub(super) fn grant_and_pin(
+    document: &mut toml_edit::DocumentMut,
+    name: &str,
+    granted: &[Capability],
+    sha256: &str,
+) {
     let table = section(document, name);
     for c in granted {
         let (key, value) = (c.kind(), c.target());

@@ -282,6 +282,9 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
             waiting_for(left, Vec::new())
         })
     };
+    // Grants asked for while serving ([`super::ask`]): those kept for the session outlive a reload.
+    let kept = super::ask::Kept::new(session.toolset().regrants(session.options()));
+    let kept_on_reload = kept.clone();
     // A handler that was still compiling when the session was built joins its hooks with the reload that loads it.
     let handlers = session.handlers().cloned();
     // The loaded plugins must outlive their tools: the latest reloaded toolset is kept here (the first stays in
@@ -339,6 +342,7 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
             toolset.extension_tools.len()
         );
         let mut plugin_tools = toolset.extension_tools.clone();
+        kept_on_reload.reloaded(toolset.regrants(&options), &mut plugin_tools);
         plugin_tools.extend(toolset.mcp_tools().iter().cloned());
         if let Some(servers) = &toolset.mcp.servers {
             servers_changed = Some(servers.changes());
@@ -365,6 +369,14 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
         ..Default::default()
     };
     let server = toolwright::mcp::McpServer::with_limits(session.dispatcher().clone(), structured, tasks);
+    // Whether anything is asked is the user's policy's (`[ask] grants`), read again with every reload.
+    server.ask_grants(toolwright::mcp::ask::Asking {
+        refusals: session.options().refusals.clone(),
+        asker: Arc::new(super::ask::CliAsker {
+            kept,
+            policy_file: toolwright::policy::default_files().into_iter().next(),
+        }),
+    });
     let shutdown = shutdown_on_signals(&runtime)?;
     match http {
         None => runtime.block_on(server.serve_stdio_until(watch, shutdown))?,

@@ -409,3 +409,25 @@ fn instance_reuse_is_the_users_choice_and_fresh_wins() {
         p.ignored
     );
 }
+
+#[test]
+fn only_the_users_file_turns_asking_for_grants_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (user, project) = (dir.path().join("user.toml"), dir.path().join("toolwright.toml"));
+    std::fs::write(&project, "[ask]\ngrants = true\n").unwrap();
+    let cwd = dir.path().to_string_lossy();
+    // Trusted or not, a project's `[ask]` is ignored: a cloned repository cannot have the user asked.
+    for trusted in [false, true] {
+        let p = Policy::load_with_trusted_project(&[], Some(&project), &cwd, None, trusted).unwrap();
+        assert!(!p.ask.grants(), "trusted: {trusted}");
+        assert!(
+            p.ignored.iter().any(|i| i.starts_with("[ask]")),
+            "{:?}",
+            p.ignored
+        );
+    }
+    std::fs::write(&user, "[ask]\ngrants = true\n").unwrap();
+    let p = Policy::load_with_project(std::slice::from_ref(&user), Some(&project), &cwd, None).unwrap();
+    assert!(p.ask.grants());
+    assert!(!Policy::default().ask.grants(), "off by default");
+}

@@ -80,6 +80,10 @@ pub struct ToolsetOptions {
     /// The MCP server `toolwright mcp-servers approve` is approving: it is started even when it is another
     /// program than the one its pin names (every other such server is held, not started).
     pub mcp_approving: Option<String>,
+    /// What the host refused plugins' calls, by call id, while the policy asks for grants (`[ask] grants`;
+    /// feature `wasm`): shared with every toolset loaded from a clone of these options.
+    #[cfg(feature = "wasm")]
+    pub refusals: crate::ask::RefusalBook,
 }
 
 impl ToolsetOptions {
@@ -126,6 +130,8 @@ impl ToolsetOptions {
             #[cfg(feature = "wasm")]
             dev: None,
             mcp_approving: None,
+            #[cfg(feature = "wasm")]
+            refusals: crate::ask::RefusalBook::default(),
         }
     }
 }

@@ -25,7 +25,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call", "image"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call", "image", "files-list", "files-read"]},
                     "tool": {"type": "string"},
                     "arguments": {"type": "object"},
                     "count": {"type": "integer"},
@@ -68,6 +68,9 @@ impl Tool for Probe {
                 "wrote".into()
             }
             "list" => format!("{} entries", std::fs::read_dir(target).map_err(err)?.count()),
+            // Through the SDK, which asks the host why a path is out of reach (and so tells it of the refusal).
+            "files-list" => format!("{} entries", ctx.files().read_dir(target).map_err(err)?.len()),
+            "files-read" => format!("read {} bytes", ctx.files().read(target).map_err(err)?.len()),
             "spawn" => {
                 let command = Command {
                     program: target.into(),

@@ -1,0 +1,177 @@
+//! Grants asked for while a session serves ([`crate::ask`]): a plugin's grants decided again with the asked
+//! grant added to the user's policy, so what it gets is still the intersection with what it declared it needs,
+//! under every denial and pin of the policy.
+
+use std::sync::Arc;
+
+use super::{Toolset, ToolsetOptions, mib_bytes, runtime_grants};
+use crate::ask::{Grant, Question, Refused};
+use crate::audit::{Machine, Origin, OriginKind};
+use crate::definition::ToolDefinition;
+use crate::native::{FileMutationQueue, HostEnv};
+use crate::policy::{Effective, Policy};
+use crate::trust::identity::{self, PluginIdentity, PluginLocation};
+use crate::wasm::Plugin;
+
+/// What deciding a plugin's grants again needs, kept from a loaded toolset ([`Toolset::regrants`]): its options,
+/// its policy, and its third-party plugins from trusted locations (a project's plugins get only what the
+/// project's policy grants: nothing is asked for them).
+#[derive(Clone)]
+pub struct Regrants {
+    options: ToolsetOptions,
+    policy: Policy,
+    plugins: Vec<(Plugin, PluginIdentity)>,
+    mutations: Arc<FileMutationQueue>,
+}
+
+impl Toolset {
+    /// What [`Regrants`] needs of this toolset, loaded with `options`.
+    pub fn regrants(&self, options: &ToolsetOptions) -> Regrants {
+        let plugins = self
+            .plugins
+            .iter()
+            .filter_map(|plugin| {
+                let identity = self.identity(plugin)?;
+                let asked = matches!(identity.location, PluginLocation::User | PluginLocation::Cli);
+                asked.then(|| (plugin.clone(), identity.clone()))
+            })
+            .collect();
+        Regrants {
+            options: options.clone(),
+            policy: self.policy.clone(),
+            plugins,
+            mutations: self.mutations.clone(),
+        }
+    }
+}
+
+impl Regrants {
+    /// The SHA-256 of `plugin`'s file, lower-case hex (what an `always` grant pins).
+    pub fn sha256(&self, plugin: &str) -> Option<String> {
+        self.plugins
+            .iter()
+            .find(|(p, _)| p.metadata.name == plugin)
+            .map(|(_, identity)| identity.sha256.clone())
+    }
+
+    /// Whether the policy asks for grants (`[ask] grants = true` in the user's files).
+    pub fn asks(&self) -> bool {
+        self.policy.ask.grants()
+    }
+
+    /// The question about the first of `refused` (what the host refused a call of `plugin`) that a grant would
+    /// allow and that the plugin declared it needs; none when there is no such refusal (then nothing is asked).
+    pub fn question(&self, plugin: &str, refused: &[Refused]) -> Option<Question> {
+        if !self.asks() {
+            return None;
+        }
+        let (found, identity) = self.plugins.iter().find(|(p, _)| p.metadata.name == plugin)?;
+        let home = HostEnv::current().home;
+        let before = self.effective(found, identity, &[]);
+        refused.iter().find_map(|r| {
+            let grant = r.grant(home.as_deref())?;
+            let after = self.effective(found, identity, std::slice::from_ref(&grant));
+            // Only what the new grant adds: a refusal the plugin's grants already cover was refused for another
+            // reason (arguments a spawn rule does not allow), and asking would widen the rule.
+            if allows(&before, &grant) || !allows(&after, &grant) {
+                return None;
+            }
+            Some(Question {
+                plugin: plugin.to_owned(),
+                refused: r.clone(),
+                reason: reason(found, &before, &after),
+                grant,
+            })
+        })
+    }
+
+    /// The tools of `plugin` under its grants decided with `extra` added to the user's policy (none when the
+    /// plugin is not one grants are asked for, or its grants are refused whole).
+    pub fn tools_with(&self, plugin: &str, extra: &[Grant]) -> Option<Vec<ToolDefinition>> {
+        let (found, identity) = self.plugins.iter().find(|(p, _)| p.metadata.name == plugin)?;
+        let host = HostEnv::current();
+        let policy = widened(&self.policy, plugin, extra);
+        let effective = self.effective(found, identity, extra);
+        let mut grants = match runtime_grants(&self.options, &host, &policy, found, &effective) {
+            Ok(grants) => grants,
+            Err(error) => {
+                tracing::warn!("the grants asked for {plugin} are refused: {error}");
+                return None;
+            }
+        };
+        if let Some(mib) = policy.limits.result_mib {
+            grants.result_cap = mib_bytes(mib);
+        }
+        grants.mutations = self.mutations.clone();
+        let words = effective
+            .decisions
+            .iter()
+            .flat_map(|d| d.granted.iter().map(ToString::to_string))
+            .collect();
+        let origin = Arc::new(Origin {
+            kind: OriginKind::Plugin,
+            machine: Machine::Wasm,
+            plugin: Some(plugin.to_owned()),
+            server: None,
+            sha256: Some(identity.sha256.clone()),
+            grants: Some(words),
+            secrets: grants.env.clone(),
+        });
+        let mut definitions = found.tool_definitions(&grants);
+        for definition in &mut definitions {
+            definition.origin = Some(origin.clone());
+        }
+        Some(definitions)
+    }
+
+    fn effective(&self, plugin: &Plugin, identity: &PluginIdentity, extra: &[Grant]) -> Effective {
+        let cwd = toolwright_sdk::paths::normalize(&self.options.cwd.to_string_lossy());
+        let policy = widened(&self.policy, &plugin.metadata.name, extra);
+        identity::grants_for(
+            &plugin.metadata.name,
+            &plugin.metadata.capabilities,
+            &policy,
+            identity,
+            &cwd,
+            HostEnv::current().home.as_deref(),
+        )
+    }
+}
+
+/// `policy` with `extra` granted to `plugin` in the user's `[plugins.NAME]` (pins and denials kept).
+fn widened(policy: &Policy, plugin: &str, extra: &[Grant]) -> Policy {
+    let mut policy = policy.clone();
+    if extra.is_empty() {
+        return policy;
+    }
+    let entry = policy.plugins.entry(plugin.to_owned()).or_default();
+    for grant in extra {
+        match grant {
+            Grant::Read(dir) => entry.read.push(dir.clone()),
+            Grant::Write(dir) => entry.write.push(dir.clone()),
+            Grant::Spawn(program) => entry.spawn.push(program.as_str().into()),
+        }
+    }
+    policy
+}
+
+/// Whether `effective` allows what `grant` names.
+fn allows(effective: &Effective, grant: &Grant) -> bool {
+    let below = |dir: &str, root: &std::path::Path| std::path::Path::new(dir).starts_with(root);
+    match grant {
+        Grant::Read(dir) => effective.dirs.iter().any(|d| below(dir, &d.path)),
+        Grant::Write(dir) => effective.dirs.iter().any(|d| d.write && below(dir, &d.path)),
+        Grant::Spawn(program) => effective.programs.iter().any(|p| p == program),
+    }
+}
+
+/// The reason the plugin gave for the capability the grant falls under: the request whose decision changed.
+fn reason(plugin: &Plugin, before: &Effective, after: &Effective) -> Option<String> {
+    let changed = after.decisions.iter().find(|d| !before.decisions.contains(d))?;
+    plugin
+        .metadata
+        .capabilities
+        .iter()
+        .find(|r| r.capability == changed.requested)
+        .map(|r| r.reason.clone())
+}

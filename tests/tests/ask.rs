@@ -1,0 +1,704 @@
+//! Grants asked through the MCP client (`[ask] grants = true`): `toolwright mcp` on stdio, driven by a client
+//! written here that declares the `elicitation` capability (2025-11-25) and answers `elicitation/create` as each
+//! test says. The plugin is the probe, listing a directory of the workspace through the SDK (which tells the host
+//! of the refusal); it requests reading the workspace, and the policy grants it nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+/// A workspace with `data/` (two files), a plugin directory with the probe, and a config home.
+struct Setup {
+    ws: tempfile::TempDir,
+    plugins: tempfile::TempDir,
+    config: tempfile::TempDir,
+    audit: PathBuf,
+}
+
+impl Setup {
+    /// With `user_policy` as the user's policy file (none: no file).
+    fn new(user_policy: Option<&str>) -> Setup {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join("data/inner")).unwrap();
+        std::fs::write(ws.path().join("data/a.csv"), "a,b\n").unwrap();
+        let plugins = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            toolwright_tests::programs::PROBE,
+            plugins.path().join("probe.wasm"),
+        )
+        .unwrap();
+        let config = tempfile::tempdir().unwrap();
+        if let Some(policy) = user_policy {
+            std::fs::create_dir_all(config.path().join("toolwright")).unwrap();
+            std::fs::write(config.path().join("toolwright/toolwright.toml"), policy).unwrap();
+        }
+        let audit = config.path().join("audit.jsonl");
+        Setup {
+            ws,
+            plugins,
+            config,
+            audit,
+        }
+    }
+
+    fn data(&self) -> String {
+        self.ws.path().join("data").to_string_lossy().into_owned()
+    }
+
+    fn policy_file(&self) -> PathBuf {
+        self.config.path().join("toolwright/toolwright.toml")
+    }
+
+    /// The audit log's records.
+    fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The records of questions: (their reason, their verdict).
+    fn questions_audited(&self) -> Vec<(String, String)> {
+        self.audit()
+            .iter()
+            .flat_map(|r| r["decision"].as_array().cloned().unwrap_or_default())
+            .filter(|s| s["stage"] == "asked")
+            .map(|s| {
+                (
+                    s["reason"].as_str().unwrap().to_owned(),
+                    s["verdict"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn start(&self, elicits: bool) -> Client {
+        self.start_at("2025-11-25", elicits)
+    }
+
+    fn start_at(&self, revision: &str, elicits: bool) -> Client {
+        self.start_watching(revision, elicits, "0")
+    }
+
+    /// With `--watch-plugins WATCH`.
+    fn start_watching(&self, revision: &str, elicits: bool, watch: &str) -> Client {
+        let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"))
+            .args([
+                "mcp",
+                "--no-default-plugins",
+                "--no-default-mcp",
+                "--watch-plugins",
+                watch,
+                "--cwd",
+            ])
+            .arg(self.ws.path())
+            .arg("--plugins")
+            .arg(self.plugins.path())
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("--audit-log")
+            .arg(&self.audit)
+            .env("XDG_CONFIG_HOME", self.config.path())
+            .env(
+                "TOOLWRIGHT_LOG",
+                std::env::var_os("TOOLWRIGHT_TEST_LOG").unwrap_or_default(),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(match std::env::var_os("TOOLWRIGHT_TEST_LOG") {
+                Some(_) => Stdio::inherit(),
+                None => Stdio::null(),
+            })
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut client = Client {
+            child,
+            stdin,
+            stdout,
+            questions: Vec::new(),
+        };
+        let capabilities = if elicits {
+            json!({ "elicitation": { "form": {} } })
+        } else {
+            json!({})
+        };
+        client.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": revision, "capabilities": capabilities,
+            "clientInfo": {"name": "toolwright-tests", "version": "1"}}}),
+        );
+        let init = client.next();
+        assert_eq!(init["result"]["serverInfo"]["name"], "toolwright", "{init}");
+        client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        client
+    }
+}
+
+/// A client of the server: answers the questions it is asked as a test says.
+struct Client {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    /// The questions asked so far (`elicitation/create` params).
+    questions: Vec<Value>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Client {
+    fn send(&mut self, message: &Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn next(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(
+            self.stdout.read_line(&mut line).unwrap() > 0,
+            "the server closed its output"
+        );
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Call the probe with `args` as request `id`; each question is answered with what `answer` returns (the
+    /// messages to send). The result: (isError, text).
+    fn call(&mut self, id: i64, args: Value, answer: &mut dyn FnMut(&Value) -> Vec<Value>) -> (bool, String) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "probe", "arguments": args}}));
+        loop {
+            let message = self.next();
+            match (message.get("method").and_then(Value::as_str), message.get("id")) {
+                (Some("elicitation/create"), Some(_)) => {
+                    self.questions.push(message["params"].clone());
+                    for reply in answer(&message) {
+                        self.send(&reply);
+                    }
+                }
+                (Some(method), Some(request)) => {
+                    let request = request.clone();
+                    self.send(&json!({"jsonrpc": "2.0", "id": request,
+                        "error": {"code": -32601, "message": format!("{method} is not supported")}}));
+                }
+                (None, Some(found)) if found == &json!(id) => {
+                    let result = &message["result"];
+                    assert!(result.is_object(), "{message}");
+                    return (
+                        result["isError"] == true,
+                        toolwright_tests::text_of(&result["content"]),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// [`Client::call`] listing `dir` through the SDK.
+    fn list(&mut self, id: i64, dir: &str, answer: &mut dyn FnMut(&Value) -> Vec<Value>) -> (bool, String) {
+        self.call(id, json!({"action": "files-list", "target": dir}), answer)
+    }
+}
+
+/// Answer a question with `action` (and, on accept, `{"answer": choice}`).
+fn reply(question: &Value, action: &str, choice: Option<&str>) -> Value {
+    let mut result = json!({ "action": action });
+    if let Some(choice) = choice {
+        result["content"] = json!({ "answer": choice });
+    }
+    json!({"jsonrpc": "2.0", "id": question["id"], "result": result})
+}
+
+fn answering(choice: &'static str) -> impl FnMut(&Value) -> Vec<Value> {
+    move |q| vec![reply(q, "accept", Some(choice))]
+}
+
+fn never_asked(q: &Value) -> Vec<Value> {
+    panic!("asked {q}");
+}
+
+const ASK: &str = "[ask]\ngrants = true\n";
+
+/// The refusal as the model sees it without a question.
+fn is_refusal(text: &str, dir: &str) -> bool {
+    text.contains(&format!("Permission denied: read access to {dir} is not granted"))
+}
+
+#[test]
+fn a_refused_read_asks_once_and_allowed_for_the_session_later_calls_do_not_ask() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start(true);
+    let (error, text) = client.list(1, &data, &mut answering("session"));
+    assert!(!error, "{text}");
+    assert_eq!(text, "2 entries");
+    assert_eq!(client.questions.len(), 1);
+    let message = client.questions[0]["message"].as_str().unwrap().to_owned();
+    assert_eq!(
+        message,
+        format!(
+            "plugin `toolwright-test-probe` wants to read `{data}` (because: reads what the test asks). Allowing grants read \
+             access to the directory `{data}`."
+        )
+    );
+    let choices: Vec<&str> = client.questions[0]["requestedSchema"]["properties"]["answer"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["const"].as_str().unwrap())
+        .collect();
+    assert_eq!(choices, ["once", "session", "always", "deny"]);
+    // Later calls, of the directory and below it, are not asked about.
+    assert_eq!(
+        client.list(2, &data, &mut never_asked),
+        (false, "2 entries".into())
+    );
+    let inner = format!("{data}/inner");
+    assert_eq!(
+        client.list(3, &inner, &mut never_asked),
+        (false, "0 entries".into())
+    );
+    drop(client);
+    // The question and the answer are in the audit log, and the call run again with the grant.
+    let asked = setup.questions_audited();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0].0.starts_with(&message), "{asked:?}");
+    assert!(
+        asked[0]
+            .0
+            .contains("Answer: allowed for this session. The call runs again as mcp-2."),
+        "{asked:?}"
+    );
+    assert_eq!(asked[0].1, "allowed");
+    let records = setup.audit();
+    let rerun = records.iter().find(|r| r["id"] == "mcp-2").unwrap();
+    assert_eq!(rerun["outcome"], "ok", "{rerun}");
+    assert!(
+        rerun["source"]["grants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g.as_str().unwrap().contains(&data)),
+        "{rerun}"
+    );
+    // Nothing was written to the user's policy.
+    assert_eq!(std::fs::read_to_string(setup.policy_file()).unwrap(), ASK);
+}
+
+#[test]
+fn asking_is_off_by_default_and_a_projects_ask_section_does_not_turn_it_on() {
+    for project in [false, true] {
+        let setup = Setup::new(None);
+        if project {
+            std::fs::write(setup.ws.path().join("toolwright.toml"), ASK).unwrap();
+        }
+        let data = setup.data();
+        let mut client = setup.start(true);
+        let (error, text) = client.list(1, &data, &mut never_asked);
+        assert!(error && is_refusal(&text, &data), "{text}");
+        drop(client);
+        assert!(setup.questions_audited().is_empty());
+    }
+}
+
+#[test]
+fn nothing_is_asked_of_a_client_without_elicitation_nor_beyond_what_the_plugin_requested() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start(false);
+    let (error, text) = client.list(1, &data, &mut never_asked);
+    assert!(error && is_refusal(&text, &data), "{text}");
+    drop(client);
+    // The probe requests reading the workspace only: a directory outside it is refused without a question.
+    let outside = tempfile::tempdir().unwrap();
+    let outside = outside.path().to_string_lossy().into_owned();
+    let mut client = setup.start(true);
+    let (error, text) = client.list(2, &outside, &mut never_asked);
+    assert!(error && is_refusal(&text, &outside), "{text}");
+    assert!(client.questions.is_empty());
+}
+
+#[test]
+fn deny_a_decline_a_cancel_or_an_answer_not_offered_keep_the_refusal_unchanged() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start(true);
+    let answers: [(&str, Option<&str>); 5] = [
+        ("accept", Some("deny")),
+        ("decline", None),
+        ("cancel", None),
+        ("accept", Some("everything")),
+        ("accept", Some("Session")),
+    ];
+    for (n, (action, choice)) in answers.into_iter().enumerate() {
+        let (error, text) = client.list(n as i64 + 1, &data, &mut |q| vec![reply(q, action, choice)]);
+        assert!(error && is_refusal(&text, &data), "{action} {choice:?}: {text}");
+        assert_eq!(
+            client.questions.len(),
+            n + 1,
+            "asked every time: nothing was kept"
+        );
+    }
+    drop(client);
+    let verdicts: Vec<String> = setup
+        .questions_audited()
+        .into_iter()
+        .map(|(reason, verdict)| {
+            assert!(!reason.contains("runs again"), "{reason}");
+            verdict
+        })
+        .collect();
+    assert_eq!(verdicts, ["blocked"; 5]);
+    assert_eq!(std::fs::read_to_string(setup.policy_file()).unwrap(), ASK);
+}
+
+#[test]
+fn a_forged_or_unsolicited_answer_changes_nothing() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start(true);
+    // An answer to a question never asked, before any call.
+    client.send(&json!({"jsonrpc": "2.0", "id": 0,
+        "result": {"action": "accept", "content": {"answer": "always"}}}));
+    // Asked, the client first answers under another id, then declines the question itself.
+    let (error, text) = client.list(1, &data, &mut |q| {
+        let mut forged = reply(q, "accept", Some("always"));
+        forged["id"] = json!(format!("{}-forged", q["id"]));
+        vec![forged, reply(q, "decline", None)]
+    });
+    assert!(error && is_refusal(&text, &data), "{text}");
+    // Nothing was kept: the next call asks again (and is denied).
+    let (error, _) = client.list(2, &data, &mut |q| vec![reply(q, "accept", Some("deny"))]);
+    assert!(error);
+    assert_eq!(client.questions.len(), 2);
+    assert_eq!(std::fs::read_to_string(setup.policy_file()).unwrap(), ASK);
+}
+
+#[test]
+fn allowed_once_only_that_call_has_the_grant() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start(true);
+    assert_eq!(
+        client.list(1, &data, &mut answering("once")),
+        (false, "2 entries".into())
+    );
+    let (error, text) = client.list(2, &data, &mut answering("deny"));
+    assert!(error && is_refusal(&text, &data), "{text}");
+    assert_eq!(client.questions.len(), 2);
+}
+
+#[test]
+fn allowed_always_writes_the_users_policy_file_pinned_to_the_plugin() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start(true);
+    assert_eq!(
+        client.list(1, &data, &mut answering("always")),
+        (false, "2 entries".into())
+    );
+    assert_eq!(
+        client.list(2, &data, &mut never_asked),
+        (false, "2 entries".into())
+    );
+    drop(client);
+    let written = std::fs::read_to_string(setup.policy_file()).unwrap();
+    let policy = toolwright::policy::Policy::parse(&setup.policy_file(), &written).unwrap();
+    let probe = &policy.plugins["toolwright-test-probe"];
+    assert_eq!(probe.read, std::slice::from_ref(&data), "{written}");
+    assert_eq!(probe.sha256.len(), 1, "{written}");
+    assert_eq!(probe.sha256[0].len(), 64, "{written}");
+    assert!(policy.ask.grants(), "what was there is kept: {written}");
+    // A new server (nothing kept in memory) has the grant from the file, and asks nothing.
+    let mut client = setup.start(true);
+    assert_eq!(
+        client.list(3, &data, &mut never_asked),
+        (false, "2 entries".into())
+    );
+}
+
+/// `toolwright exec --ask` in `setup`'s workspace with `calls`, its standard input `stdin`: (success, stdout,
+/// stderr). Through `script` when `tty` (a terminal, answered with `stdin`).
+fn exec_ask(setup: &Setup, tty: bool, stdin: &str) -> (bool, String, String) {
+    let calls = setup.config.path().join("calls.json");
+    let data = setup.data();
+    std::fs::write(
+        &calls,
+        json!([{"id": "c1", "name": "probe", "arguments": {"action": "files-list", "target": data}}])
+            .to_string(),
+    )
+    .unwrap();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let args: Vec<String> = [
+        env!("CARGO_BIN_EXE_toolwright-cli"),
+        "exec",
+        "--ask",
+        "--json",
+        "--no-default-plugins",
+        "--no-default-mcp",
+        "--cwd",
+        &setup.ws.path().to_string_lossy(),
+        "--plugins",
+        &setup.plugins.path().to_string_lossy(),
+        "--cache-dir",
+        &cache.to_string_lossy(),
+        "--audit-log",
+        &setup.audit.to_string_lossy(),
+        &calls.to_string_lossy(),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let mut command = if tty {
+        let mut script = Command::new("script");
+        script.args(["-q", "-e", "-c", &shell_words(&args), "/dev/null"]);
+        script
+    } else {
+        let mut direct = Command::new(&args[0]);
+        direct.args(&args[1..]);
+        direct
+    };
+    let mut child = command
+        .env("XDG_CONFIG_HOME", setup.config.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `args` quoted for `sh -c`.
+fn shell_words(args: &[String]) -> String {
+    args.iter()
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn exec_ask_without_a_terminal_is_an_error() {
+    let setup = Setup::new(Some(ASK));
+    let (success, _, stderr) = exec_ask(&setup, false, "");
+    assert!(!success);
+    assert!(
+        stderr.contains("--ask asks on the terminal: standard input must be one"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn exec_ask_on_a_terminal_asks_and_runs_the_call_again_when_allowed() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let (success, out, _) = exec_ask(&setup, true, "s\n");
+    assert!(success, "{out}");
+    assert!(
+        out.contains(&format!("plugin `toolwright-test-probe` wants to read `{data}`")),
+        "{out}"
+    );
+    let ends: Vec<Value> = out
+        .lines()
+        // On the terminal, the question (on stderr) and the events share lines.
+        .filter_map(|l| {
+            l.find("{\"type\"")
+                .and_then(|at| serde_json::from_str::<Value>(l[at..].trim()).ok())
+        })
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    assert_eq!(ends.len(), 2, "refused, then run again: {out}");
+    assert_eq!(ends[0]["isError"], true);
+    assert_eq!(ends[1]["isError"], false, "{out}");
+    let asked = setup.questions_audited();
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].0.contains("allowed for this session"), "{asked:?}");
+}
+
+#[test]
+fn a_refused_program_is_asked_for_by_name_only() {
+    let setup = Setup::new(Some(ASK));
+    let mut client = setup.start(true);
+    let spawn = |program: &str| json!({"action": "spawn", "target": program, "args": ["asked"]});
+    let (error, text) = client.call(1, spawn("echo"), &mut answering("session"));
+    assert!(!error && text.contains("asked"), "{text}");
+    assert_eq!(
+        client.questions[0]["message"],
+        "plugin `toolwright-test-probe` wants to start the program `echo` (because: starts echo by name). \
+         Allowing grants starting `echo`."
+    );
+    assert!(!client.call(2, spawn("echo"), &mut never_asked).0);
+    // A path the plugin chose is never asked for (the probe requests /bin/echo too).
+    let (error, _) = client.call(3, spawn("/bin/echo"), &mut never_asked);
+    assert!(error);
+    // Nor a program it did not request.
+    let (error, _) = client.call(4, spawn("ls"), &mut never_asked);
+    assert!(error);
+    assert_eq!(client.questions.len(), 1);
+}
+
+#[test]
+fn a_hostile_path_cannot_shape_the_question() {
+    let setup = Setup::new(Some(ASK));
+    let hostile = setup
+        .ws
+        .path()
+        .join("data\nplugin `x` wants nothing. \u{1b}[2KAllowing grants nothing");
+    std::fs::create_dir_all(&hostile).unwrap();
+    let hostile = hostile.to_string_lossy().into_owned();
+    let mut client = setup.start(true);
+    let (error, text) = client.list(1, &hostile, &mut answering("deny"));
+    assert!(error, "{text}");
+    let message = client.questions[0]["message"].as_str().unwrap();
+    assert!(
+        !message.contains('\n') && !message.contains('\u{1b}'),
+        "{message}"
+    );
+    let shown = hostile.replace('\n', "\\n").replace('\u{1b}', "\\u{1b}");
+    assert_eq!(
+        message,
+        format!(
+            "plugin `toolwright-test-probe` wants to read `{shown}` (because: reads what the test asks). Allowing \
+             grants read access to the directory `{shown}`."
+        )
+    );
+}
+
+/// A 2026-07-28 client's `tools/call` of the probe listing `dir`: its `_meta` declares elicitation; `retry` is the
+/// request state and the input responses of a retried call.
+fn call_2026(client: &mut Client, id: i64, dir: &str, retry: Option<(Value, Value)>) -> Value {
+    let mut params = json!({"name": "probe", "arguments": {"action": "files-list", "target": dir},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
+    }});
+    if let Some((state, responses)) = retry {
+        params["requestState"] = state;
+        params["inputResponses"] = responses;
+    }
+    client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+    loop {
+        let message = client.next();
+        assert!(
+            message.get("method").is_none() || message.get("id").is_none(),
+            "no request to a 2026-07-28 client: {message}"
+        );
+        if message["id"] == json!(id) {
+            return message;
+        }
+    }
+}
+
+#[test]
+fn a_2026_07_28_client_is_asked_with_an_input_required_result_and_its_answer_decides() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start_at("2026-07-28", true);
+    let first = call_2026(&mut client, 1, &data, None);
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let question = &result["inputRequests"]["grant"];
+    assert_eq!(question["method"], "elicitation/create", "{first}");
+    assert!(
+        question["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("wants to read `{data}`"))
+    );
+    let state = result["requestState"].clone();
+    assert_eq!(state.as_str().unwrap().len(), 32);
+    let accept = |choice: &str| json!({"grant": {"action": "accept", "content": {"answer": choice}}});
+    // A forged state, or the real one for other arguments, is no answer: the call runs as any other (and asks).
+    let forged = call_2026(
+        &mut client,
+        2,
+        &data,
+        Some((json!("0123456789abcdef0123456789abcdef"), accept("always"))),
+    );
+    assert_eq!(forged["result"]["resultType"], "input_required", "{forged}");
+    let other = format!("{data}/inner");
+    let mismatched = call_2026(&mut client, 3, &other, Some((state.clone(), accept("always"))));
+    assert_eq!(
+        mismatched["result"]["resultType"], "input_required",
+        "{mismatched}"
+    );
+    // The answer to the question asked: the call runs again with the grant.
+    let answered = call_2026(&mut client, 4, &data, Some((state.clone(), accept("session"))));
+    assert_eq!(answered["result"]["isError"], false, "{answered}");
+    assert_eq!(
+        toolwright_tests::text_of(&answered["result"]["content"]),
+        "2 entries"
+    );
+    // The state was used up; later calls do not ask.
+    let later = call_2026(&mut client, 5, &data, Some((state, accept("always"))));
+    assert_eq!(later["result"]["isError"], false, "{later}");
+    drop(client);
+    assert_eq!(std::fs::read_to_string(setup.policy_file()).unwrap(), ASK);
+    let asked = setup.questions_audited();
+    assert_eq!(
+        asked.iter().filter(|(_, verdict)| verdict == "allowed").count(),
+        1,
+        "{asked:?}"
+    );
+}
+
+#[test]
+fn a_2026_07_28_client_that_denies_gets_the_refusal_unchanged() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start_at("2026-07-28", true);
+    let first = call_2026(&mut client, 1, &data, None);
+    let state = first["result"]["requestState"].clone();
+    let deny = json!({"grant": {"action": "accept", "content": {"answer": "deny"}}});
+    let denied = call_2026(&mut client, 2, &data, Some((state, deny)));
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(
+        is_refusal(&toolwright_tests::text_of(&denied["result"]["content"]), &data),
+        "{denied}"
+    );
+}
+
+#[test]
+fn a_grant_allowed_for_the_session_outlives_a_reload_of_the_plugins() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start_watching("2025-11-25", true, "100");
+    assert_eq!(
+        client.list(1, &data, &mut answering("session")),
+        (false, "2 entries".into())
+    );
+    // Another plugin arrives: the plugins are loaded again, the probe's grant with them.
+    let (_, bytes) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    std::fs::write(setup.plugins.path().join("wordcount.wasm"), bytes).unwrap();
+    loop {
+        let message = client.next();
+        if message["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    assert_eq!(
+        client.list(2, &data, &mut never_asked),
+        (false, "2 entries".into())
+    );
+    assert_eq!(client.questions.len(), 1);
+}
