@@ -8,7 +8,7 @@
 //! (`nestedCalls`) and the summed usage land on that call's result message; nothing else reaches the transcript.
 //!
 //! Calls that must not overlap (the host runs sequentially, or the target tool is sequential) wait in one FIFO
-//! queue shared by the whole session ([`Turns`]), in the order they were made: a call takes its place when it is
+//! queue shared by the whole session (`Turns`), in the order they were made: a call takes its place when it is
 //! made, before any await, so calls a tool makes together (`Promise.all`) run and end in call order however the
 //! machine schedules them, as pi's promise chain does. A call that already holds the queue does not wait again
 //! for its own descendants, so a sequential parent never deadlocks on its children.

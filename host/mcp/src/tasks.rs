@@ -6,7 +6,7 @@
 //! `tasks/get` (the result is inline once `completed`) or cancels it with `tasks/cancel` (the call is cancelled:
 //! its processes are killed, and the task ends `cancelled`).
 //!
-//! [`Tasks`] is the store, owned by the server: every task is bound to its [`Owner`] ("stateless" for 2026-07-28
+//! `Tasks` is the store, owned by the server: every task is bound to its `Owner` ("stateless" for 2026-07-28
 //! requests, whose unguessable id is then the only key; a session, for a client that completed a handshake),
 //! and another owner asking for it is told it does not exist. What it keeps is bounded ([`TaskLimits`]): a task and its
 //! result live for the TTL from their creation (a call still running then is cancelled); at most `max_tasks` are
