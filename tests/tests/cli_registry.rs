@@ -147,6 +147,7 @@ fn tools_prompt_and_declarations_show_builtins_and_plugins_alike_natively_and_as
             [
                 "read",
                 "bash",
+                "powershell",
                 "edit",
                 "write",
                 "grep",
