@@ -33,7 +33,20 @@ fn digest_literal(wasm: &std::path::Path) -> String {
     format!("[{}]", bytes.join(", "))
 }
 
-/// The built-in tools, in name order: every dependency with `links = "toolwright-tool-<name>"` but codemode.
+/// pi's order of its built-ins, which the registry keeps (declarations, the prompt, `toolwright tools`); a
+/// built-in it does not name comes after them, by name.
+const PI_ORDER: [&str; 8] = [
+    "read",
+    "bash",
+    "powershell",
+    "edit",
+    "write",
+    "grep",
+    "find",
+    "ls",
+];
+
+/// The built-in tools, in pi's order: every dependency with `links = "toolwright-tool-<name>"` but codemode.
 /// Found in the environment when the script runs, not compiled in: a target directory shared by two checkouts
 /// shares this script's binary, and a list baked into it would be the other checkout's.
 fn plugins() -> Vec<String> {
@@ -44,7 +57,10 @@ fn plugins() -> Vec<String> {
         })
         .filter(|name| name != "codemode")
         .collect();
-    names.sort();
+    names.sort_by_key(|name| {
+        let at = PI_ORDER.iter().position(|p| p == name);
+        (at.unwrap_or(PI_ORDER.len()), name.clone())
+    });
     names
 }
 
