@@ -290,3 +290,31 @@ impl Drop for StdioServer {
         let _ = self.child.wait();
     }
 }
+
+/// A workspace (`a.txt`), and a plugin directory holding the wasm conformance plugin (`tests/programs/conformance`),
+/// for the official suite's runs against `toolwright mcp` (both suite versions).
+pub fn conformance_fixture() -> (tempfile::TempDir, tempfile::TempDir) {
+    let workspace = tempfile::tempdir().expect("a temporary workspace");
+    std::fs::write(workspace.path().join("a.txt"), "one\ntwo\n").expect("the workspace's a.txt");
+    let plugins = tempfile::tempdir().expect("a temporary plugin directory");
+    std::fs::copy(
+        crate::programs::CONFORMANCE,
+        plugins.path().join("conformance.wasm"),
+    )
+    .expect("the conformance plugin copied");
+    (workspace, plugins)
+}
+
+/// `toolwright mcp`'s arguments for [`conformance_fixture`]: that workspace, only those plugins, this cache.
+pub fn conformance_server_args<'a>(workspace: &'a Path, plugins: &'a Path, cache: &'a Path) -> Vec<&'a str> {
+    let text = |p: &'a Path| p.to_str().expect("a UTF-8 temporary path");
+    vec![
+        "--cwd",
+        text(workspace),
+        "--no-default-plugins",
+        "--plugins",
+        text(plugins),
+        "--cache-dir",
+        text(cache),
+    ]
+}

@@ -12,43 +12,20 @@
 use std::path::Path;
 
 use serde_json::Value;
-use toolwright_tests::mcp::{HttpServer, node_command, node_tools};
+use toolwright_tests::mcp::{
+    HttpServer, conformance_fixture, conformance_server_args, node_command, node_tools,
+};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_toolwright-cli");
-
-/// A workspace, and a plugin directory holding the conformance fixtures.
-fn fixture() -> (tempfile::TempDir, tempfile::TempDir) {
-    let workspace = tempfile::tempdir().unwrap();
-    std::fs::write(workspace.path().join("a.txt"), "one\ntwo\n").unwrap();
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        toolwright_tests::programs::CONFORMANCE,
-        plugins.path().join("conformance.wasm"),
-    )
-    .unwrap();
-    (workspace, plugins)
-}
-
-fn server_args<'a>(workspace: &'a Path, plugins: &'a Path, cache: &'a Path) -> Vec<&'a str> {
-    vec![
-        "--cwd",
-        workspace.to_str().unwrap(),
-        "--no-default-plugins",
-        "--plugins",
-        plugins.to_str().unwrap(),
-        "--cache-dir",
-        cache.to_str().unwrap(),
-    ]
-}
 
 #[test]
 fn the_official_conformance_suite_passes_over_http_but_for_the_listed_features() {
     let tools = node_tools(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let (workspace, plugins) = fixture();
+    let (workspace, plugins) = conformance_fixture();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
     let server = HttpServer::start(
         Path::new(BINARY),
-        &server_args(workspace.path(), plugins.path(), &cache),
+        &conformance_server_args(workspace.path(), plugins.path(), &cache),
     );
     let baseline = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/conformance-baseline.yml");
     let out = node_command(&tools, "conformance")
@@ -139,10 +116,10 @@ fn json_out(out: &std::process::Output, what: &str) -> Value {
 #[test]
 fn the_mcp_inspector_lists_and_calls_tools_over_http_and_stdio() {
     let tools = node_tools(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let (workspace, plugins) = fixture();
+    let (workspace, plugins) = conformance_fixture();
     let home = tempfile::tempdir().unwrap();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
-    let args = server_args(workspace.path(), plugins.path(), &cache);
+    let args = conformance_server_args(workspace.path(), plugins.path(), &cache);
     let server = HttpServer::start(Path::new(BINARY), &args);
 
     let listed = json_out(

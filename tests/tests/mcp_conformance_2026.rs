@@ -14,36 +14,17 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use toolwright_tests::mcp::{HttpServer, node_tools, npm_packages};
+use toolwright_tests::mcp::{
+    HttpServer, conformance_fixture, conformance_server_args, node_tools, npm_packages,
+};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_toolwright-cli");
-
-/// A workspace, and a plugin directory holding the conformance fixtures.
-fn fixture() -> (tempfile::TempDir, tempfile::TempDir) {
-    let workspace = tempfile::tempdir().unwrap();
-    std::fs::write(workspace.path().join("a.txt"), "one\ntwo\n").unwrap();
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        toolwright_tests::programs::CONFORMANCE,
-        plugins.path().join("conformance.wasm"),
-    )
-    .unwrap();
-    (workspace, plugins)
-}
 
 fn start(workspace: &Path, plugins: &Path) -> HttpServer {
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
     HttpServer::start(
         Path::new(BINARY),
-        &[
-            "--cwd",
-            workspace.to_str().unwrap(),
-            "--no-default-plugins",
-            "--plugins",
-            plugins.to_str().unwrap(),
-            "--cache-dir",
-            cache.to_str().unwrap(),
-        ],
+        &conformance_server_args(workspace, plugins, &cache),
     )
 }
 
@@ -91,7 +72,7 @@ fn passed(summary: &str, scenario: &str) -> usize {
 
 #[test]
 fn the_2026_07_28_server_requirements_of_the_prerelease_pass_but_for_the_listed_features() {
-    let (workspace, plugins) = fixture();
+    let (workspace, plugins) = conformance_fixture();
     let server = start(workspace.path(), plugins.path());
     let out = suite(&server.url)
         .args(["--requirements", "2026-07-28", "--expected-failures"])
