@@ -12,6 +12,52 @@ use crate::{LoadoutTool, ToolResult};
 /// The text of a nested call made where no nested-call runner is bound (pi's text).
 pub const NESTED_CALLS_UNAVAILABLE: &str = "Nested tool calls are not available in this context";
 
+/// What [`Ctx::ask`] answers where there is no client to ask.
+pub const NO_CLIENT_TO_ASK: &str = "There is no client to ask in this context";
+
+/// A question for the client that made the call (an MCP client's input request), for [`Ctx::ask`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputRequest {
+    /// The question's name among the call's questions: its answer comes back under it, and a call that runs
+    /// again with the answers gets the same answer for the same key.
+    pub key: String,
+    /// `elicitation/create`, `sampling/createMessage` or `roots/list`.
+    pub method: String,
+    /// The method's parameters (MCP's), a JSON object.
+    pub params: serde_json::Value,
+}
+
+impl InputRequest {
+    /// A form the user fills in (`elicitation/create`): `message`, and `schema`, the JSON Schema of its fields (an
+    /// object of flat properties). The answer is `{"action": "accept", "content": {…}}`, or `decline` / `cancel`.
+    pub fn form(key: impl Into<String>, message: impl Into<String>, schema: serde_json::Value) -> Self {
+        InputRequest {
+            key: key.into(),
+            method: "elicitation/create".into(),
+            params: serde_json::json!({ "message": message.into(), "requestedSchema": schema }),
+        }
+    }
+
+    /// A message from the client's model (`sampling/createMessage`), with MCP's parameters (`messages`,
+    /// `maxTokens`, …). The user's policy must list the plugin in `[ask] sampling`.
+    pub fn sample(key: impl Into<String>, params: serde_json::Value) -> Self {
+        InputRequest {
+            key: key.into(),
+            method: "sampling/createMessage".into(),
+            params,
+        }
+    }
+
+    /// The client's roots (`roots/list`): the answer is `{"roots": [{"uri": "file:///…", "name": …}]}`.
+    pub fn roots(key: impl Into<String>) -> Self {
+        InputRequest {
+            key: key.into(),
+            method: "roots/list".into(),
+            params: serde_json::json!({}),
+        }
+    }
+}
+
 /// The outcome of a nested tool call (pi's `AgentToolCallOutcome`, without the call).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -233,5 +279,14 @@ pub trait Ctx {
     /// registered `codemode` or `deferred` tool, with their parameters and output schemas.
     fn tools(&self) -> Vec<LoadoutTool> {
         Vec::new()
+    }
+
+    /// Ask the MCP client that made the call: the answers (the client's results, as JSON) in the questions'
+    /// order, or why nobody could answer. A 2026-07-28 client answers with the call's next round: the call stops
+    /// at its first unanswered question and runs again from the start with every answer so far, so ask before
+    /// changing anything (`wit/plugin.wit`'s `ask` says the rest).
+    fn ask(&self, questions: &[InputRequest]) -> Result<Vec<serde_json::Value>, String> {
+        let _ = questions;
+        Err(NO_CLIENT_TO_ASK.into())
     }
 }

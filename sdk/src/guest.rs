@@ -544,6 +544,23 @@ impl Ctx for GuestCtx {
             .map(tool_info_from_wit)
             .collect()
     }
+
+    fn ask(&self, questions: &[crate::InputRequest]) -> Result<Vec<serde_json::Value>, String> {
+        let requests: Vec<wit::InputRequest> = questions
+            .iter()
+            .map(|q| wit::InputRequest {
+                key: q.key.clone(),
+                method: q.method.clone(),
+                params: q.params.to_string(),
+            })
+            .collect();
+        let answers = host::ask(&requests)?;
+        // The host wrote them from JSON values.
+        Ok(answers
+            .into_iter()
+            .map(|text| serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+            .collect())
+    }
 }
 
 fn result_from_wit(r: wit::ToolResult) -> ToolResult {

@@ -58,8 +58,8 @@ mod usage;
 
 pub use content::Content;
 pub use ctx::{
-    Access, CallOutcome, Command, Ctx, ExitStatus, FileKind, Files, LogLevel, Metadata,
-    NESTED_CALLS_UNAVAILABLE, Process, ProcessEvent, TempFile, not_a_regular_file,
+    Access, CallOutcome, Command, Ctx, ExitStatus, FileKind, Files, InputRequest, LogLevel, Metadata,
+    NESTED_CALLS_UNAVAILABLE, NO_CLIENT_TO_ASK, Process, ProcessEvent, TempFile, not_a_regular_file,
 };
 pub use error::{HostFault, ToolError, node_code};
 pub use handler::{Handler, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent};

@@ -296,6 +296,12 @@ impl Drop for StdioServer {
 pub fn conformance_fixture() -> (tempfile::TempDir, tempfile::TempDir) {
     let workspace = tempfile::tempdir().expect("a temporary workspace");
     std::fs::write(workspace.path().join("a.txt"), "one\ntwo\n").expect("the workspace's a.txt");
+    // The user's grant that lets the plugin ask the client's model (the sampling fixtures).
+    std::fs::write(
+        workspace.path().join(ASK_POLICY),
+        "[ask]\nsampling = [\"toolwright-test-conformance\"]\n",
+    )
+    .expect("the policy file");
     let plugins = tempfile::tempdir().expect("a temporary plugin directory");
     std::fs::copy(
         crate::programs::CONFORMANCE,
@@ -305,16 +311,22 @@ pub fn conformance_fixture() -> (tempfile::TempDir, tempfile::TempDir) {
     (workspace, plugins)
 }
 
-/// `toolwright mcp`'s arguments for [`conformance_fixture`]: that workspace, only those plugins, this cache.
-pub fn conformance_server_args<'a>(workspace: &'a Path, plugins: &'a Path, cache: &'a Path) -> Vec<&'a str> {
-    let text = |p: &'a Path| p.to_str().expect("a UTF-8 temporary path");
+/// The policy file of [`conformance_fixture`]'s workspace: `[ask] sampling` for the conformance plugin.
+pub const ASK_POLICY: &str = "ask-policy.toml";
+
+/// `toolwright mcp`'s arguments for [`conformance_fixture`]: that workspace and its policy file, only those
+/// plugins, this cache.
+pub fn conformance_server_args(workspace: &Path, plugins: &Path, cache: &Path) -> Vec<String> {
+    let text = |p: &Path| p.to_str().expect("a UTF-8 temporary path").to_owned();
     vec![
-        "--cwd",
+        "--cwd".into(),
         text(workspace),
-        "--no-default-plugins",
-        "--plugins",
+        "--no-default-plugins".into(),
+        "--plugins".into(),
         text(plugins),
-        "--cache-dir",
+        "--cache-dir".into(),
         text(cache),
+        "--policy".into(),
+        text(&workspace.join(ASK_POLICY)),
     ]
 }

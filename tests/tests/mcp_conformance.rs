@@ -25,7 +25,10 @@ fn the_official_conformance_suite_passes_over_http_but_for_the_listed_features()
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
     let server = HttpServer::start(
         Path::new(BINARY),
-        &conformance_server_args(workspace.path(), plugins.path(), &cache),
+        &conformance_server_args(workspace.path(), plugins.path(), &cache)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
     );
     let baseline = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/conformance-baseline.yml");
     let out = node_command(&tools, "conformance")
@@ -120,6 +123,7 @@ fn the_mcp_inspector_lists_and_calls_tools_over_http_and_stdio() {
     let home = tempfile::tempdir().unwrap();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
     let args = conformance_server_args(workspace.path(), plugins.path(), &cache);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let server = HttpServer::start(Path::new(BINARY), &args);
 
     let listed = json_out(

@@ -22,10 +22,9 @@ const BINARY: &str = env!("CARGO_BIN_EXE_toolwright-cli");
 
 fn start(workspace: &Path, plugins: &Path) -> HttpServer {
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
-    HttpServer::start(
-        Path::new(BINARY),
-        &conformance_server_args(workspace, plugins, &cache),
-    )
+    let args = conformance_server_args(workspace, plugins, &cache);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    HttpServer::start(Path::new(BINARY), &args)
 }
 
 /// `conformance server --url URL` of the prerelease, on the Node 22 of `tests/mcp/node`.

@@ -35,6 +35,9 @@
 //!   no lock held.
 //! - [`dispatch`]: [`Dispatcher`], the registry, pipeline and nested-call runner of a session wired together:
 //!   `run` a batch, `call` one tool.
+//! - [`ask`]: grants asked for while a call runs: what the host refused a call ([`ask::RefusalBook`]) and the
+//!   question about it; [`client`]: what a running call may ask the client that made it (MCP's elicitation,
+//!   sampling, roots) through the [`ClientDesk`](client::ClientDesk) a server registers its calls at.
 //! - [`policy`]: policy files, typed: what each plugin is granted (requests ∩ grants, deny wins, decided once
 //!   in [`policy::intersect`] for plugins and built-ins alike).
 //!
@@ -69,6 +72,7 @@
 
 pub mod ask;
 pub mod audit;
+pub mod client;
 pub mod authority;
 pub mod definition;
 pub mod dispatch;

@@ -110,12 +110,21 @@ pub struct AskSettings {
     /// refused a file, directory or program it declared it needs. Off unless set.
     #[serde(default)]
     pub grants: Option<bool>,
+    /// The plugins that may ask the MCP client's model (`sampling/createMessage`, [`crate::client`]): a plugin's
+    /// request spends the user's model. Forms for the user and the client's roots need no grant.
+    #[serde(default)]
+    pub sampling: Vec<String>,
 }
 
 impl AskSettings {
     /// Whether refused grants may be asked for.
     pub fn grants(&self) -> bool {
         self.grants == Some(true)
+    }
+
+    /// Whether the plugin `name` may ask the client's model.
+    pub fn samples(&self, name: &str) -> bool {
+        self.sampling.iter().any(|n| n == name)
     }
 }
 
@@ -575,7 +584,7 @@ impl Policy {
         if std::mem::take(&mut theirs.ask) != AskSettings::default() {
             policy
                 .ignored
-                .push("[ask] (only the user's config decides whether the user is asked for grants)".into());
+                .push("[ask] (only the user's config decides whether the user is asked for grants, and which plugins may ask the client's model)".into());
         }
         if theirs.auto_approve.take().is_some() {
             policy.ignored.push(
@@ -668,6 +677,7 @@ impl Policy {
         self.auto_approve = self.auto_approve.or(other.auto_approve);
         self.audit = self.audit.take().or(other.audit);
         self.ask.grants = self.ask.grants.or(other.ask.grants);
+        self.ask.sampling.extend(other.ask.sampling);
         self.codemode.mode = self.codemode.mode.or(other.codemode.mode);
         self.codemode.inline_budget = self.codemode.inline_budget.or(other.codemode.inline_budget);
         self.ignored.extend(other.ignored);

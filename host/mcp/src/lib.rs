@@ -51,6 +51,7 @@ pub mod ask;
 pub mod client;
 mod headers;
 pub mod http;
+mod input;
 pub mod result;
 mod sink;
 pub mod tasks;
@@ -162,6 +163,11 @@ struct Inner {
     asking: std::sync::OnceLock<ask::Asking>,
     /// The questions put to 2026-07-28 clients as `input_required` results, by request state.
     awaiting: ask::AwaitingAnswers,
+    /// Where the server registers each call's client, for plugins' questions ([`input`]); shared with the
+    /// toolset that loaded the plugins (none: plugins have nobody to ask).
+    desk: std::sync::OnceLock<toolwright_core::client::ClientDesk>,
+    /// The sealed request states of plugins' questions to 2026-07-28 clients.
+    rounds: input::Rounds,
 }
 
 /// Watching the plugin directories while serving: every `interval` (or at once when a call needs it), ask
@@ -285,6 +291,8 @@ impl McpServer {
                 passes: tokio::sync::watch::Sender::new((0, 0)),
                 asking: std::sync::OnceLock::new(),
                 awaiting: ask::AwaitingAnswers::default(),
+                desk: std::sync::OnceLock::new(),
+                rounds: input::Rounds::new(),
             }),
             level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
             client: Client::new(0),
@@ -676,17 +684,42 @@ impl McpServer {
             .get_progress_token()
             .or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
         let level = self.log_level(&context, revision);
-        let sink = || sink::CallSink {
-            peer: context.peer.clone(),
-            token: progress.clone(),
-            level,
-            count: Mutex::new(0),
-        };
         // A 2026-07-28 client answering a question of ours (`input_required`): its answer decides first.
         let answered = match self.answered(&request, &name, &arguments) {
             ask::Answered::Refusal(result) => return Ok(CallToolResponse::from(*result)),
             ask::Answered::Rerun(rerun) => Some(rerun),
             ask::Answered::Nothing => None,
+        };
+        // How the call's plugins ask the client: a session's at once, a 2026-07-28 request's with the next round
+        // (its answers so far in the request state and `inputResponses`).
+        let round = match revision {
+            Revision::AnyValue => {
+                let answers = match answered {
+                    Some(_) => Default::default(),
+                    None => self.inner.rounds.answers(
+                        &name,
+                        &arguments,
+                        request.request_state.as_deref(),
+                        request.input_responses.as_ref(),
+                    )?,
+                };
+                let declared = context.client_capabilities().unwrap_or_default();
+                Some(Arc::new(input::RoundInput::new(declared, answers)))
+            }
+            _ => None,
+        };
+        let input: Arc<dyn toolwright_core::client::ClientInput> = match &round {
+            Some(round) => round.clone(),
+            None => Arc::new(input::SessionInput {
+                peer: context.peer.clone(),
+            }),
+        };
+        let sink = || sink::CallSink {
+            peer: context.peer.clone(),
+            token: progress.clone(),
+            level,
+            count: Mutex::new(0),
+            input: Some(input.clone()),
         };
         // The extension is 2026-07-28's: a 2025-11-25 client that declares it ignores it (the MCP Inspector and
         // the official TypeScript `ext-tasks` declare it on every connection and expect a plain result there).
@@ -702,12 +735,13 @@ impl McpServer {
                 tool_calls: vec![ToolCall::new(id, name, arguments)],
                 ..Default::default()
             };
+            // A task answers at once: its plugins have nobody to ask.
             let call = PreparedCall {
                 sequential,
                 relayed,
                 revision,
                 message,
-                sink: sink(),
+                sink: sink::CallSink { input: None, ..sink() },
             };
             return self.start_task(call).map(CallToolResponse::Task);
         }
@@ -737,6 +771,9 @@ impl McpServer {
             }
         };
         for _ in 0..ask::MAX_QUESTIONS_PER_CALL {
+            if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments) {
+                return stopped;
+            }
             match self.ask_grant(&id, &name, &outcome, &context).await {
                 None => break,
                 Some(ask::Asked::InputRequired(question)) => {
@@ -751,8 +788,40 @@ impl McpServer {
                 }
             }
         }
+        if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments) {
+            return stopped;
+        }
         self.result_of(outcome, relayed, revision)
             .map(CallToolResponse::from)
+    }
+
+    /// When a 2026-07-28 call of `tool` with `arguments` stopped at a question for its client ([`input`]): the
+    /// `input_required` result asking it (the answers so far in the request state), or the error of a capability
+    /// the request did not declare.
+    fn stopped_to_ask(
+        &self,
+        round: Option<&input::RoundInput>,
+        tool: &str,
+        arguments: &Value,
+    ) -> Option<Result<CallToolResponse, ErrorData>> {
+        let stop = round?.take_stop()?;
+        let answers = round.map(input::RoundInput::answers)?;
+        Some(match stop {
+            input::Stop::Missing(capability) => Err(input::missing(&capability)),
+            input::Stop::Questions(questions) => {
+                tracing::debug!(tool, questions = questions.len(), "the call asks its client");
+                self.inner
+                    .rounds
+                    .seal(tool, arguments, answers)
+                    .and_then(|state| input::input_required(&questions, state))
+                    .and_then(|body| {
+                        serde_json::from_value::<rmcp::model::InputRequiredResult>(body).map_err(|e| {
+                            ErrorData::internal_error(format!("cannot encode the questions: {e}"), None)
+                        })
+                    })
+                    .map(CallToolResponse::from)
+            }
+        })
     }
 
     /// Run the call of `tool` with `arguments` again under the id of `rerun`, with the tools it carries (a grant
@@ -835,6 +904,11 @@ impl McpServer {
         cancel: CancellationToken,
         client: Option<CancellationToken>,
     ) -> Result<toolwright_core::pipeline::BatchOutcome, ErrorData> {
+        // The call's plugins (and those of its nested calls) ask its client while it runs.
+        let _asking = match (self.inner.desk.get(), &sink.input, message.tool_calls.first()) {
+            (Some(desk), Some(input), Some(call)) => Some(desk.open(&call.id, input.clone())),
+            _ => None,
+        };
         let outcome = {
             // On a task of its own: a client that cancels or goes away does not leave the call half-run; the
             // cancellation reaches it through the token.
@@ -993,6 +1067,15 @@ impl McpServer {
         match self.settle_answer(&awaiting.call_id, tool, &awaiting.question, answer, approved) {
             Some(rerun) => ask::Answered::Rerun(rerun),
             None => ask::Answered::Refusal(Box::new(awaiting.refused)),
+        }
+    }
+
+    /// Let plugins ask the clients of their calls (a form for the user, the client's model, its roots): each
+    /// call's client is registered at `desk`, the one the plugins' grants were given ([`input`],
+    /// [`toolwright_core::client`]). Only the first setting counts.
+    pub fn answer_plugins_at(&self, desk: toolwright_core::client::ClientDesk) {
+        if self.inner.desk.set(desk).is_err() {
+            tracing::warn!("plugins' questions already have a desk: the second is ignored");
         }
     }
 

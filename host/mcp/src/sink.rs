@@ -74,6 +74,8 @@ pub(crate) struct CallSink {
     /// level in its `_meta`).
     pub level: Option<LoggingLevel>,
     pub count: Mutex<u64>,
+    /// How the call's plugins ask the client (`ask`); none: they have nobody to ask (a task).
+    pub input: Option<std::sync::Arc<dyn toolwright_core::client::ClientInput>>,
 }
 
 impl EventSink for CallSink {

@@ -652,6 +652,8 @@ fn runtime_grants(
     if policy.ask.grants() {
         grants.refusals = Some(options.refusals.clone());
     }
+    grants.client = Some(options.client.clone());
+    grants.sampling = policy.ask.samples(&plugin.metadata.name);
     Ok(grants)
 }
 

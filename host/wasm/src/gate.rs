@@ -40,6 +40,8 @@ pub(crate) struct Entry {
     pub reusable: bool,
     /// A built-in's short call, wherever it is placed (see [`WasmGrants::work`]).
     pub short: bool,
+    /// How the call asks the client that made it, for tool executions only.
+    pub client: Option<crate::state::CallClient>,
 }
 
 impl Entry {
@@ -52,6 +54,7 @@ impl Entry {
             session: None,
             reusable: false,
             short: false,
+            client: None,
         }
     }
 }
@@ -151,11 +154,13 @@ fn run<T>(
         session,
         reusable: _,
         short,
+        client,
     } = entry;
     let call = Call {
         cancel: cancel.clone(),
         updates,
         session,
+        client,
     };
     let name = plugin.name();
     let mut lease = plugin
@@ -214,6 +219,12 @@ pub(crate) fn fault(plugin: &str, what: &str, error: &wasmtime::Error) -> ToolEr
 pub(crate) fn describe_trap(plugin: &str, trap: &wasmtime::Error, grants: &WasmGrants) -> ToolError {
     if trap.downcast_ref::<crate::state::Stopped>().is_some() {
         return stopped_message(plugin, grants, None);
+    }
+    if let Some(asked) = trap.downcast_ref::<crate::state::AskedClient>() {
+        return ToolError::host(
+            HostFault::Cancelled,
+            format!("The plugin {plugin} stopped: {asked}"),
+        );
     }
     if let Some(over) = trap.downcast_ref::<crate::budget::OverCap>() {
         return ToolError::host(

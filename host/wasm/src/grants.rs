@@ -68,6 +68,11 @@ pub struct WasmGrants {
     /// Where what the host refuses its tool calls (a file outside its grants, a program it may not start) is
     /// recorded by call id, for a server that may ask the user ([`toolwright_core::ask`]); none: not recorded.
     pub refusals: Option<toolwright_core::ask::RefusalBook>,
+    /// Where a server registers the clients of its calls, for the plugin's `ask` ([`toolwright_core::client`]);
+    /// none: it has nobody to ask.
+    pub client: Option<toolwright_core::client::ClientDesk>,
+    /// Whether the plugin may ask the client's model (`sampling/createMessage`).
+    pub sampling: bool,
 }
 
 /// Which tools a plugin's nested calls may reach, and under whose authority they run
@@ -276,6 +281,8 @@ impl WasmGrants {
             calls: Calls::Own(Vec::new()),
             rewrite: Vec::new(),
             refusals: None,
+            client: None,
+            sampling: false,
         }
     }
 
@@ -322,6 +329,8 @@ impl WasmGrants {
             calls: Calls::Inherit,
             rewrite: Vec::new(),
             refusals: None,
+            client: None,
+            sampling: false,
         }
     }
 }

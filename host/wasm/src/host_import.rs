@@ -1,6 +1,6 @@
-//! The `host` import: partial results, cancellation, logging, the call's directories and refusals, and nested
-//! tool calls (at once, several together, or started and collected later), served from the call's
-//! [`PluginState`].
+//! The `host` import: partial results, cancellation, logging, the call's directories and refusals, nested
+//! tool calls (at once, several together, or started and collected later) and questions for the call's client
+//! (`ask`, [`toolwright_core::client`]), served from the call's [`PluginState`].
 
 use tokio_util::sync::CancellationToken;
 
@@ -141,6 +141,78 @@ impl host::Host for PluginState {
         };
         self.note_refused(refused);
         Ok(Some(text))
+    }
+
+    fn ask(&mut self, requests: Vec<types::InputRequest>) -> wasmtime::Result<Result<Vec<String>, String>> {
+        use toolwright_core::client::{AskError, InputRequest, validate};
+        let plugin = self.call.plugin.clone();
+        // What the questions carry into the host counts against the plugin's per-call cap.
+        let bytes = requests
+            .iter()
+            .map(|r| r.key.len() + r.method.len() + r.params.len())
+            .sum::<usize>();
+        self.carried.add(bytes).map_err(wasmtime::Error::new)?;
+        let Some(client) = self.call.client.clone() else {
+            return Ok(Err(texts::no_client(&plugin)));
+        };
+        let mut asked = Vec::with_capacity(requests.len());
+        for request in requests {
+            let params = match serde_json::from_str::<serde_json::Value>(&request.params) {
+                Ok(params) => params,
+                Err(e) => {
+                    return Ok(Err(format!(
+                        "The plugin {plugin} asked {:?} with parameters that are not JSON: {e}",
+                        request.key
+                    )));
+                }
+            };
+            asked.push(InputRequest::new(request.key, request.method, params));
+        }
+        if let Err(why) = validate(&asked) {
+            return Ok(Err(format!("The plugin {plugin} {why}")));
+        }
+        if !client.sampling
+            && let Some(sample) = asked.iter().find(|r| r.method == "sampling/createMessage")
+        {
+            return Ok(Err(texts::no_sampling(&plugin, &sample.key)));
+        }
+        // The user sees whose question a form is; the plugin cannot pass for the host.
+        for request in &mut asked {
+            if request.method == "elicitation/create"
+                && let Some(message) = request.params.get_mut("message")
+            {
+                let text = message.as_str().unwrap_or_default();
+                *message = serde_json::Value::String(format!("The plugin {plugin} asks: {text}"));
+            }
+        }
+        let (Some(input), Ok(runtime)) = (
+            client.desk.find(&client.call_id),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return Ok(Err(texts::no_client(&plugin)));
+        };
+        let env = self.call.clone();
+        let answered = toolwright_core::pipeline::block_on_nested(&runtime, async move {
+            tokio::select! {
+                answered = input.ask(&env.plugin, asked) => Some(answered),
+                () = env.stopped() => None,
+            }
+        });
+        match answered {
+            None => Err(self.call.interrupted()),
+            Some(Ok(answers)) => {
+                let answers: Vec<String> = answers.iter().map(serde_json::Value::to_string).collect();
+                self.carried
+                    .add(answers.iter().map(String::len).sum())
+                    .map_err(wasmtime::Error::new)?;
+                Ok(Ok(answers))
+            }
+            // The call stops here: the server answers its client with the questions (or the missing capability).
+            Some(Err(stop @ (AskError::Pending | AskError::MissingCapability(_)))) => {
+                Err(wasmtime::Error::new(crate::state::AskedClient(stop)))
+            }
+            Some(Err(AskError::Failed(why))) => Ok(Err(why)),
+        }
     }
 
     fn call_tool(&mut self, name: String, arguments: String) -> wasmtime::Result<types::CallOutcome> {
@@ -395,5 +467,24 @@ impl PluginState {
                 None => runs.await,
             }
         })
+    }
+}
+
+/// The texts `ask` answers a plugin with when nobody can answer.
+pub mod texts {
+    /// The call has no client to ask.
+    pub fn no_client(plugin: &str) -> String {
+        format!(
+            "The plugin {plugin} has nobody to ask: its call does not come from an MCP client that can answer \
+             (toolwright exec, a hook, a call run as a task)"
+        )
+    }
+
+    /// The plugin may not ask the client's model.
+    pub fn no_sampling(plugin: &str, key: &str) -> String {
+        format!(
+            "The plugin {plugin} may not ask the client's model ({key:?}): the user's policy does not list it in \
+             `[ask] sampling`"
+        )
     }
 }

@@ -80,6 +80,8 @@ pub(crate) struct Call {
     pub updates: CallSink,
     /// The session context (nested calls), for tool executions only.
     pub session: Option<ToolContext>,
+    /// How the call asks its client, for tool executions only.
+    pub client: Option<crate::state::CallClient>,
 }
 
 impl Call {
@@ -89,6 +91,7 @@ impl Call {
             cancel: CancellationToken::new(),
             updates: CallSink::discard(),
             session: None,
+            client: None,
         }
     }
 }

@@ -175,6 +175,7 @@ impl PluginInner {
             cancel,
             updates,
             session,
+            client,
         } = call;
         // No variables here: the guest asks the call for them (`crate::environment`).
         let mut wasi = WasiCtxBuilder::new();
@@ -225,7 +226,7 @@ impl PluginInner {
             table: Default::default(),
             limits,
             carried: budget::Carried::new(grants.result_cap),
-            call: self.call_env(grants, cancel, updates, session),
+            call: self.call_env(grants, cancel, updates, session, client),
             stdout,
             stderr,
             output_from: (0, 0),
@@ -270,6 +271,7 @@ impl PluginInner {
         cancel: tokio_util::sync::CancellationToken,
         updates: CallSink,
         session: Option<toolwright_core::definition::ToolContext>,
+        client: Option<state::CallClient>,
     ) -> CallEnv {
         CallEnv {
             plugin: self.name.clone(),
@@ -287,6 +289,7 @@ impl PluginInner {
             env: grants.env.clone(),
             deadline: grants.timeout.map(|t| (Instant::now() + t, t)),
             session,
+            client,
             short: false,
         }
     }
@@ -318,10 +321,11 @@ impl PluginInner {
             cancel,
             updates,
             session,
+            client,
         } = call;
         let state = store.data_mut();
         *state.audit.lock().unwrap_or_else(PoisonError::into_inner) = updates.clone();
-        state.call = self.call_env(grants, cancel, updates, session);
+        state.call = self.call_env(grants, cancel, updates, session, client);
         state.carried = budget::Carried::new(grants.result_cap);
         state.cancel_seen = None;
         state.refused.clear();

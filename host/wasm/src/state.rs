@@ -44,10 +44,23 @@ pub struct CallEnv {
     /// The session context of a tool call: nested calls go through it (none for handlers and loadout hooks, and
     /// for a call placed here).
     pub session: Option<ToolContext>,
+    /// How the call asks the client that made it (`ask`), for a tool execution under grants that let it.
+    pub client: Option<CallClient>,
     /// A built-in's short call, on the thread that polls its batch or on a short-work thread
     /// ([`WasmGrants::work`](crate::WasmGrants)): an update never waits for room, and it makes no nested calls.
     /// (Any other call placed here hands its updates on itself: `toolwright_core::pipeline::runs_here`.)
     pub short: bool,
+}
+
+/// How one call asks the client that made it ([`toolwright_core::client`]).
+#[derive(Clone, Debug)]
+pub struct CallClient {
+    /// Where the server registered the call's client.
+    pub desk: toolwright_core::client::ClientDesk,
+    /// The call's id (a nested call's finds its top call's client).
+    pub call_id: String,
+    /// Whether the plugin may ask the client's model (`[ask] sampling` in the user's policy).
+    pub sampling: bool,
 }
 
 impl CallEnv {
@@ -88,6 +101,13 @@ impl CallEnv {
 /// the bash tool does) before it is stopped. A tick of the epoch (10 ms) was too short on a loaded machine: a bash
 /// call winding down was stopped mid-way and answered `Operation aborted` instead of `Command aborted`.
 pub const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The call stopped at a question its client answers with the call's next round, or one needing a capability
+/// the client did not declare (the trap's cause): the server answers the client with that, not with the call's
+/// result.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AskedClient(pub toolwright_core::client::AskError);
 
 /// Why the host stopped a call (the trap's cause).
 #[derive(Debug, thiserror::Error)]
@@ -207,6 +227,7 @@ impl PluginState {
         self.started = None;
         self.call.updates = CallSink::discard();
         self.call.session = None;
+        self.call.client = None;
         self.call.cancel = CancellationToken::new();
         self.call.deadline = None;
         *self

@@ -120,6 +120,11 @@ async fn execute(
     arguments: String,
     session: Option<ToolContext>,
 ) -> Result<ToolResult, ToolError> {
+    let client = grants.client.clone().map(|desk| crate::state::CallClient {
+        desk,
+        call_id: run.call_id.clone(),
+        sampling: grants.sampling,
+    });
     let entry = Entry {
         export: "execute",
         cancel: run.cancel,
@@ -127,6 +132,7 @@ async fn execute(
         session,
         reusable: true,
         short: false,
+        client,
     };
     let (inner, call_grants) = (plugin.clone(), grants.clone());
     let book = grants.refusals.clone();

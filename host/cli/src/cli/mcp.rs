@@ -377,6 +377,8 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
             policy_file: toolwright::policy::default_files().into_iter().next(),
         }),
     });
+    // Plugins ask the clients of their calls at the desk their grants were given.
+    server.answer_plugins_at(session.options().client.clone());
     let shutdown = shutdown_on_signals(&runtime)?;
     match http {
         None => runtime.block_on(server.serve_stdio_until(watch, shutdown))?,

@@ -84,6 +84,10 @@ pub struct ToolsetOptions {
     /// feature `wasm`): shared with every toolset loaded from a clone of these options.
     #[cfg(feature = "wasm")]
     pub refusals: crate::ask::RefusalBook,
+    /// Where a server registers the clients of its calls, for plugins' questions to them (`ask`,
+    /// [`toolwright_core::client`]; feature `wasm`): shared with every toolset loaded from a clone of these options.
+    #[cfg(feature = "wasm")]
+    pub client: toolwright_core::client::ClientDesk,
 }
 
 impl ToolsetOptions {
@@ -132,6 +136,8 @@ impl ToolsetOptions {
             mcp_approving: None,
             #[cfg(feature = "wasm")]
             refusals: crate::ask::RefusalBook::default(),
+            #[cfg(feature = "wasm")]
+            client: toolwright_core::client::ClientDesk::default(),
         }
     }
 }

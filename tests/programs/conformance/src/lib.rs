@@ -6,13 +6,13 @@
 //! `toolwright mcp --http` with this plugin loaded.
 //!
 //! Only what a Toolwright plugin can do is here: text and image content (pi's content types), errors, progress,
-//! logs, JSON Schema 2020-12 parameters and parameters mirrored in HTTP headers (`x-mcp-header`). The suite's
-//! audio, embedded-resource, sampling, elicitation and `input_required` tools are not: their scenarios are
-//! expected failures (`tests/mcp/conformance-baseline.yml`, `tests/mcp/conformance-2026-07-28-baseline.yml`,
+//! logs, JSON Schema 2020-12 parameters, parameters mirrored in HTTP headers (`x-mcp-header`), and questions for
+//! the client (`ctx.ask`: forms, sampling, roots; `input_required` rounds for a 2026-07-28 client). The suite's
+//! audio and embedded-resource tools are not: their scenarios are expected failures (`tests/mcp/conformance-baseline.yml`, `tests/mcp/conformance-2026-07-28-baseline.yml`,
 //! `docs/mcp.md`). `tests/tests/mcp_conformance_2026.rs` runs the prerelease that tests the 2026-07-28 revision.
 
 use serde_json::{Value, json};
-use toolwright_sdk::{Content, Ctx, LogLevel, Tool, ToolError, ToolResult, ToolSpec};
+use toolwright_sdk::{Content, Ctx, InputRequest, LogLevel, Tool, ToolError, ToolResult, ToolSpec};
 
 /// A 1×1 red PNG, as the suite's reference server sends it.
 pub const RED_PIXEL_PNG: &str =
@@ -28,7 +28,7 @@ pub struct Fixture {
 }
 
 /// The fixture tools.
-pub const FIXTURES: [Fixture; 10] = [
+pub const FIXTURES: [Fixture; 19] = [
     Fixture {
         name: "test_simple_text",
         description: "Returns a simple text response (MCP conformance fixture).",
@@ -73,7 +73,96 @@ pub const FIXTURES: [Fixture; 10] = [
         name: "test_bad_header_mark",
         description: "Marks an array parameter with x-mcp-header, which SEP-2243 forbids.",
     },
+    // Questions for the client (SEP-2322's `input_required` for 2026-07-28, requests of the session before).
+    Fixture {
+        name: "test_input_required_result_elicitation",
+        description: "Asks the user's name with a form, then greets them (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_input_required_result_sampling",
+        description: "Asks the client's model the capital of France (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_input_required_result_list_roots",
+        description: "Asks the client's roots and names them (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_input_required_result_request_state",
+        description: "Asks for a confirmation; the answer comes back with the request state (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_input_required_result_multiple_inputs",
+        description: "Asks a form, the client's model and its roots at once (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_input_required_result_multi_round",
+        description: "Asks a name, then a favourite colour, in two rounds (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_input_required_result_tampered_state",
+        description: "Asks a question whose request state is sealed (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_missing_capability",
+        description: "Asks the client's model: a client without sampling cannot call it (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_streaming_elicitation",
+        description: "Asks the user with a form while it runs (MCP conformance fixture).",
+    },
 ];
+
+/// A form with one required property `name` of `kind` (`string`, `boolean`).
+fn form(key: &str, message: &str, name: &str, kind: &str) -> InputRequest {
+    InputRequest::form(
+        key,
+        message,
+        json!({"type": "object", "properties": {name: {"type": kind}}, "required": [name]}),
+    )
+}
+
+/// A question for the client's model.
+fn sample(key: &str, text: &str, max_tokens: u32) -> InputRequest {
+    InputRequest::sample(
+        key,
+        json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+            "maxTokens": max_tokens,
+        }),
+    )
+}
+
+/// Ask `questions`; the answers, or the reason as a thrown error.
+fn ask(ctx: &dyn Ctx, questions: &[InputRequest]) -> Result<Vec<Value>, ToolError> {
+    ctx.ask(questions).map_err(ToolError::new)
+}
+
+/// The field `name` of an accepted form, as text; what the user did instead otherwise.
+fn field(answer: &Value, name: &str) -> String {
+    match answer["action"].as_str() {
+        Some("accept") => match &answer["content"][name] {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        },
+        Some(other) => format!("({other})"),
+        None => "(no answer)".into(),
+    }
+}
+
+/// The text of a sampling result.
+fn sampled(answer: &Value) -> String {
+    answer["content"]["text"].as_str().unwrap_or("(no text)").to_owned()
+}
+
+/// The roots of a `roots/list` result, as `uri (name)` separated by commas.
+fn roots(answer: &Value) -> String {
+    let roots = answer["roots"].as_array().cloned().unwrap_or_default();
+    roots
+        .iter()
+        .map(|r| format!("{} ({})", r["uri"].as_str().unwrap_or("?"), r["name"].as_str().unwrap_or("")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// The parameters of a fixture: `json_schema_2020_12_tool`'s exercise JSON Schema 2020-12 as the suite's prerelease
 /// checks it (SEP-1613: `$schema`, `$defs`, `$ref`, `additionalProperties: false`; SEP-2106: `$anchor`,
@@ -177,6 +266,56 @@ impl Tool for Fixture {
                 }
                 ToolResult::text("logged at every level")
             }
+            "test_input_required_result_elicitation" | "test_streaming_elicitation" => {
+                let answers = ask(ctx, &[form("user_name", "What is your name?", "name", "string")])?;
+                ToolResult::text(format!("Hello, {}!", field(&answers[0], "name")))
+            }
+            "test_input_required_result_sampling" | "test_missing_capability" => {
+                let answers = ask(ctx, &[sample("capital_question", "What is the capital of France?", 100)])?;
+                ToolResult::text(sampled(&answers[0]))
+            }
+            "test_input_required_result_list_roots" => {
+                let answers = ask(ctx, &[InputRequest::roots("client_roots")])?;
+                ToolResult::text(format!("The client's roots: {}", roots(&answers[0])))
+            }
+            // The answer reaches the tool only through a request state the host sealed and opened again (or with
+            // no state at all): "state-ok" is the suite's word for it.
+            "test_input_required_result_request_state" => {
+                let answers = ask(ctx, &[form("confirm", "Please confirm", "ok", "boolean")])?;
+                ToolResult::text(format!("state-ok: confirmed {}", field(&answers[0], "ok")))
+            }
+            "test_input_required_result_multiple_inputs" => {
+                let answers = ask(
+                    ctx,
+                    &[
+                        form("user_name", "What is your name?", "name", "string"),
+                        sample("greeting", "Generate a greeting", 50),
+                        InputRequest::roots("client_roots"),
+                    ],
+                )?;
+                ToolResult::text(format!(
+                    "{} {}; roots: {}",
+                    sampled(&answers[1]),
+                    field(&answers[0], "name"),
+                    roots(&answers[2])
+                ))
+            }
+            "test_input_required_result_multi_round" => {
+                let name = ask(ctx, &[form("step1", "Step 1: What is your name?", "name", "string")])?;
+                let color = ask(
+                    ctx,
+                    &[form("step2", "Step 2: What is your favorite color?", "color", "string")],
+                )?;
+                ToolResult::text(format!(
+                    "{}'s favourite colour is {}",
+                    field(&name[0], "name"),
+                    field(&color[0], "color")
+                ))
+            }
+            "test_input_required_result_tampered_state" => {
+                let answers = ask(ctx, &[form("confirm", "Please confirm", "ok", "boolean")])?;
+                ToolResult::text(format!("confirmed {}", field(&answers[0], "ok")))
+            }
             // Thrown, as the suite's reference server does: an `isError` result, not a protocol error.
             "test_error_handling" => {
                 return Err(ToolError::new(
@@ -198,5 +337,14 @@ toolwright_sdk::export_tool!(
     FIXTURES[6],
     FIXTURES[7],
     FIXTURES[8],
-    FIXTURES[9]
+    FIXTURES[9],
+    FIXTURES[10],
+    FIXTURES[11],
+    FIXTURES[12],
+    FIXTURES[13],
+    FIXTURES[14],
+    FIXTURES[15],
+    FIXTURES[16],
+    FIXTURES[17],
+    FIXTURES[18]
 );
