@@ -289,4 +289,10 @@ pub trait Ctx {
         let _ = questions;
         Err(NO_CLIENT_TO_ASK.into())
     }
+
+    /// The methods [`Ctx::ask`] can put to the client (`elicitation/create`, `sampling/createMessage`,
+    /// `roots/list`): those the client declared and this plugin may use; empty when there is nobody to ask.
+    fn client_answers(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

@@ -545,6 +545,10 @@ impl Ctx for GuestCtx {
             .collect()
     }
 
+    fn client_answers(&self) -> Vec<String> {
+        host::client_answers()
+    }
+
     fn ask(&self, questions: &[crate::InputRequest]) -> Result<Vec<serde_json::Value>, String> {
         let requests: Vec<wit::InputRequest> = questions
             .iter()

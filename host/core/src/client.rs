@@ -97,6 +97,9 @@ pub trait ClientInput: Send + Sync {
         plugin: &'a str,
         requests: Vec<InputRequest>,
     ) -> BoxFuture<'a, Result<Vec<Value>, AskError>>;
+
+    /// The methods of [`METHODS`] the client declared it answers.
+    fn answers(&self) -> Vec<&'static str>;
 }
 
 /// Which calls have a client to ask, by call id; cloning shares it.
@@ -209,6 +212,10 @@ mod tests {
             requests: Vec<InputRequest>,
         ) -> BoxFuture<'a, Result<Vec<Value>, AskError>> {
             Box::pin(async move { Ok(requests.iter().map(|r| json!(r.key)).collect()) })
+        }
+
+        fn answers(&self) -> Vec<&'static str> {
+            vec!["roots/list"]
         }
     }
 

@@ -45,6 +45,15 @@ fn declared(capabilities: &ClientCapabilities, capability: &str) -> bool {
     }
 }
 
+/// The methods of [`toolwright_core::client::METHODS`] `capabilities` answer.
+fn answered_methods(capabilities: &ClientCapabilities) -> Vec<&'static str> {
+    toolwright_core::client::METHODS
+        .iter()
+        .filter(|(_, capability)| declared(capabilities, capability))
+        .map(|(method, _)| *method)
+        .collect()
+}
+
 /// Whether `answer` is a result of `request`'s method.
 fn fits(request: &InputRequest, answer: &Value) -> bool {
     let answer = answer.clone();
@@ -95,6 +104,13 @@ impl ClientInput for SessionInput {
             }
             Ok(answers)
         })
+    }
+
+    fn answers(&self) -> Vec<&'static str> {
+        self.peer
+            .peer_info()
+            .map(|info| answered_methods(&info.capabilities))
+            .unwrap_or_default()
     }
 }
 
@@ -205,6 +221,10 @@ impl ClientInput for RoundInput {
             }
             Ok(requests.iter().map(|r| self.answers[&r.key].clone()).collect())
         })
+    }
+
+    fn answers(&self) -> Vec<&'static str> {
+        answered_methods(&self.declared)
     }
 }
 

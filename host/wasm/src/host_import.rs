@@ -215,6 +215,21 @@ impl host::Host for PluginState {
         }
     }
 
+    fn client_answers(&mut self) -> wasmtime::Result<Vec<String>> {
+        let Some(client) = &self.call.client else {
+            return Ok(Vec::new());
+        };
+        let Some(input) = client.desk.find(&client.call_id) else {
+            return Ok(Vec::new());
+        };
+        Ok(input
+            .answers()
+            .into_iter()
+            .filter(|method| client.sampling || *method != "sampling/createMessage")
+            .map(str::to_owned)
+            .collect())
+    }
+
     fn call_tool(&mut self, name: String, arguments: String) -> wasmtime::Result<types::CallOutcome> {
         let mut outcomes = self.run_nested(vec![(name, arguments)]);
         self.count_nested(&mut outcomes);

@@ -28,7 +28,7 @@ pub struct Fixture {
 }
 
 /// The fixture tools.
-pub const FIXTURES: [Fixture; 19] = [
+pub const FIXTURES: [Fixture; 24] = [
     Fixture {
         name: "test_simple_text",
         description: "Returns a simple text response (MCP conformance fixture).",
@@ -103,12 +103,33 @@ pub const FIXTURES: [Fixture; 19] = [
         description: "Asks a question whose request state is sealed (MCP conformance fixture).",
     },
     Fixture {
+        name: "test_input_required_result_capabilities",
+        description: "Asks with a form when the client answers forms, else asks its model (MCP conformance fixture).",
+    },
+    Fixture {
         name: "test_missing_capability",
         description: "Asks the client's model: a client without sampling cannot call it (MCP conformance fixture).",
     },
     Fixture {
         name: "test_streaming_elicitation",
         description: "Asks the user with a form while it runs (MCP conformance fixture).",
+    },
+    // The 2025-11-25 suite's (0.1.16): the session's client is asked while the call waits.
+    Fixture {
+        name: "test_sampling",
+        description: "Asks the client's model to answer `prompt` (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_elicitation",
+        description: "Asks the user for a username and an email, showing `message` (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_elicitation_sep1034_defaults",
+        description: "Asks with a form whose fields have default values (MCP conformance fixture, SEP-1034).",
+    },
+    Fixture {
+        name: "test_elicitation_sep1330_enums",
+        description: "Asks with a form of every kind of enum field (MCP conformance fixture, SEP-1330).",
     },
 ];
 
@@ -206,6 +227,16 @@ fn parameters(name: &str) -> Value {
             "then": {"required": ["phone"]},
             "else": {"required": ["email"]},
             "additionalProperties": false
+        }),
+        "test_sampling" => json!({
+            "type": "object",
+            "properties": {"prompt": {"type": "string", "description": "What to ask the model"}},
+            "required": ["prompt"],
+        }),
+        "test_elicitation" => json!({
+            "type": "object",
+            "properties": {"message": {"type": "string", "description": "What the user is shown"}},
+            "required": ["message"],
         }),
         _ => json!({"type": "object", "properties": {}}),
     }
@@ -312,6 +343,74 @@ impl Tool for Fixture {
                     field(&color[0], "color")
                 ))
             }
+            // Only what the client declared: a form, else its model.
+            "test_input_required_result_capabilities" => {
+                let can = ctx.client_answers();
+                if can.iter().any(|m| m == "elicitation/create") {
+                    let answers = ask(ctx, &[form("user_name", "What is your name?", "name", "string")])?;
+                    ToolResult::text(format!("Hello, {}!", field(&answers[0], "name")))
+                } else if can.iter().any(|m| m == "sampling/createMessage") {
+                    let answers = ask(ctx, &[sample("user_name", "Make up a name.", 20)])?;
+                    ToolResult::text(format!("Hello, {}!", sampled(&answers[0])))
+                } else {
+                    return Err(ToolError::new("the client answers neither forms nor sampling"));
+                }
+            }
+            "test_sampling" => {
+                let prompt = args["prompt"].as_str().unwrap_or_default();
+                let answers = ask(ctx, &[sample("answer", prompt, 100)])?;
+                ToolResult::text(format!("LLM response: {}", sampled(&answers[0])))
+            }
+            "test_elicitation" => {
+                let message = args["message"].as_str().unwrap_or_default();
+                let schema = json!({
+                    "type": "object",
+                    "properties": {
+                        "username": {"type": "string", "description": "User's response"},
+                        "email": {"type": "string", "description": "User's email address"},
+                    },
+                    "required": ["username", "email"],
+                });
+                let answers = ask(ctx, &[InputRequest::form("user", message, schema)])?;
+                ToolResult::text(format!("User response: {}", answers[0]))
+            }
+            "test_elicitation_sep1034_defaults" => {
+                let schema = json!({
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "default": "John Doe"},
+                        "age": {"type": "integer", "default": 30},
+                        "score": {"type": "number", "default": 95.5},
+                        "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+                        "verified": {"type": "boolean", "default": true},
+                    },
+                });
+                let answers = ask(ctx, &[InputRequest::form("profile", "Check your profile", schema)])?;
+                ToolResult::text(format!("Elicitation completed: {}", answers[0]))
+            }
+            "test_elicitation_sep1330_enums" => {
+                let schema = json!({
+                    "type": "object",
+                    "properties": {
+                        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                        "titledSingle": {"type": "string", "oneOf": [
+                            {"const": "value1", "title": "First Option"},
+                            {"const": "value2", "title": "Second Option"},
+                            {"const": "value3", "title": "Third Option"},
+                        ]},
+                        "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                            "enumNames": ["Option One", "Option Two", "Option Three"]},
+                        "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                        "titledMulti": {"type": "array", "items": {"anyOf": [
+                            {"const": "value1", "title": "First Choice"},
+                            {"const": "value2", "title": "Second Choice"},
+                            {"const": "value3", "title": "Third Choice"},
+                        ]}},
+                    },
+                });
+                let answers = ask(ctx, &[InputRequest::form("choices", "Choose", schema)])?;
+                ToolResult::text(format!("Elicitation completed: {}", answers[0]))
+            }
             "test_input_required_result_tampered_state" => {
                 let answers = ask(ctx, &[form("confirm", "Please confirm", "ok", "boolean")])?;
                 ToolResult::text(format!("confirmed {}", field(&answers[0], "ok")))
@@ -346,5 +445,10 @@ toolwright_sdk::export_tool!(
     FIXTURES[15],
     FIXTURES[16],
     FIXTURES[17],
-    FIXTURES[18]
+    FIXTURES[18],
+    FIXTURES[19],
+    FIXTURES[20],
+    FIXTURES[21],
+    FIXTURES[22],
+    FIXTURES[23]
 );
