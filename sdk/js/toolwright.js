@@ -52,6 +52,17 @@ export const rewrite = (args) => ({ kind: "rewrite", args });
 /** A hook's failure (pi's thrown `Error`): a `tool_call` hook's blocks the call, and the model sees `message`. */
 export const fail = (message) => ({ kind: "fail", message: String(message) });
 
+/** A question for `Context.ask`: a form the user fills in (`elicitation/create`); `schema` is the JSON Schema of its fields. */
+export const form = (key, message, schema) => ({
+  key,
+  method: "elicitation/create",
+  params: { message, requestedSchema: schema },
+});
+/** A question for `Context.ask`: a message from the client's model (`sampling/createMessage`; `[ask] sampling` must list the plugin). */
+export const sample = (key, params) => ({ key, method: "sampling/createMessage", params });
+/** A question for `Context.ask`: the client's roots (`roots/list`). */
+export const roots = (key) => ({ key, method: "roots/list", params: {} });
+
 /** A tool result: text for the model, and optionally structured content, details and an error flag. */
 export function result(text, { structured, details, isError = false, images = [] } = {}) {
   return { text, structured, details, isError, images };
@@ -298,6 +309,34 @@ export class Context {
       .map((c) => c.val)
       .join("\n");
     return { text, isError: outcome.isError, details: parseOrNull(outcome.result.details) };
+  }
+
+  /**
+   * Ask the MCP client that made the call (`form`, `sample`, `roots` make the questions): the answers, the client's
+   * results parsed (`{action: "accept", content: {...}}` for a form), in the questions' order. Throws an `Error`
+   * with the host's reason when nobody can answer. A 2026-07-28 client answers with the call's next round: the
+   * call stops at its first unanswered question and runs again from the start with every answer so far, so ask
+   * before changing anything.
+   */
+  ask(...questions) {
+    if (!this.host) throw new Error("ask needs the host");
+    const requests = questions.map((q) => ({ key: q.key, method: q.method, params: JSON.stringify(q.params ?? {}) }));
+    let answers;
+    try {
+      answers = this.host.ask(requests);
+    } catch (error) {
+      // The host's reason, as the component model's error payload.
+      throw new Error(error?.payload ?? String(error));
+    }
+    return answers.map((a) => JSON.parse(a));
+  }
+
+  /**
+   * The methods `ask` can put to the client (`elicitation/create`, `sampling/createMessage`, `roots/list`): those
+   * it declared and this plugin may use; empty when there is nobody to ask.
+   */
+  clientAnswers() {
+    return this.host ? this.host.clientAnswers() : [];
   }
 
   /**

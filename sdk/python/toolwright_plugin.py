@@ -50,7 +50,7 @@ import sys
 import traceback
 
 __all__ = ["Plugin", "Context", "Result", "Block", "Rewrite", "Fail", "Read", "Write", "Spawn", "Env", "Network",
-           "BuildError", "Component"]
+           "BuildError", "Component", "form", "sample", "roots"]
 
 
 @functools.cache
@@ -220,6 +220,23 @@ class _Request:
         self.kind, self.target, self.reason = kind, target, reason
 
 
+def form(key, message, schema):
+    """A question for `Context.ask`: a form the user fills in (`elicitation/create`), `schema` the JSON Schema of
+    its fields (an object of flat properties)."""
+    return {"key": key, "method": "elicitation/create", "params": {"message": message, "requestedSchema": schema}}
+
+
+def sample(key, params):
+    """A question for `Context.ask`: a message from the client's model (`sampling/createMessage`, MCP's `params`:
+    `messages`, `maxTokens`, ...). The user's policy must list the plugin in `[ask] sampling`."""
+    return {"key": key, "method": "sampling/createMessage", "params": params}
+
+
+def roots(key):
+    """A question for `Context.ask`: the client's roots (`roots/list`)."""
+    return {"key": key, "method": "roots/list", "params": {}}
+
+
 def Read(directory, reason):
     """Ask to read files below `directory` (relative to the workspace)."""
     return _Request("read", directory, reason)
@@ -293,6 +310,27 @@ class Context:
         outcome = self._host.call_tool(name, json.dumps(args))
         text = "\n".join(c.value for c in outcome.result.content if type(c).__name__ == "Content_Text")
         return text, outcome.is_error
+
+    def ask(self, *questions):
+        """Ask the MCP client that made the call (`form`, `sample`, `roots` make the questions): the answers, the
+        client's results parsed (`{"action": "accept", "content": {...}}` for a form), in the questions' order.
+        Raises `RuntimeError` with the host's reason when nobody can answer. A 2026-07-28 client answers with the
+        call's next round: the call stops at its first unanswered question and runs again from the start with
+        every answer so far, so ask before changing anything."""
+        if not self._host:
+            raise RuntimeError("ask needs the host")
+        types = _types()
+        requests = [types.InputRequest(q["key"], q["method"], json.dumps(q.get("params", {}))) for q in questions]
+        try:
+            answers = self._host.ask(requests)
+        except Exception as error:  # componentize-py raises its `Err` with the host's reason as `value`
+            raise RuntimeError(getattr(error, "value", str(error))) from None
+        return [json.loads(a) for a in answers]
+
+    def client_answers(self):
+        """The methods `ask` can put to the client (`elicitation/create`, `sampling/createMessage`, `roots/list`):
+        those it declared and this plugin may use; empty when there is nobody to ask."""
+        return list(self._host.client_answers()) if self._host else []
 
     def tools(self):
         """The tools `call_tool` can reach now (pi's `ctx.tools`), in registry order: dicts with `name`,

@@ -2,7 +2,7 @@
 //! Node 22, the official MCP conformance suite and the MCP Inspector (`tests/mcp/node/package.json` and its
 //! lockfile).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -329,4 +329,40 @@ pub fn conformance_server_args(workspace: &Path, plugins: &Path, cache: &Path) -
         "--policy".into(),
         text(&workspace.join(ASK_POLICY)),
     ]
+}
+
+/// POST one 2026-07-28 `tools/call` of `tool` (no arguments) to `url` with `params` merged into its parameters, its
+/// `_meta` declaring `capabilities`: (the HTTP status, the JSON-RPC response).
+pub fn call_2026(url: &str, tool: &str, params: Value, capabilities: Value) -> (u16, Value) {
+    let mut body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": tool, "arguments": {},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        }}});
+    for (key, value) in params.as_object().unwrap() {
+        body["params"][key] = value.clone();
+    }
+    let authority = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let body = body.to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let response = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: ").or(Some(l)))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m.get("id").is_some())
+        .unwrap_or_else(|| panic!("no response in {raw}"));
+    (status, response)
 }

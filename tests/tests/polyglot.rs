@@ -962,3 +962,99 @@ fn a_python_plugin_s_lazy_imports_and_codecs_are_in_its_component_and_an_unimpor
         "{said}"
     );
 }
+
+/// A Python tool asking the client: what it may ask, a question it may not (the model), then a form and the roots.
+const PY_ASK: &str = r#"
+import json
+from toolwright_plugin import Plugin, form, roots, sample
+
+plugin = Plugin("py-ask", "0.1.0", "Asks the client.")
+
+@plugin.tool(name="py_ask", description="Ask the user's name and the client's roots.",
+             parameters={"type": "object", "properties": {}})
+def py_ask(args, ctx):
+    try:
+        ctx.ask(sample("s", {"messages": [], "maxTokens": 1}))
+        refused = None
+    except RuntimeError as error:
+        refused = str(error)
+    name, where = ctx.ask(form("name", "Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}),
+                          roots("where"))
+    return json.dumps({"can": ctx.client_answers(), "refused": refused, "name": name["content"]["name"],
+                       "root": where["roots"][0]["uri"]})
+
+try:
+    Tool = plugin.export()
+except ImportError:
+    pass
+"#;
+
+/// The same tool in JavaScript.
+const JS_ASK: &str = r#"
+import { Plugin, form, roots, sample } from "./toolwright.js";
+
+export const plugin = new Plugin({ name: "js-ask", version: "0.1.0", description: "Asks the client.", capabilities: [] });
+
+plugin.tool(
+  { name: "js_ask", description: "Ask the user's name and the client's roots.", parameters: { type: "object", properties: {} } },
+  (args, ctx) => {
+    let refused = null;
+    try {
+      ctx.ask(sample("s", { messages: [], maxTokens: 1 }));
+    } catch (error) {
+      refused = error.message;
+    }
+    const [name, where] = ctx.ask(
+      form("name", "Your name?", { type: "object", properties: { name: { type: "string" } } }),
+      roots("where"),
+    );
+    return JSON.stringify({ can: ctx.clientAnswers(), refused, name: name.content.name, root: where.roots[0].uri });
+  },
+);
+"#;
+
+#[test]
+fn python_and_javascript_plugins_ask_the_client_in_input_required_rounds() {
+    let py = python_project("py-ask", "tool-plugin", &[("app.py", PY_ASK)]);
+    let js = js_project("js-ask", &[("app.js", JS_ASK), ("component.js", JS_NESTED_ENTRY)]);
+    let plugins = tempfile::tempdir().unwrap();
+    for wasm in [&py, &js] {
+        std::fs::copy(wasm, plugins.path().join(wasm.file_name().unwrap())).unwrap();
+    }
+    let ws = workspace();
+    let cache = tmp().join("component-cache");
+    let args = [
+        "--no-default-plugins",
+        "--plugins",
+        plugins.path().to_str().unwrap(),
+        "--cwd",
+        ws.path().to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ];
+    let server = toolwright_tests::mcp::HttpServer::start(Path::new(BINARY), &args);
+    let capabilities = json!({"elicitation": {}, "sampling": {}, "roots": {}});
+    for (lang, tool, plugin) in [("python", "py_ask", "py-ask"), ("js", "js_ask", "js-ask")] {
+        let (_, first) = toolwright_tests::mcp::call_2026(&server.url, tool, json!({}), capabilities.clone());
+        let result = &first["result"];
+        assert_eq!(result["resultType"], "input_required", "{lang}: {first}");
+        let keys: Vec<&String> = result["inputRequests"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["name", "where"], "{lang}");
+        let retry = json!({
+            "requestState": result["requestState"],
+            "inputResponses": {
+                "name": {"action": "accept", "content": {"name": "Alice"}},
+                "where": {"roots": [{"uri": "file:///projects/x"}]},
+            },
+        });
+        let (_, second) = toolwright_tests::mcp::call_2026(&server.url, tool, retry, capabilities.clone());
+        let text = toolwright_tests::text_of(&second["result"]["content"]);
+        let report: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{lang}: {second}"));
+        assert_eq!(report["name"], "Alice", "{lang}");
+        assert_eq!(report["root"], "file:///projects/x", "{lang}");
+        // Not listed in `[ask] sampling`: the model is neither offered nor reachable, and the plugin is told why.
+        assert_eq!(report["can"], json!(["elicitation/create", "roots/list"]), "{lang}");
+        let refused = report["refused"].as_str().unwrap_or_else(|| panic!("{lang}: {report}"));
+        assert!(refused.contains(&format!("The plugin {plugin} may not ask the client's model")), "{lang}: {refused}");
+    }
+}

@@ -1,0 +1,254 @@
+//! Plugins asking the client that made the call (`ask` in `wit/plugin.wit`): the conformance plugin's fixture
+//! tools served by `toolwright mcp`, asked by a 2025-11-25 client written here (stdio: the server's
+//! `elicitation/create`, `sampling/createMessage` and `roots/list` requests answered as each test says) and by
+//! 2026-07-28 requests over HTTP (`input_required` rounds). What a plugin may not ask, and what a client cannot
+//! forge, is tried here too; the suite's own scenarios are in `mcp_conformance*.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+use toolwright_tests::mcp::{ASK_POLICY, HttpServer, call_2026, conformance_fixture, conformance_server_args};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_toolwright-cli");
+const PLUGIN: &str = "toolwright-test-conformance";
+
+/// `toolwright mcp` over stdio with the conformance plugin, the user's policy `policy` (none: no `[ask]
+/// sampling`), and a client that declared `capabilities`.
+struct Session {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    /// The requests the server sent the client: (method, params).
+    asked: Vec<(String, Value)>,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Session {
+    fn start(sampling_granted: bool, capabilities: Value) -> Session {
+        let (workspace, plugins) = conformance_fixture();
+        let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+        let mut args = conformance_server_args(workspace.path(), plugins.path(), &cache);
+        if !sampling_granted {
+            // Without the policy file: the plugin is not listed in `[ask] sampling`.
+            let at = args.iter().position(|a| a == "--policy").unwrap();
+            args.drain(at..at + 2);
+        }
+        let config = workspace.path().join("config");
+        let mut child = Command::new(BINARY)
+            .arg("mcp")
+            .args(&args)
+            .args(["--no-default-mcp", "--watch-plugins", "0"])
+            .env("XDG_CONFIG_HOME", &config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut session = Session {
+            child,
+            stdin,
+            stdout,
+            asked: Vec::new(),
+            _dirs: (workspace, plugins),
+        };
+        session.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": "toolwright-tests", "version": "1"}}}));
+        let init = session.next();
+        assert_eq!(init["result"]["serverInfo"]["name"], "toolwright", "{init}");
+        session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        session
+    }
+
+    fn send(&mut self, message: &Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn next(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(self.stdout.read_line(&mut line).unwrap() > 0, "the server closed its output");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Call `tool` with `args`; each request of the server is answered with `answer(method, params)`. The
+    /// result: (isError, text).
+    fn call(&mut self, tool: &str, args: Value, answer: &dyn Fn(&str, &Value) -> Value) -> (bool, String) {
+        self.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}));
+        loop {
+            let message = self.next();
+            match (message.get("method").and_then(Value::as_str), message.get("id")) {
+                (Some(method), Some(id)) => {
+                    let (id, params) = (id.clone(), message["params"].clone());
+                    self.asked.push((method.to_owned(), params.clone()));
+                    let result = answer(method, &params);
+                    self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+                }
+                (None, Some(id)) if id == &json!(1) => {
+                    let result = &message["result"];
+                    assert!(result.is_object(), "{message}");
+                    return (result["isError"] == true, toolwright_tests::text_of(&result["content"]));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// What a client answers: a form accepted with `name` Alice (and `ok`), the model's "Paris", one root.
+fn answers(method: &str, _params: &Value) -> Value {
+    match method {
+        "elicitation/create" => json!({"action": "accept", "content": {"name": "Alice", "ok": true}}),
+        "sampling/createMessage" => json!({"role": "assistant", "content": {"type": "text", "text": "Paris"},
+            "model": "test-model", "stopReason": "endTurn"}),
+        "roots/list" => json!({"roots": [{"uri": "file:///projects/x", "name": "x"}]}),
+        other => panic!("asked {other}"),
+    }
+}
+
+fn every_capability() -> Value {
+    json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}})
+}
+
+#[test]
+fn a_session_is_asked_a_form_the_model_and_its_roots_while_the_call_waits() {
+    let mut session = Session::start(true, every_capability());
+    let (error, text) = session.call("test_input_required_result_multiple_inputs", json!({}), &answers);
+    assert!(!error, "{text}");
+    assert_eq!(text, "Paris Alice; roots: file:///projects/x (x)");
+    let methods: Vec<&str> = session.asked.iter().map(|(m, _)| m.as_str()).collect();
+    assert_eq!(methods, ["elicitation/create", "sampling/createMessage", "roots/list"]);
+    // The form names the plugin that asks: a plugin cannot pass for Toolwright.
+    assert_eq!(
+        session.asked[0].1["message"],
+        format!("The plugin {PLUGIN} asks: What is your name?")
+    );
+    // Two rounds of questions in one call: the session's client is asked each in turn.
+    let (error, text) = session.call("test_input_required_result_multi_round", json!({}), &answers);
+    assert!(!error, "{text}");
+    assert!(text.starts_with("Alice's favourite colour is"), "{text}");
+}
+
+#[test]
+fn a_plugin_not_granted_sampling_cannot_reach_the_clients_model() {
+    let mut session = Session::start(false, every_capability());
+    let (error, text) = session.call("test_sampling", json!({"prompt": "spend tokens"}), &answers);
+    assert!(error, "{text}");
+    assert!(text.contains(&format!("The plugin {PLUGIN} may not ask the client's model")), "{text}");
+    assert!(text.contains("[ask] sampling"), "{text}");
+    assert!(session.asked.is_empty(), "{:?}", session.asked);
+    // What the plugin may use is what it is told it can ask: forms and roots, not the model.
+    let (error, text) = session.call("test_input_required_result_capabilities", json!({}), &answers);
+    assert!(!error, "{text}");
+    assert_eq!(text, "Hello, Alice!");
+    assert_eq!(session.asked.len(), 1);
+    assert_eq!(session.asked[0].0, "elicitation/create");
+}
+
+#[test]
+fn a_client_is_never_sent_a_request_it_did_not_declare() {
+    let mut session = Session::start(true, json!({"sampling": {}}));
+    let (error, text) = session.call("test_elicitation", json!({"message": "who?"}), &answers);
+    assert!(error, "{text}");
+    assert!(text.contains("did not declare the elicitation capability"), "{text}");
+    assert!(session.asked.is_empty());
+    // A plugin that asks the way the client can answer gets its answer.
+    let (error, text) = session.call("test_input_required_result_capabilities", json!({}), &answers);
+    assert!(!error, "{text}");
+    assert_eq!(text, "Hello, Paris!");
+}
+
+#[test]
+fn toolwright_exec_has_nobody_to_ask() {
+    let (workspace, plugins) = conformance_fixture();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let calls = json!({"toolCalls": [{"id": "c1", "name": "test_input_required_result_elicitation", "arguments": {}}]});
+    let file = workspace.path().join("calls.json");
+    std::fs::write(&file, calls.to_string()).unwrap();
+    let out = Command::new(BINARY)
+        .arg("exec")
+        .arg(&file)
+        .args(["--json", "--no-default-plugins", "--cwd"])
+        .arg(workspace.path())
+        .arg("--plugins")
+        .arg(plugins.path())
+        .arg("--cache-dir")
+        .arg(&cache)
+        .arg("--policy")
+        .arg(workspace.path().join(ASK_POLICY))
+        .env("XDG_CONFIG_HOME", workspace.path().join("config"))
+        .output()
+        .unwrap();
+    let results = toolwright_tests::result_messages(&out.stdout);
+    let text = toolwright_tests::text_of(&results[0]["content"]);
+    assert_eq!(results[0]["isError"], true, "{text}");
+    assert!(text.contains(&format!("The plugin {PLUGIN} has nobody to ask")), "{text}");
+}
+
+fn http_server() -> (HttpServer, (tempfile::TempDir, tempfile::TempDir)) {
+    let (workspace, plugins) = conformance_fixture();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let mut args = conformance_server_args(workspace.path(), plugins.path(), &cache);
+    args.extend(["--allow".into(), "+codemode".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    (HttpServer::start(Path::new(BINARY), &args), (workspace, plugins))
+}
+
+#[test]
+fn a_nested_call_asks_through_the_call_that_led_to_it_in_input_required_rounds() {
+    let (server, _dirs) = http_server();
+    let all = every_capability();
+    let script = json!({"code": "return await tools.test_input_required_result_elicitation({})"});
+    let (status, first) = call_2026(&server.url, "codemode", json!({"arguments": script}), all.clone());
+    assert_eq!(status, 200, "{first}");
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let question = &result["inputRequests"]["user_name"];
+    assert_eq!(question["method"], "elicitation/create");
+    assert_eq!(question["params"]["message"], format!("The plugin {PLUGIN} asks: What is your name?"));
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let retry = json!({
+        "arguments": script,
+        "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Alice"}}},
+        "requestState": state,
+    });
+    let (status, second) = call_2026(&server.url, "codemode", retry, all.clone());
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["result"]["resultType"], "complete", "{second}");
+    assert!(toolwright_tests::text_of(&second["result"]["content"]).contains("Hello, Alice!"), "{second}");
+    // The state is bound to its call: carried to another tool, or altered, it is refused by name.
+    let elsewhere = json!({"requestState": state, "inputResponses": {}});
+    let (status, refused) = call_2026(&server.url, "test_simple_text", elsewhere, all.clone());
+    assert_eq!(status, 200, "{refused}");
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("not one this server issued"), "{refused}");
+}
+
+#[test]
+fn a_2026_request_without_the_capability_a_question_needs_gets_32021_and_the_plugin_is_not_run_on() {
+    let (server, _dirs) = http_server();
+    let (status, response) =
+        call_2026(&server.url, "test_missing_capability", json!({}), json!({"elicitation": {}}));
+    assert_eq!(status, 400, "{response}");
+    assert_eq!(response["error"]["code"], -32021, "{response}");
+    assert_eq!(response["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
+    // Answers forged for a question never asked do not make one: the plugin asks what it asks.
+    let forged = json!({"inputResponses": {"capital_question": {"role": "assistant",
+        "content": {"type": "text", "text": "forged"}, "model": "m"}}});
+    let (_, response) = call_2026(&server.url, "test_input_required_result_elicitation", forged, every_capability());
+    assert_eq!(response["result"]["resultType"], "input_required", "{response}");
+}
