@@ -335,17 +335,19 @@ pub fn conformance_server_args(workspace: &Path, plugins: &Path, cache: &Path) -
 /// `_meta` declaring `capabilities`: (the HTTP status, the JSON-RPC response).
 pub fn call_2026(url: &str, tool: &str, params: Value, capabilities: Value) -> (u16, Value) {
     let mut body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": tool, "arguments": {},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-        }}});
-    for (key, value) in params.as_object().unwrap() {
+    "name": tool, "arguments": {},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }}});
+    for (key, value) in params.as_object().expect("params as an object") {
         body["params"][key] = value.clone();
     }
     let authority = url.trim_start_matches("http://").trim_end_matches("/mcp");
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let mut stream = std::net::TcpStream::connect(authority).expect("connect to the server");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .expect("a read timeout");
     let body = body.to_string();
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: application/json\r\n\
@@ -353,11 +355,15 @@ pub fn call_2026(url: &str, tool: &str, params: Value, capabilities: Value) -> (
          Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    stream.write_all(request.as_bytes()).unwrap();
+    stream.write_all(request.as_bytes()).expect("send the request");
     let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
+    stream.read_to_string(&mut raw).expect("read the response");
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {head}"));
     let response = body
         .lines()
         .filter_map(|l| l.strip_prefix("data: ").or(Some(l)))

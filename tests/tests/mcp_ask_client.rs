@@ -11,7 +11,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
-use toolwright_tests::mcp::{ASK_POLICY, HttpServer, call_2026, conformance_fixture, conformance_server_args};
+use toolwright_tests::mcp::{
+    ASK_POLICY, HttpServer, call_2026, conformance_fixture, conformance_server_args,
+};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_toolwright-cli");
 const PLUGIN: &str = "toolwright-test-conformance";
@@ -64,9 +66,11 @@ impl Session {
             asked: Vec::new(),
             _dirs: (workspace, plugins),
         };
-        session.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": capabilities,
-            "clientInfo": {"name": "toolwright-tests", "version": "1"}}}));
+            "clientInfo": {"name": "toolwright-tests", "version": "1"}}}),
+        );
         let init = session.next();
         assert_eq!(init["result"]["serverInfo"]["name"], "toolwright", "{init}");
         session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -80,7 +84,10 @@ impl Session {
 
     fn next(&mut self) -> Value {
         let mut line = String::new();
-        assert!(self.stdout.read_line(&mut line).unwrap() > 0, "the server closed its output");
+        assert!(
+            self.stdout.read_line(&mut line).unwrap() > 0,
+            "the server closed its output"
+        );
         serde_json::from_str(&line).unwrap()
     }
 
@@ -101,7 +108,10 @@ impl Session {
                 (None, Some(id)) if id == &json!(1) => {
                     let result = &message["result"];
                     assert!(result.is_object(), "{message}");
-                    return (result["isError"] == true, toolwright_tests::text_of(&result["content"]));
+                    return (
+                        result["isError"] == true,
+                        toolwright_tests::text_of(&result["content"]),
+                    );
                 }
                 _ => {}
             }
@@ -131,7 +141,10 @@ fn a_session_is_asked_a_form_the_model_and_its_roots_while_the_call_waits() {
     assert!(!error, "{text}");
     assert_eq!(text, "Paris Alice; roots: file:///projects/x (x)");
     let methods: Vec<&str> = session.asked.iter().map(|(m, _)| m.as_str()).collect();
-    assert_eq!(methods, ["elicitation/create", "sampling/createMessage", "roots/list"]);
+    assert_eq!(
+        methods,
+        ["elicitation/create", "sampling/createMessage", "roots/list"]
+    );
     // The form names the plugin that asks: a plugin cannot pass for Toolwright.
     assert_eq!(
         session.asked[0].1["message"],
@@ -148,7 +161,10 @@ fn a_plugin_not_granted_sampling_cannot_reach_the_clients_model() {
     let mut session = Session::start(false, every_capability());
     let (error, text) = session.call("test_sampling", json!({"prompt": "spend tokens"}), &answers);
     assert!(error, "{text}");
-    assert!(text.contains(&format!("The plugin {PLUGIN} may not ask the client's model")), "{text}");
+    assert!(
+        text.contains(&format!("The plugin {PLUGIN} may not ask the client's model")),
+        "{text}"
+    );
     assert!(text.contains("[ask] sampling"), "{text}");
     assert!(session.asked.is_empty(), "{:?}", session.asked);
     // What the plugin may use is what it is told it can ask: forms and roots, not the model.
@@ -164,7 +180,10 @@ fn a_client_is_never_sent_a_request_it_did_not_declare() {
     let mut session = Session::start(true, json!({"sampling": {}}));
     let (error, text) = session.call("test_elicitation", json!({"message": "who?"}), &answers);
     assert!(error, "{text}");
-    assert!(text.contains("did not declare the elicitation capability"), "{text}");
+    assert!(
+        text.contains("did not declare the elicitation capability"),
+        "{text}"
+    );
     assert!(session.asked.is_empty());
     // A plugin that asks the way the client can answer gets its answer.
     let (error, text) = session.call("test_input_required_result_capabilities", json!({}), &answers);
@@ -196,7 +215,10 @@ fn toolwright_exec_has_nobody_to_ask() {
     let results = toolwright_tests::result_messages(&out.stdout);
     let text = toolwright_tests::text_of(&results[0]["content"]);
     assert_eq!(results[0]["isError"], true, "{text}");
-    assert!(text.contains(&format!("The plugin {PLUGIN} has nobody to ask")), "{text}");
+    assert!(
+        text.contains(&format!("The plugin {PLUGIN} has nobody to ask")),
+        "{text}"
+    );
 }
 
 fn http_server() -> (HttpServer, (tempfile::TempDir, tempfile::TempDir)) {
@@ -219,7 +241,10 @@ fn a_nested_call_asks_through_the_call_that_led_to_it_in_input_required_rounds()
     assert_eq!(result["resultType"], "input_required", "{first}");
     let question = &result["inputRequests"]["user_name"];
     assert_eq!(question["method"], "elicitation/create");
-    assert_eq!(question["params"]["message"], format!("The plugin {PLUGIN} asks: What is your name?"));
+    assert_eq!(
+        question["params"]["message"],
+        format!("The plugin {PLUGIN} asks: What is your name?")
+    );
     let state = result["requestState"].as_str().unwrap().to_owned();
     let retry = json!({
         "arguments": script,
@@ -229,26 +254,47 @@ fn a_nested_call_asks_through_the_call_that_led_to_it_in_input_required_rounds()
     let (status, second) = call_2026(&server.url, "codemode", retry, all.clone());
     assert_eq!(status, 200, "{second}");
     assert_eq!(second["result"]["resultType"], "complete", "{second}");
-    assert!(toolwright_tests::text_of(&second["result"]["content"]).contains("Hello, Alice!"), "{second}");
+    assert!(
+        toolwright_tests::text_of(&second["result"]["content"]).contains("Hello, Alice!"),
+        "{second}"
+    );
     // The state is bound to its call: carried to another tool, or altered, it is refused by name.
     let elsewhere = json!({"requestState": state, "inputResponses": {}});
     let (status, refused) = call_2026(&server.url, "test_simple_text", elsewhere, all.clone());
     assert_eq!(status, 200, "{refused}");
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
-    assert!(refused["error"]["message"].as_str().unwrap().contains("not one this server issued"), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not one this server issued"),
+        "{refused}"
+    );
 }
 
 #[test]
 fn a_2026_request_without_the_capability_a_question_needs_gets_32021_and_the_plugin_is_not_run_on() {
     let (server, _dirs) = http_server();
-    let (status, response) =
-        call_2026(&server.url, "test_missing_capability", json!({}), json!({"elicitation": {}}));
+    let (status, response) = call_2026(
+        &server.url,
+        "test_missing_capability",
+        json!({}),
+        json!({"elicitation": {}}),
+    );
     assert_eq!(status, 400, "{response}");
     assert_eq!(response["error"]["code"], -32021, "{response}");
-    assert_eq!(response["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
+    assert_eq!(
+        response["error"]["data"]["requiredCapabilities"],
+        json!({"sampling": {}})
+    );
     // Answers forged for a question never asked do not make one: the plugin asks what it asks.
     let forged = json!({"inputResponses": {"capital_question": {"role": "assistant",
         "content": {"type": "text", "text": "forged"}, "model": "m"}}});
-    let (_, response) = call_2026(&server.url, "test_input_required_result_elicitation", forged, every_capability());
+    let (_, response) = call_2026(
+        &server.url,
+        "test_input_required_result_elicitation",
+        forged,
+        every_capability(),
+    );
     assert_eq!(response["result"]["resultType"], "input_required", "{response}");
 }

@@ -1053,8 +1053,17 @@ fn python_and_javascript_plugins_ask_the_client_in_input_required_rounds() {
         assert_eq!(report["name"], "Alice", "{lang}");
         assert_eq!(report["root"], "file:///projects/x", "{lang}");
         // Not listed in `[ask] sampling`: the model is neither offered nor reachable, and the plugin is told why.
-        assert_eq!(report["can"], json!(["elicitation/create", "roots/list"]), "{lang}");
-        let refused = report["refused"].as_str().unwrap_or_else(|| panic!("{lang}: {report}"));
-        assert!(refused.contains(&format!("The plugin {plugin} may not ask the client's model")), "{lang}: {refused}");
+        assert_eq!(
+            report["can"],
+            json!(["elicitation/create", "roots/list"]),
+            "{lang}"
+        );
+        let refused = report["refused"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{lang}: {report}"));
+        assert!(
+            refused.contains(&format!("The plugin {plugin} may not ask the client's model")),
+            "{lang}: {refused}"
+        );
     }
 }

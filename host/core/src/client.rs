@@ -237,13 +237,25 @@ mod tests {
         let ok = |key: &str, method: &str| InputRequest::new(key, method, json!({}));
         assert!(validate(&[ok("a", "roots/list"), ok("b", "sampling/createMessage")]).is_ok());
         assert_eq!(validate(&[]).unwrap_err(), "asks no question");
-        assert!(validate(&[ok("", "roots/list")]).unwrap_err().contains("key of 0 characters"));
-        assert!(validate(&[ok("a", "tools/call")]).unwrap_err().contains("\"tools/call\""));
+        assert!(
+            validate(&[ok("", "roots/list")])
+                .unwrap_err()
+                .contains("key of 0 characters")
+        );
+        assert!(
+            validate(&[ok("a", "tools/call")])
+                .unwrap_err()
+                .contains("\"tools/call\"")
+        );
         let not_object = InputRequest::new("a", "roots/list", json!([1]));
         assert!(validate(&[not_object]).unwrap_err().contains("not a JSON object"));
         let many: Vec<_> = (0..17).map(|n| ok(&n.to_string(), "roots/list")).collect();
         assert!(validate(&many).unwrap_err().contains("17 questions"));
-        let big = InputRequest::new("a", "elicitation/create", json!({"message": "x".repeat(MAX_ASK_BYTES)}));
+        let big = InputRequest::new(
+            "a",
+            "elicitation/create",
+            json!({"message": "x".repeat(MAX_ASK_BYTES)}),
+        );
         assert!(validate(&[big]).unwrap_err().contains("bytes of parameters"));
     }
 }

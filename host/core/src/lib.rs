@@ -72,8 +72,8 @@
 
 pub mod ask;
 pub mod audit;
-pub mod client;
 pub mod authority;
+pub mod client;
 pub mod definition;
 pub mod dispatch;
 pub mod hooks;

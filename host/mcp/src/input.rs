@@ -118,14 +118,19 @@ impl ClientInput for SessionInput {
 async fn send(peer: &Peer<RoleServer>, request: &InputRequest) -> Result<Value, AskError> {
     let (key, method) = (&request.key, &request.method);
     let invalid = |e: serde_json::Error| {
-        AskError::Failed(format!("The question {key:?} is not a valid {method} request: {e}"))
+        AskError::Failed(format!(
+            "The question {key:?} is not a valid {method} request: {e}"
+        ))
     };
     let failed = |e: rmcp::ServiceError| {
-        AskError::Failed(format!("The client answered {key:?} ({method}) with an error: {e}"))
+        AskError::Failed(format!(
+            "The client answered {key:?} ({method}) with an error: {e}"
+        ))
     };
     let answer = match method.as_str() {
         "elicitation/create" => {
-            let params: ElicitRequestParams = serde_json::from_value(request.params.clone()).map_err(invalid)?;
+            let params: ElicitRequestParams =
+                serde_json::from_value(request.params.clone()).map_err(invalid)?;
             serde_json::to_value(peer.create_elicitation(params).await.map_err(failed)?)
         }
         "sampling/createMessage" => {
@@ -134,7 +139,11 @@ async fn send(peer: &Peer<RoleServer>, request: &InputRequest) -> Result<Value, 
             serde_json::to_value(peer.create_message(params).await.map_err(failed)?)
         }
         "roots/list" => serde_json::to_value(peer.list_roots().await.map_err(failed)?),
-        _ => return Err(AskError::Failed(format!("{method} is not a question for the client"))),
+        _ => {
+            return Err(AskError::Failed(format!(
+                "{method} is not a question for the client"
+            )));
+        }
     };
     answer.map_err(|e| AskError::Failed(format!("cannot read the client's answer to {key:?}: {e}")))
 }
@@ -378,7 +387,10 @@ mod tests {
         let accepted = json!({"action": "accept", "content": {"name": "Alice"}});
         let round = RoundInput::new(all(), BTreeMap::from([("a".to_owned(), accepted.clone())]));
         assert_eq!(round.ask("p", vec![form("a")]).await, Ok(vec![accepted]));
-        assert_eq!(round.ask("p", vec![form("a"), form("b")]).await, Err(AskError::Pending));
+        assert_eq!(
+            round.ask("p", vec![form("a"), form("b")]).await,
+            Err(AskError::Pending)
+        );
         assert_eq!(round.take_stop(), Some(Stop::Questions(vec![form("b")])));
     }
 
@@ -400,7 +412,10 @@ mod tests {
         assert_eq!(round.take_stop(), Some(Stop::Missing("sampling".into())));
         let error = missing("sampling");
         assert_eq!(error.code.0, -32021);
-        assert_eq!(error.data, Some(json!({"requiredCapabilities": {"sampling": {}}})));
+        assert_eq!(
+            error.data,
+            Some(json!({"requiredCapabilities": {"sampling": {}}}))
+        );
     }
 
     #[test]
@@ -410,7 +425,9 @@ mod tests {
         let answers = BTreeMap::from([("a".to_owned(), json!({"action": "decline"}))]);
         let state = rounds.seal("t", &args, &answers).unwrap();
         let responses = BTreeMap::from([("b".to_owned(), json!(2))]);
-        let opened = rounds.answers("t", &args, Some(&state), Some(&responses)).unwrap();
+        let opened = rounds
+            .answers("t", &args, Some(&state), Some(&responses))
+            .unwrap();
         assert_eq!(opened.len(), 2);
         // Another tool, other arguments, an altered state, another server's state: all refused.
         assert!(rounds.answers("u", &args, Some(&state), None).is_err());

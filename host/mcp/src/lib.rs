@@ -11,6 +11,9 @@
 //!   what the server itself answers a call with.
 //! - [`ask`]: grants asked through the client ([`ask::Asking`], [`ask::GrantAsker`]): a plugin's call refused a
 //!   directory or a program it requested asks the user with `elicitation/create` and runs again on approval.
+//! - `input`: plugins' questions for the client (`host.ask`, [`toolwright_core::client`]): a session's client is
+//!   asked while the call waits; a 2026-07-28 request gets `input_required` rounds with a sealed request state,
+//!   or -32021 for a capability it did not declare.
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
 //! - `headers`: the `x-mcp-header` marks of a tool's parameters, checked before the tool is listed to a
 //!   2026-07-28 client (one that breaks SEP-2243's rules is left out, with a warning).
@@ -741,7 +744,10 @@ impl McpServer {
                 relayed,
                 revision,
                 message,
-                sink: sink::CallSink { input: None, ..sink() },
+                sink: sink::CallSink {
+                    input: None,
+                    ..sink()
+                },
             };
             return self.start_task(call).map(CallToolResponse::Task);
         }
@@ -1071,8 +1077,8 @@ impl McpServer {
     }
 
     /// Let plugins ask the clients of their calls (a form for the user, the client's model, its roots): each
-    /// call's client is registered at `desk`, the one the plugins' grants were given ([`input`],
-    /// [`toolwright_core::client`]). Only the first setting counts.
+    /// call's client is registered at `desk`, the one the plugins' grants were given
+    /// ([`toolwright_core::client`]). Only the first setting counts.
     pub fn answer_plugins_at(&self, desk: toolwright_core::client::ClientDesk) {
         if self.inner.desk.set(desk).is_err() {
             tracing::warn!("plugins' questions already have a desk: the second is ignored");

@@ -172,7 +172,10 @@ fn field(answer: &Value, name: &str) -> String {
 
 /// The text of a sampling result.
 fn sampled(answer: &Value) -> String {
-    answer["content"]["text"].as_str().unwrap_or("(no text)").to_owned()
+    answer["content"]["text"]
+        .as_str()
+        .unwrap_or("(no text)")
+        .to_owned()
 }
 
 /// The roots of a `roots/list` result, as `uri (name)` separated by commas.
@@ -180,7 +183,13 @@ fn roots(answer: &Value) -> String {
     let roots = answer["roots"].as_array().cloned().unwrap_or_default();
     roots
         .iter()
-        .map(|r| format!("{} ({})", r["uri"].as_str().unwrap_or("?"), r["name"].as_str().unwrap_or("")))
+        .map(|r| {
+            format!(
+                "{} ({})",
+                r["uri"].as_str().unwrap_or("?"),
+                r["name"].as_str().unwrap_or("")
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -302,7 +311,10 @@ impl Tool for Fixture {
                 ToolResult::text(format!("Hello, {}!", field(&answers[0], "name")))
             }
             "test_input_required_result_sampling" | "test_missing_capability" => {
-                let answers = ask(ctx, &[sample("capital_question", "What is the capital of France?", 100)])?;
+                let answers = ask(
+                    ctx,
+                    &[sample("capital_question", "What is the capital of France?", 100)],
+                )?;
                 ToolResult::text(sampled(&answers[0]))
             }
             "test_input_required_result_list_roots" => {
@@ -332,10 +344,18 @@ impl Tool for Fixture {
                 ))
             }
             "test_input_required_result_multi_round" => {
-                let name = ask(ctx, &[form("step1", "Step 1: What is your name?", "name", "string")])?;
+                let name = ask(
+                    ctx,
+                    &[form("step1", "Step 1: What is your name?", "name", "string")],
+                )?;
                 let color = ask(
                     ctx,
-                    &[form("step2", "Step 2: What is your favorite color?", "color", "string")],
+                    &[form(
+                        "step2",
+                        "Step 2: What is your favorite color?",
+                        "color",
+                        "string",
+                    )],
                 )?;
                 ToolResult::text(format!(
                     "{}'s favourite colour is {}",
@@ -385,7 +405,10 @@ impl Tool for Fixture {
                         "verified": {"type": "boolean", "default": true},
                     },
                 });
-                let answers = ask(ctx, &[InputRequest::form("profile", "Check your profile", schema)])?;
+                let answers = ask(
+                    ctx,
+                    &[InputRequest::form("profile", "Check your profile", schema)],
+                )?;
                 ToolResult::text(format!("Elicitation completed: {}", answers[0]))
             }
             "test_elicitation_sep1330_enums" => {
