@@ -1031,6 +1031,8 @@ fn python_and_javascript_plugins_ask_the_client_in_input_required_rounds() {
         ws.path().to_str().unwrap(),
         "--cache-dir",
         cache.to_str().unwrap(),
+        "--allow",
+        "+codemode",
     ];
     let server = toolwright_tests::mcp::HttpServer::start(Path::new(BINARY), &args);
     let capabilities = json!({"elicitation": {}, "sampling": {}, "roots": {}});
@@ -1066,4 +1068,32 @@ fn python_and_javascript_plugins_ask_the_client_in_input_required_rounds() {
             "{lang}: {refused}"
         );
     }
+    // Through another: a script calls the Python tool (its questions answered in round two), then the JavaScript
+    // one, which asks under the same keys: the answers are the Python plugin's, and the JavaScript one is refused
+    // them, not given them.
+    let script = json!({"code": "const a = await tools.py_ask({}); let b; \
+        try { b = await tools.js_ask({}); } catch (e) { b = String(e); } return JSON.stringify([a, b]);"});
+    let (_, first) = toolwright_tests::mcp::call_2026(
+        &server.url,
+        "codemode",
+        json!({"arguments": script}),
+        capabilities.clone(),
+    );
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let retry = json!({
+        "arguments": script,
+        "requestState": result["requestState"],
+        "inputResponses": {
+            "name": {"action": "accept", "content": {"name": "Alice"}},
+            "where": {"roots": [{"uri": "file:///projects/x"}]},
+        },
+    });
+    let (_, second) = toolwright_tests::mcp::call_2026(&server.url, "codemode", retry, capabilities);
+    let text = toolwright_tests::text_of(&second["result"]["content"]);
+    assert!(text.contains("Alice"), "{second}");
+    assert!(
+        text.contains("js-ask asked under the key") && text.contains("which names another plugin's question"),
+        "{text}"
+    );
 }

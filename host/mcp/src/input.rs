@@ -157,49 +157,69 @@ pub(crate) enum Stop {
     Missing(String),
 }
 
+/// What a call's rounds know: the answers so far, and which plugin asked each question (the request state).
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Known {
+    /// The answers so far, by key.
+    pub(crate) answers: BTreeMap<String, Value>,
+    /// The plugin that asked each question, by key: only it gets the answer (a plugin the call led to cannot read
+    /// the answer to another's question by asking under the same key).
+    pub(crate) owners: BTreeMap<String, String>,
+}
+
 /// The client of one 2026-07-28 request: answers from the request's state and `inputResponses`, questions kept
 /// for the `input_required` result.
 pub(crate) struct RoundInput {
     /// What the request declared in its `_meta`.
     declared: ClientCapabilities,
-    /// The answers so far, by key.
-    answers: BTreeMap<String, Value>,
-    /// Why the call stopped, once it did.
-    stopped: Mutex<Option<Stop>>,
+    /// What the rounds so far know.
+    known: Known,
+    /// Why the call stopped, once it did, and who asked the questions it stopped at.
+    stopped: Mutex<Option<(Stop, BTreeMap<String, String>)>>,
 }
 
 impl RoundInput {
-    pub(crate) fn new(declared: ClientCapabilities, answers: BTreeMap<String, Value>) -> Self {
+    pub(crate) fn new(declared: ClientCapabilities, known: Known) -> Self {
         RoundInput {
             declared,
-            answers,
+            known,
             stopped: Mutex::new(None),
         }
     }
 
-    /// Why the call stopped, if it did (taken).
-    pub(crate) fn take_stop(&self) -> Option<Stop> {
-        self.stopped.lock().unwrap_or_else(|p| p.into_inner()).take()
+    /// Why the call stopped, if it did (taken), and what the next round's state must carry.
+    pub(crate) fn take_stop(&self) -> Option<(Stop, Known)> {
+        let (stop, asked) = self.stopped.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+        let mut known = self.known.clone();
+        known.owners.extend(asked);
+        Some((stop, known))
     }
 
-    /// The answers so far.
-    pub(crate) fn answers(&self) -> &BTreeMap<String, Value> {
-        &self.answers
-    }
-
-    /// Keep `stop` (a missing capability wins; questions of calls running side by side are put together).
-    fn stop(&self, stop: Stop) {
+    /// Keep `stop` of `plugin` (a missing capability wins; questions of calls running side by side are put
+    /// together, the first to ask a key keeping it).
+    fn stop(&self, plugin: &str, stop: Stop) {
         let mut stopped = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
+        let asked = |questions: &[InputRequest]| {
+            questions
+                .iter()
+                .map(|q| (q.key.clone(), plugin.to_owned()))
+                .collect::<BTreeMap<_, _>>()
+        };
         match (&mut *stopped, stop) {
-            (Some(Stop::Questions(kept)), Stop::Questions(more)) => {
+            (Some((Stop::Questions(kept), owners)), Stop::Questions(more)) => {
                 for question in more {
                     if !kept.iter().any(|q| q.key == question.key) {
+                        owners.insert(question.key.clone(), plugin.to_owned());
                         kept.push(question);
                     }
                 }
             }
-            (Some(Stop::Missing(_)), _) => {}
-            (slot, stop) => *slot = Some(stop),
+            (Some((Stop::Missing(_), _)), _) => {}
+            (slot, Stop::Questions(questions)) => {
+                let owners = asked(&questions);
+                *slot = Some((Stop::Questions(questions), owners));
+            }
+            (slot, missing) => *slot = Some((missing, BTreeMap::new())),
         }
     }
 }
@@ -207,41 +227,41 @@ impl RoundInput {
 impl ClientInput for RoundInput {
     fn ask<'a>(
         &'a self,
-        _plugin: &'a str,
+        plugin: &'a str,
         requests: Vec<InputRequest>,
     ) -> BoxFuture<'a, Result<Vec<Value>, AskError>> {
         Box::pin(async move {
+            if let Some(taken) = requests
+                .iter()
+                .find(|r| self.known.owners.get(&r.key).is_some_and(|owner| owner != plugin))
+            {
+                return Err(AskError::Failed(texts::taken_key(plugin, &taken.key)));
+            }
             if let Some(capability) = requests
                 .iter()
                 .filter_map(InputRequest::capability)
                 .find(|c| !declared(&self.declared, c))
             {
-                self.stop(Stop::Missing(capability.to_owned()));
+                self.stop(plugin, Stop::Missing(capability.to_owned()));
                 return Err(AskError::MissingCapability(capability.to_owned()));
             }
+            let answers = &self.known.answers;
             let unanswered: Vec<InputRequest> = requests
                 .iter()
-                .filter(|r| !self.answers.get(&r.key).is_some_and(|a| fits(r, a)))
+                .filter(|r| !answers.get(&r.key).is_some_and(|a| fits(r, a)))
                 .cloned()
                 .collect();
             if !unanswered.is_empty() {
-                self.stop(Stop::Questions(unanswered));
+                self.stop(plugin, Stop::Questions(unanswered));
                 return Err(AskError::Pending);
             }
-            Ok(requests.iter().map(|r| self.answers[&r.key].clone()).collect())
+            Ok(requests.iter().map(|r| answers[&r.key].clone()).collect())
         })
     }
 
     fn answers(&self) -> Vec<&'static str> {
         answered_methods(&self.declared)
     }
-}
-
-/// The state a 2026-07-28 client carries between a call's rounds.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct State {
-    /// The answers so far, by key.
-    answers: BTreeMap<String, Value>,
 }
 
 /// The sealed request states of one server.
@@ -285,47 +305,40 @@ impl Rounds {
         digest.finalize().to_vec()
     }
 
-    /// The state carrying `answers` for the next round of the call of `tool` with `arguments`.
-    pub(crate) fn seal(
-        &self,
-        tool: &str,
-        arguments: &Value,
-        answers: &BTreeMap<String, Value>,
-    ) -> Result<String, ErrorData> {
+    /// The state carrying `known` to the next round of the call of `tool` with `arguments`.
+    pub(crate) fn seal(&self, tool: &str, arguments: &Value, known: &Known) -> Result<String, ErrorData> {
         let bound = Self::bound_to(tool, arguments);
         let options = SealOptions::new().associated_data(&bound).ttl(ANSWER_WAIT);
-        let state = State {
-            answers: answers.clone(),
-        };
         self.codec
-            .seal_json_with(&state, &options)
+            .seal_json_with(known, &options)
             .map_err(|e| ErrorData::internal_error(format!("cannot seal the request state: {e}"), None))
     }
 
-    /// The answers of a call of `tool` with `arguments`: those its `state` carries (when it has one), then its
-    /// `responses`. A state this server did not seal for this call, or one past its time, is an invalid-params
-    /// error.
-    pub(crate) fn answers(
+    /// What a call of `tool` with `arguments` knows: what its `state` carries (when it has one), with its
+    /// `responses` added. A state this server did not seal for this call, or one past its time, is an
+    /// invalid-params error.
+    pub(crate) fn known(
         &self,
         tool: &str,
         arguments: &Value,
         state: Option<&str>,
         responses: Option<&BTreeMap<String, Value>>,
-    ) -> Result<BTreeMap<String, Value>, ErrorData> {
-        let mut answers = match state {
+    ) -> Result<Known, ErrorData> {
+        let mut known = match state {
             Some(state) => {
                 let bound = Self::bound_to(tool, arguments);
                 self.codec
-                    .open_json_with::<State>(state, &bound)
+                    .open_json_with::<Known>(state, &bound)
                     .map_err(|e| ErrorData::invalid_params(texts::bad_state(tool, &e.to_string()), None))?
-                    .answers
             }
-            None => BTreeMap::new(),
+            None => Known::default(),
         };
         if let Some(responses) = responses {
-            answers.extend(responses.iter().map(|(k, v)| (k.clone(), v.clone())));
+            known
+                .answers
+                .extend(responses.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
-        Ok(answers)
+        Ok(known)
     }
 }
 
@@ -363,6 +376,14 @@ pub mod texts {
              ({why}): call the tool again without it"
         )
     }
+
+    /// A plugin asked under a key another plugin's question holds in this call.
+    pub fn taken_key(plugin: &str, key: &str) -> String {
+        format!(
+            "The plugin {plugin} asked under the key {key:?}, which names another plugin's question in this call: \
+             ask under another key"
+        )
+    }
 }
 
 #[cfg(test)]
@@ -382,34 +403,69 @@ mod tests {
         serde_json::from_value(json!({"elicitation": {}, "sampling": {}, "roots": {}})).unwrap()
     }
 
+    fn known(answers: &[(&str, Value)]) -> Known {
+        Known {
+            answers: answers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+            owners: BTreeMap::new(),
+        }
+    }
+
     #[tokio::test]
     async fn a_round_answers_what_it_knows_and_stops_at_the_rest() {
         let accepted = json!({"action": "accept", "content": {"name": "Alice"}});
-        let round = RoundInput::new(all(), BTreeMap::from([("a".to_owned(), accepted.clone())]));
+        let round = RoundInput::new(all(), known(&[("a", accepted.clone())]));
         assert_eq!(round.ask("p", vec![form("a")]).await, Ok(vec![accepted]));
         assert_eq!(
             round.ask("p", vec![form("a"), form("b")]).await,
             Err(AskError::Pending)
         );
-        assert_eq!(round.take_stop(), Some(Stop::Questions(vec![form("b")])));
+        let (stop, next) = round.take_stop().unwrap();
+        assert_eq!(stop, Stop::Questions(vec![form("b")]));
+        assert_eq!(next.owners, BTreeMap::from([("b".to_owned(), "p".to_owned())]));
+    }
+
+    #[tokio::test]
+    async fn a_plugin_cannot_read_the_answer_to_another_plugins_question() {
+        // Round one: `victim` (called by `thief`) asks for a secret under "token".
+        let round = RoundInput::new(all(), Known::default());
+        assert_eq!(
+            round.ask("victim", vec![form("token")]).await,
+            Err(AskError::Pending)
+        );
+        let (_, mut next) = round.take_stop().unwrap();
+        next.answers.insert(
+            "token".into(),
+            json!({"action": "accept", "content": {"token": "s3cret"}}),
+        );
+        // Round two: `thief` asks under the same key first; only `victim` gets the answer.
+        let round = RoundInput::new(all(), next);
+        let taken = round.ask("thief", vec![form("token")]).await.unwrap_err();
+        assert_eq!(taken, AskError::Failed(texts::taken_key("thief", "token")));
+        assert!(round.ask("victim", vec![form("token")]).await.is_ok());
     }
 
     #[tokio::test]
     async fn an_answer_that_is_not_the_methods_result_is_asked_again() {
-        let round = RoundInput::new(all(), BTreeMap::from([("a".to_owned(), json!({"nonsense": 1}))]));
+        let round = RoundInput::new(all(), known(&[("a", json!({"nonsense": 1}))]));
         assert_eq!(round.ask("p", vec![form("a")]).await, Err(AskError::Pending));
     }
 
     #[tokio::test]
     async fn a_question_needing_an_undeclared_capability_stops_the_request() {
         let declared = serde_json::from_value(json!({"elicitation": {}})).unwrap();
-        let round = RoundInput::new(declared, BTreeMap::new());
+        let round = RoundInput::new(declared, Known::default());
         let sample = InputRequest::new("s", "sampling/createMessage", json!({}));
         assert_eq!(
             round.ask("p", vec![form("a"), sample]).await,
             Err(AskError::MissingCapability("sampling".into()))
         );
-        assert_eq!(round.take_stop(), Some(Stop::Missing("sampling".into())));
+        assert_eq!(
+            round.take_stop().map(|(stop, _)| stop),
+            Some(Stop::Missing("sampling".into()))
+        );
         let error = missing("sampling");
         assert_eq!(error.code.0, -32021);
         assert_eq!(
@@ -422,20 +478,20 @@ mod tests {
     fn a_state_opens_only_for_its_own_call_and_unaltered() {
         let rounds = Rounds::new();
         let args = json!({"x": 1});
-        let answers = BTreeMap::from([("a".to_owned(), json!({"action": "decline"}))]);
-        let state = rounds.seal("t", &args, &answers).unwrap();
+        let mut sealed = known(&[("a", json!({"action": "decline"}))]);
+        sealed.owners.insert("a".into(), "p".into());
+        let state = rounds.seal("t", &args, &sealed).unwrap();
         let responses = BTreeMap::from([("b".to_owned(), json!(2))]);
-        let opened = rounds
-            .answers("t", &args, Some(&state), Some(&responses))
-            .unwrap();
-        assert_eq!(opened.len(), 2);
+        let opened = rounds.known("t", &args, Some(&state), Some(&responses)).unwrap();
+        assert_eq!(opened.answers.len(), 2);
+        assert_eq!(opened.owners, sealed.owners);
         // Another tool, other arguments, an altered state, another server's state: all refused.
-        assert!(rounds.answers("u", &args, Some(&state), None).is_err());
-        assert!(rounds.answers("t", &json!({"x": 2}), Some(&state), None).is_err());
+        assert!(rounds.known("u", &args, Some(&state), None).is_err());
+        assert!(rounds.known("t", &json!({"x": 2}), Some(&state), None).is_err());
         let tampered = format!("{state}-TAMPERED");
-        let error = rounds.answers("t", &args, Some(&tampered), None).unwrap_err();
+        let error = rounds.known("t", &args, Some(&tampered), None).unwrap_err();
         assert_eq!(error.code.0, -32602);
         assert!(error.message.contains("not one this server issued"));
-        assert!(Rounds::new().answers("t", &args, Some(&state), None).is_err());
+        assert!(Rounds::new().known("t", &args, Some(&state), None).is_err());
     }
 }

@@ -697,9 +697,9 @@ impl McpServer {
         // (its answers so far in the request state and `inputResponses`).
         let round = match revision {
             Revision::AnyValue => {
-                let answers = match answered {
+                let known = match answered {
                     Some(_) => Default::default(),
-                    None => self.inner.rounds.answers(
+                    None => self.inner.rounds.known(
                         &name,
                         &arguments,
                         request.request_state.as_deref(),
@@ -707,7 +707,7 @@ impl McpServer {
                     )?,
                 };
                 let declared = context.client_capabilities().unwrap_or_default();
-                Some(Arc::new(input::RoundInput::new(declared, answers)))
+                Some(Arc::new(input::RoundInput::new(declared, known)))
             }
             _ => None,
         };
@@ -810,15 +810,14 @@ impl McpServer {
         tool: &str,
         arguments: &Value,
     ) -> Option<Result<CallToolResponse, ErrorData>> {
-        let stop = round?.take_stop()?;
-        let answers = round.map(input::RoundInput::answers)?;
+        let (stop, known) = round?.take_stop()?;
         Some(match stop {
             input::Stop::Missing(capability) => Err(input::missing(&capability)),
             input::Stop::Questions(questions) => {
                 tracing::debug!(tool, questions = questions.len(), "the call asks its client");
                 self.inner
                     .rounds
-                    .seal(tool, arguments, answers)
+                    .seal(tool, arguments, &known)
                     .and_then(|state| input::input_required(&questions, state))
                     .and_then(|body| {
                         serde_json::from_value::<rmcp::model::InputRequiredResult>(body).map_err(|e| {
