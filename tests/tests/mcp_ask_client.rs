@@ -50,6 +50,8 @@ impl Session {
         let mut child = Command::new(BINARY)
             .arg("mcp")
             .args(&args)
+            .arg("--audit-log")
+            .arg(workspace.path().join("audit.jsonl"))
             .args(["--no-default-mcp", "--watch-plugins", "0"])
             .env("XDG_CONFIG_HOME", &config)
             .stdin(Stdio::piped())
@@ -75,6 +77,15 @@ impl Session {
         assert_eq!(init["result"]["serverInfo"]["name"], "toolwright", "{init}");
         session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         session
+    }
+
+    /// The audit log's records.
+    fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self._dirs.0.path().join("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     fn send(&mut self, message: &Value) {
@@ -150,6 +161,21 @@ fn a_session_is_asked_a_form_the_model_and_its_roots_while_the_call_waits() {
         session.asked[0].1["message"],
         format!("The plugin {PLUGIN} asks: What is your name?")
     );
+    // The audit log says what was asked and what came of it, never the answers.
+    let records = session.audit();
+    let record = records
+        .iter()
+        .find(|r| r["tool"] == "test_input_required_result_multiple_inputs")
+        .unwrap_or_else(|| panic!("no record in {records:?}"));
+    assert_eq!(
+        record["questions"],
+        json!([
+            {"method": "elicitation/create", "key": "user_name", "outcome": "accept"},
+            {"method": "sampling/createMessage", "key": "greeting", "outcome": "answered"},
+            {"method": "roots/list", "key": "client_roots", "outcome": "answered"},
+        ])
+    );
+    assert!(!record.to_string().contains("Alice"), "{record}");
     // Two rounds of questions in one call: the session's client is asked each in turn.
     let (error, text) = session.call("test_input_required_result_multi_round", json!({}), &answers);
     assert!(!error, "{text}");
@@ -167,6 +193,16 @@ fn a_plugin_not_granted_sampling_cannot_reach_the_clients_model() {
     );
     assert!(text.contains("[ask] sampling"), "{text}");
     assert!(session.asked.is_empty(), "{:?}", session.asked);
+    let records = session.audit();
+    let refused = &records.iter().find(|r| r["tool"] == "test_sampling").unwrap()["questions"][0];
+    assert_eq!(refused["method"], "sampling/createMessage");
+    assert!(
+        refused["outcome"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused: The plugin"),
+        "{refused}"
+    );
     // What the plugin may use is what it is told it can ask: forms and roots, not the model.
     let (error, text) = session.call("test_input_required_result_capabilities", json!({}), &answers);
     assert!(!error, "{text}");

@@ -250,13 +250,29 @@ pub struct Connection {
     pub by: Option<String>,
 }
 
-/// What a call did while it ran: programs started and connections opened, as its runtime checked them.
+/// A question a call's plugin put to the MCP client that made the call (`ask`, [`crate::client`]): what was
+/// asked and what came of it, never the answer's content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientQuestion {
+    /// `elicitation/create`, `sampling/createMessage` or `roots/list`.
+    pub method: String,
+    /// The plugin's key for it.
+    pub key: String,
+    /// What came of it: a form's action (`accept`, `decline`, `cancel`), `answered`, `asked` (put to a
+    /// 2026-07-28 client, answered with the call's next round), or `refused: WHY`.
+    pub outcome: String,
+}
+
+/// What a call did while it ran: programs started and connections opened, as its runtime checked them, and the
+/// questions it put to its client.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Activity {
     /// Programs started or refused, in order.
     pub spawns: Vec<Spawn>,
     /// Connections opened or refused, each address once per verdict.
     pub connections: Vec<Connection>,
+    /// Questions put to the client, in order.
+    pub questions: Vec<ClientQuestion>,
     /// Entries beyond [`MAX_ACTIVITY`], counted.
     pub omitted: u64,
 }
@@ -316,8 +332,28 @@ impl Activity {
         });
     }
 
+    /// Record a question put to the client and what came of it.
+    pub fn asked(&mut self, method: &str, key: &str, outcome: &str) {
+        if self.questions.len() >= MAX_ACTIVITY {
+            self.omitted += 1;
+            return;
+        }
+        self.questions.push(ClientQuestion {
+            method: cut(method, MAX_ARG_BYTES),
+            key: cut(key, MAX_ARG_BYTES),
+            outcome: cut(outcome, COLLECTED_BYTES),
+        });
+    }
+
     fn append(&mut self, other: Activity) {
         self.omitted += other.omitted;
+        for question in other.questions {
+            if self.questions.len() >= MAX_ACTIVITY {
+                self.omitted += 1;
+            } else {
+                self.questions.push(question);
+            }
+        }
         for spawn in other.spawns {
             if self.spawns.len() >= MAX_ACTIVITY {
                 self.omitted += 1;
@@ -479,7 +515,10 @@ pub struct AuditRecord {
     pub spawns: Vec<Spawn>,
     /// Connections opened or refused.
     pub connections: Vec<Connection>,
-    /// Spawns and connections left out beyond [`MAX_ACTIVITY`].
+    /// Questions the call's plugin put to the MCP client (what and what came of it, not the answers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<ClientQuestion>,
+    /// Spawns, connections and questions left out beyond [`MAX_ACTIVITY`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omitted: u64,
     /// Milliseconds from the start of preflight to the final result.
@@ -552,6 +591,14 @@ impl AuditRecord {
             decision,
             spawns,
             connections: activity.connections,
+            questions: activity
+                .questions
+                .into_iter()
+                .map(|mut q| {
+                    q.outcome = text(&q.outcome);
+                    q
+                })
+                .collect(),
             omitted: activity.omitted,
             duration_ms: settled.duration_ms,
             outcome: settled.outcome,

@@ -232,6 +232,16 @@ impl CallSink {
         }
     }
 
+    /// Record, for the audit log, a question the call put to its client and what came of it. Ignored once the
+    /// call settled.
+    pub fn asked(&self, method: &str, key: &str, outcome: &str) {
+        let Some(inner) = &self.inner else { return };
+        if inner.accepting.load(Ordering::Acquire) {
+            inner.activity().asked(method, key, outcome);
+            Self::reported(inner);
+        }
+    }
+
     /// Record, for the audit log, that the call connected (or sent a datagram) to `address`, or was refused.
     /// Ignored once the call settled.
     pub fn connected(&self, address: std::net::SocketAddr, allowed: bool) {

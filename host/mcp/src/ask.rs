@@ -269,6 +269,7 @@ pub fn record(
         decision: vec![Step::new(by, Stage::Asked, verdict).with_reason(reason)],
         spawns: Vec::new(),
         connections: Vec::new(),
+        questions: Vec::new(),
         omitted: 0,
         duration_ms: 0,
         outcome: match answer {

@@ -21,6 +21,59 @@ pub const MAX_SEARCH_QUERY_CHARS: usize = 4096;
 impl types::Host for PluginState {}
 
 impl PluginState {
+    /// Put `requests` to the call's client ([`toolwright_core::client`]): the answers, none when the call was
+    /// stopped (cancelled, out of time) while it waited, or why nobody answers.
+    fn put_to_client(
+        &self,
+        requests: Vec<types::InputRequest>,
+    ) -> Result<Option<Vec<serde_json::Value>>, toolwright_core::client::AskError> {
+        use toolwright_core::client::{AskError, InputRequest, validate};
+        let plugin = &self.call.plugin;
+        let client = self
+            .call
+            .client
+            .clone()
+            .ok_or_else(|| AskError::Failed(texts::no_client(plugin)))?;
+        let mut asked = Vec::with_capacity(requests.len());
+        for request in requests {
+            let params = serde_json::from_str::<serde_json::Value>(&request.params).map_err(|e| {
+                AskError::Failed(format!(
+                    "The plugin {plugin} asked {:?} with parameters that are not JSON: {e}",
+                    request.key
+                ))
+            })?;
+            asked.push(InputRequest::new(request.key, request.method, params));
+        }
+        validate(&asked).map_err(|why| AskError::Failed(format!("The plugin {plugin} {why}")))?;
+        if !client.sampling
+            && let Some(sample) = asked.iter().find(|r| r.method == "sampling/createMessage")
+        {
+            return Err(AskError::Failed(texts::no_sampling(plugin, &sample.key)));
+        }
+        // The user sees whose question a form is; the plugin cannot pass for the host.
+        for request in &mut asked {
+            if request.method == "elicitation/create"
+                && let Some(message) = request.params.get_mut("message")
+            {
+                let text = message.as_str().unwrap_or_default();
+                *message = serde_json::Value::String(format!("The plugin {plugin} asks: {text}"));
+            }
+        }
+        let (Some(input), Ok(runtime)) = (
+            client.desk.find(&client.call_id),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return Err(AskError::Failed(texts::no_client(plugin)));
+        };
+        let env = self.call.clone();
+        toolwright_core::pipeline::block_on_nested(&runtime, async move {
+            tokio::select! {
+                answered = input.ask(&env.plugin, asked) => answered.map(Some),
+                () = env.stopped() => Ok(None),
+            }
+        })
+    }
+
     /// Keep what the host refused the call, for a server that may ask the user about it (bounded).
     pub(crate) fn note_refused(&mut self, refused: toolwright_core::ask::Refused) {
         if self.refused.len() < toolwright_core::ask::MAX_REFUSALS_PER_CALL
@@ -144,63 +197,36 @@ impl host::Host for PluginState {
     }
 
     fn ask(&mut self, requests: Vec<types::InputRequest>) -> wasmtime::Result<Result<Vec<String>, String>> {
-        use toolwright_core::client::{AskError, InputRequest, validate};
-        let plugin = self.call.plugin.clone();
+        use toolwright_core::client::AskError;
         // What the questions carry into the host counts against the plugin's per-call cap.
         let bytes = requests
             .iter()
             .map(|r| r.key.len() + r.method.len() + r.params.len())
             .sum::<usize>();
         self.carried.add(bytes).map_err(wasmtime::Error::new)?;
-        let Some(client) = self.call.client.clone() else {
-            return Ok(Err(texts::no_client(&plugin)));
-        };
-        let mut asked = Vec::with_capacity(requests.len());
-        for request in requests {
-            let params = match serde_json::from_str::<serde_json::Value>(&request.params) {
-                Ok(params) => params,
-                Err(e) => {
-                    return Ok(Err(format!(
-                        "The plugin {plugin} asked {:?} with parameters that are not JSON: {e}",
-                        request.key
-                    )));
-                }
+        // The audit log keeps what was asked and what came of it (never an answer's content).
+        let asked: Vec<(String, String)> = requests
+            .iter()
+            .map(|r| (r.method.clone(), r.key.clone()))
+            .collect();
+        let answered = self.put_to_client(requests);
+        for (n, (method, key)) in asked.iter().enumerate() {
+            let outcome = match &answered {
+                Ok(Some(answers)) => answers
+                    .get(n)
+                    .and_then(|a| a.get("action"))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("answered")
+                    .to_owned(),
+                Ok(None) => "stopped: the call was cancelled or ran out of time".to_owned(),
+                Err(AskError::Pending) => "asked: answered with the call's next round".to_owned(),
+                Err(why) => format!("refused: {why}"),
             };
-            asked.push(InputRequest::new(request.key, request.method, params));
+            self.call.updates.asked(method, key, &outcome);
         }
-        if let Err(why) = validate(&asked) {
-            return Ok(Err(format!("The plugin {plugin} {why}")));
-        }
-        if !client.sampling
-            && let Some(sample) = asked.iter().find(|r| r.method == "sampling/createMessage")
-        {
-            return Ok(Err(texts::no_sampling(&plugin, &sample.key)));
-        }
-        // The user sees whose question a form is; the plugin cannot pass for the host.
-        for request in &mut asked {
-            if request.method == "elicitation/create"
-                && let Some(message) = request.params.get_mut("message")
-            {
-                let text = message.as_str().unwrap_or_default();
-                *message = serde_json::Value::String(format!("The plugin {plugin} asks: {text}"));
-            }
-        }
-        let (Some(input), Ok(runtime)) = (
-            client.desk.find(&client.call_id),
-            tokio::runtime::Handle::try_current(),
-        ) else {
-            return Ok(Err(texts::no_client(&plugin)));
-        };
-        let env = self.call.clone();
-        let answered = toolwright_core::pipeline::block_on_nested(&runtime, async move {
-            tokio::select! {
-                answered = input.ask(&env.plugin, asked) => Some(answered),
-                () = env.stopped() => None,
-            }
-        });
         match answered {
-            None => Err(self.call.interrupted()),
-            Some(Ok(answers)) => {
+            Ok(None) => Err(self.call.interrupted()),
+            Ok(Some(answers)) => {
                 let answers: Vec<String> = answers.iter().map(serde_json::Value::to_string).collect();
                 self.carried
                     .add(answers.iter().map(String::len).sum())
@@ -208,10 +234,10 @@ impl host::Host for PluginState {
                 Ok(Ok(answers))
             }
             // The call stops here: the server answers its client with the questions (or the missing capability).
-            Some(Err(stop @ (AskError::Pending | AskError::MissingCapability(_)))) => {
+            Err(stop @ (AskError::Pending | AskError::MissingCapability(_))) => {
                 Err(wasmtime::Error::new(crate::state::AskedClient(stop)))
             }
-            Some(Err(AskError::Failed(why))) => Ok(Err(why)),
+            Err(AskError::Failed(why)) => Ok(Err(why)),
         }
     }
 

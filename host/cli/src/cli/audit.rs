@@ -266,8 +266,19 @@ fn render(record: &AuditRecord) -> String {
                 .unwrap_or_default();
         text.push_str(&format!("    connect  {}{verdict}{by}\n", escape(&c.address)));
     }
+    for q in &record.questions {
+        text.push_str(&format!(
+            "    ask      {} {}  ({})\n",
+            escape(&q.method),
+            escape(&q.key),
+            first_line(&q.outcome)
+        ));
+    }
     if record.omitted > 0 {
-        text.push_str(&format!("    … {} more spawns and connections\n", record.omitted));
+        text.push_str(&format!(
+            "    … {} more spawns, connections and questions\n",
+            record.omitted
+        ));
     }
     if let Some(error) = &record.error {
         text.push_str(&format!("    error    {}\n", first_line(error)));
