@@ -10,6 +10,9 @@
 //! Long calls as tasks (`tests/mcp/python_tasks_client.py`), as a 2026-07-28 client of the tasks extension: a bash
 //! call polled and its result fetched, another cancelled (no process left behind), neither seen by another client.
 //!
+//! A plugin's questions for the client (`tests/mcp/python_ask_client.py`), answered by the SDK's callbacks: sent to
+//! a 2025-11-25 session while the call waits, and as `input_required` rounds its driver answers at 2026-07-28.
+//!
 //! The SDK is installed once into a virtual environment under the target directory (`python3 -m venv`, then
 //! `pip install mcp==2.3.0`); set `TOOLWRIGHT_PYTHON` to use another interpreter.
 
@@ -89,4 +92,12 @@ fn the_official_python_client_drives_toolwright_mcp_over_http_as_a_2026_07_28_cl
 #[test]
 fn the_official_python_client_polls_cancels_and_fetches_bash_tasks_over_http() {
     run_client("python_tasks_client.py", &[], false, &[]);
+}
+
+/// A plugin's questions (`ask`) answered by the SDK's callbacks: a session's requests (2025-11-25), and the SDK's
+/// multi-round-trip driver on `input_required` results (2026-07-28).
+#[test]
+fn the_official_python_client_answers_a_plugins_questions_over_http_in_both_revisions() {
+    run_client("python_ask_client.py", &[], true, &["legacy"]);
+    run_client("python_ask_client.py", &[], true, &["modern"]);
 }
