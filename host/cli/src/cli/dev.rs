@@ -230,6 +230,21 @@ struct Staging {
 }
 
 impl Staging {
+    /// Staging for the builds of `project` in a fresh directory of this process's, their components compiled into
+    /// `cache_dir` (none: the default cache); `guarded`: the tools may not edit the project.
+    fn new(project: Project, guarded: bool, cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        Ok(Staging {
+            count: 0,
+            dir: tempfile::Builder::new()
+                .prefix("toolwright-dev-")
+                .tempdir()
+                .context("cannot create the dev build's directory")?,
+            project,
+            guarded,
+            cache_dir: Some(cache_dir.unwrap_or_else(toolwright::wasm::default_cache_dir)),
+        })
+    }
+
     /// Build, check the file as `toolwright check` does, and stage it.
     ///
     /// Each build gets a directory of its own, so a build never replaces the file of the one the server may be
@@ -292,16 +307,7 @@ impl Staging {
 /// Build the project in `dir` once (`toolwright exec --dev DIR`): the build, and the directory holding it, which
 /// goes when dropped. Nothing rebuilds it while the batch runs, so the project is not kept from the tools' writes.
 pub fn build_once(dir: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<(DevBuild, tempfile::TempDir)> {
-    let mut staging = Staging {
-        count: 0,
-        dir: tempfile::Builder::new()
-            .prefix("toolwright-dev-")
-            .tempdir()
-            .context("cannot create the dev build's directory")?,
-        project: Project::find(dir)?,
-        guarded: false,
-        cache_dir: Some(cache_dir.unwrap_or_else(toolwright::wasm::default_cache_dir)),
-    };
+    let mut staging = Staging::new(Project::find(dir)?, false, cache_dir)?;
     let build = staging.build()?;
     Ok((build, staging.dir))
 }
@@ -345,22 +351,11 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             project.dir.display()
         );
     }
-    let mut staging = Staging {
-        count: 0,
-        dir: tempfile::Builder::new()
-            .prefix("toolwright-dev-")
-            .tempdir()
-            .context("cannot create the dev build's directory")?,
-        project: project.clone(),
-        guarded: !args.tools_may_edit,
-        cache_dir: Some(
-            args.mcp
-                .tools
-                .cache_dir
-                .clone()
-                .unwrap_or_else(toolwright::wasm::default_cache_dir),
-        ),
-    };
+    let mut staging = Staging::new(
+        project.clone(),
+        !args.tools_may_edit,
+        args.mcp.tools.cache_dir.clone(),
+    )?;
     let mut sources = Sources::scan(&project.dir, &Sources::default());
     let first = staging.build()?;
     say(&format!(
