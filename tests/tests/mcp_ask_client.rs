@@ -334,3 +334,65 @@ fn a_2026_request_without_the_capability_a_question_needs_gets_32021_and_the_plu
     );
     assert_eq!(response["result"]["resultType"], "input_required", "{response}");
 }
+
+#[test]
+fn exec_ask_puts_a_plugins_forms_on_the_terminal_and_answers_roots_with_the_workspace() {
+    let (workspace, plugins) = conformance_fixture();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let calls = json!({"toolCalls": [
+        {"id": "c1", "name": "test_input_required_result_multi_round", "arguments": {}},
+        {"id": "c2", "name": "test_input_required_result_list_roots", "arguments": {}},
+        {"id": "c3", "name": "test_sampling", "arguments": {"prompt": "hi"}},
+    ], "mode": "sequential"});
+    let file = workspace.path().join("calls.json");
+    std::fs::write(&file, calls.to_string()).unwrap();
+    let args: Vec<String> = [
+        BINARY,
+        "exec",
+        "--ask",
+        "--json",
+        "--no-default-plugins",
+        "--no-default-mcp",
+        "--cwd",
+        &workspace.path().to_string_lossy(),
+        "--plugins",
+        &plugins.path().to_string_lossy(),
+        "--cache-dir",
+        &cache.to_string_lossy(),
+        "--policy",
+        &workspace.path().join(ASK_POLICY).to_string_lossy(),
+        &file.to_string_lossy(),
+    ]
+    .iter()
+    .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+    .collect();
+    // `script` gives the command a terminal; what is typed answers the two forms of the first call.
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &args.join(" "), "/dev/null"])
+        .env("XDG_CONFIG_HOME", workspace.path().join("config"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"Alice\nteal\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    // On the terminal, the questions (stderr) and the events (stdout) share the output.
+    assert!(text.contains(&format!("The plugin {PLUGIN} asks: Step 1: What is your name?")), "{text}");
+    let ends: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.find("{\"type\"").and_then(|at| serde_json::from_str::<Value>(l[at..].trim()).ok()))
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    let result = |id: &str| {
+        let end = ends.iter().find(|e| e["toolCallId"] == id).unwrap_or_else(|| panic!("{id}: {text}"));
+        (end["isError"] == true, toolwright_tests::text_of(&end["result"]["content"]))
+    };
+    assert_eq!(result("c1"), (false, "Alice's favourite colour is teal".to_owned()));
+    let root = format!("file://{} (workspace)", workspace.path().display());
+    assert_eq!(result("c2"), (false, format!("The client's roots: {root}")));
+    let (error, sampled) = result("c3");
+    assert!(error && sampled.contains("There is no model to ask on the terminal"), "{sampled}");
+}

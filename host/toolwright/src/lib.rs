@@ -33,8 +33,8 @@
 //! - `icu-search`: tool search with ICU word breaks, as pi.
 
 pub use toolwright_core::{
-    ask, audit, definition, dispatch, hooks, nested, pipeline, policy, record, registry, schema, text, tool,
-    types,
+    ask, audit, client, definition, dispatch, hooks, nested, pipeline, policy, record, registry, schema,
+    text, tool, types,
 };
 #[cfg(feature = "mcp")]
 pub use toolwright_mcp as mcp;

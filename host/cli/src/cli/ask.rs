@@ -204,3 +204,145 @@ fn prompt(question: &Question) -> toolwright::ask::Answer {
     };
     toolwright::ask::Answer::from_choice(choice)
 }
+
+/// A plugin's questions answered on the terminal (`toolwright exec --ask`, [`toolwright::client`]): a form field by
+/// field on stderr, read from stdin; the roots are the workspace; there is no model to ask. One question at a
+/// time, whichever call of the batch asks.
+pub struct TerminalInput {
+    /// The workspace: the one root.
+    pub cwd: PathBuf,
+    /// Taken while a question is on the terminal.
+    pub turn: tokio::sync::Mutex<()>,
+}
+
+impl toolwright::client::ClientInput for TerminalInput {
+    fn ask<'a>(
+        &'a self,
+        _plugin: &'a str,
+        requests: Vec<toolwright::client::InputRequest>,
+    ) -> toolwright::BoxFuture<'a, Result<Vec<serde_json::Value>, toolwright::client::AskError>> {
+        use toolwright::client::AskError;
+        Box::pin(async move {
+            let _turn = self.turn.lock().await;
+            let mut answers = Vec::with_capacity(requests.len());
+            for request in requests {
+                let answer = match request.method.as_str() {
+                    "elicitation/create" => {
+                        let params = request.params.clone();
+                        tokio::task::spawn_blocking(move || fill_in(&params))
+                            .await
+                            .map_err(|e| AskError::Failed(format!("the terminal's question failed: {e}")))?
+                    }
+                    "roots/list" => {
+                        let uri = format!("file://{}", self.cwd.display());
+                        serde_json::json!({ "roots": [{ "uri": uri, "name": "workspace" }] })
+                    }
+                    method => {
+                        return Err(AskError::Failed(format!(
+                            "There is no model to ask on the terminal ({method} of {:?})",
+                            request.key
+                        )));
+                    }
+                };
+                answers.push(answer);
+            }
+            Ok(answers)
+        })
+    }
+
+    fn answers(&self) -> Vec<&'static str> {
+        vec!["elicitation/create", "roots/list"]
+    }
+}
+
+/// A form (`elicitation/create`'s parameters) filled in on the terminal: its message, then each field of its
+/// schema in turn (an empty line takes the default; `!decline` declines, the end of input cancels). The
+/// `ElicitResult`.
+fn fill_in(params: &serde_json::Value) -> serde_json::Value {
+    use std::io::{BufRead, Write};
+    use toolwright::text::escape;
+    let mut stderr = std::io::stderr().lock();
+    let message = params["message"].as_str().unwrap_or_default();
+    let _ = writeln!(stderr, "{}  (!decline to decline)", escape(message));
+    let schema = &params["requestedSchema"];
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    let mut content = serde_json::Map::new();
+    let empty = serde_json::Map::new();
+    for (name, field) in schema["properties"].as_object().unwrap_or(&empty) {
+        let kind = field["type"].as_str().unwrap_or("string");
+        let choices: Vec<String> = field["enum"]
+            .as_array()
+            .or_else(|| field["oneOf"].as_array())
+            .map(|c| {
+                c.iter()
+                    .filter_map(|v| v.as_str().or_else(|| v["const"].as_str()).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        loop {
+            let mut hint = kind.to_owned();
+            if !choices.is_empty() {
+                hint = format!(
+                    "one of {}",
+                    choices
+                        .iter()
+                        .map(|c| escape(c).into_owned())
+                        .collect::<Vec<_>>()
+                        .join("|")
+                );
+            }
+            if let Some(default) = field.get("default") {
+                hint.push_str(&format!(", default {}", escape(&default.to_string())));
+            }
+            let _ = write!(stderr, "  {} ({hint}): ", escape(name));
+            let _ = stderr.flush();
+            let mut line = String::new();
+            match std::io::stdin().lock().read_line(&mut line) {
+                Ok(0) | Err(_) => return serde_json::json!({ "action": "cancel" }),
+                Ok(_) => {}
+            }
+            let line = line.trim();
+            if line == "!decline" {
+                return serde_json::json!({ "action": "decline" });
+            }
+            if line.is_empty() {
+                match field.get("default") {
+                    Some(default) => {
+                        content.insert(name.clone(), default.clone());
+                        break;
+                    }
+                    None if !required.contains(&name.as_str()) => break,
+                    None => continue,
+                }
+            }
+            let value = match kind {
+                "boolean" => match line {
+                    "y" | "yes" | "true" => Some(serde_json::Value::Bool(true)),
+                    "n" | "no" | "false" => Some(serde_json::Value::Bool(false)),
+                    _ => None,
+                },
+                "integer" => line.parse::<i64>().ok().map(Into::into),
+                "number" => line.parse::<f64>().ok().map(Into::into),
+                _ if !choices.is_empty() && !choices.iter().any(|c| c == line) => None,
+                _ => Some(serde_json::Value::String(line.to_owned())),
+            };
+            match value {
+                Some(value) => {
+                    content.insert(name.clone(), value);
+                    break;
+                }
+                None => {
+                    let _ = writeln!(
+                        stderr,
+                        "  not a {kind}{}",
+                        if choices.is_empty() { "" } else { " of the choices" }
+                    );
+                }
+            }
+        }
+    }
+    serde_json::json!({ "action": "accept", "content": content })
+}

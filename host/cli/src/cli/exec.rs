@@ -47,8 +47,8 @@ pub struct ExecArgs {
     dev: Option<PathBuf>,
     /// Ask on the terminal for what a plugin's call was refused (a directory or a program it requested), when the
     /// user's policy says `[ask] grants = true`: once, for this run, always (written to the policy file), or deny;
-    /// an approved call runs again after the batch. Needs standard input to be a terminal (the calls then come
-    /// from a file).
+    /// an approved call runs again after the batch. Plugins' own questions (`ask`: a form, the roots) are put on
+    /// the terminal while the batch runs. Needs standard input to be a terminal (the calls then come from a file).
     #[arg(long)]
     ask: bool,
     #[command(flatten)]
@@ -156,6 +156,19 @@ pub fn run(mut args: ExecArgs) -> anyhow::Result<ExitCode> {
             }
         });
         let started = std::time::Instant::now();
+        // With `--ask`, the plugins' questions (`ask`: forms, roots) are put on the terminal while the batch runs.
+        let terminal: Arc<dyn toolwright::client::ClientInput> = Arc::new(super::ask::TerminalInput {
+            cwd: session.options().cwd.clone(),
+            turn: tokio::sync::Mutex::new(()),
+        });
+        let _asking: Vec<_> = match args.ask {
+            true => message
+                .tool_calls
+                .iter()
+                .map(|call| session.options().client.open(&call.id, terminal.clone()))
+                .collect(),
+            false => Vec::new(),
+        };
         // The active tools, as pi's agent loop sees them: a call to any other tool is `Tool NAME not found`.
         // Nested calls' events go to the same stream.
         let mut outcome = session.run(&message, &sink, &cancel).await;
