@@ -380,19 +380,37 @@ fn exec_ask_puts_a_plugins_forms_on_the_terminal_and_answers_roots_with_the_work
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     // On the terminal, the questions (stderr) and the events (stdout) share the output.
-    assert!(text.contains(&format!("The plugin {PLUGIN} asks: Step 1: What is your name?")), "{text}");
+    assert!(
+        text.contains(&format!("The plugin {PLUGIN} asks: Step 1: What is your name?")),
+        "{text}"
+    );
     let ends: Vec<Value> = text
         .lines()
-        .filter_map(|l| l.find("{\"type\"").and_then(|at| serde_json::from_str::<Value>(l[at..].trim()).ok()))
+        .filter_map(|l| {
+            l.find("{\"type\"")
+                .and_then(|at| serde_json::from_str::<Value>(l[at..].trim()).ok())
+        })
         .filter(|e| e["type"] == "tool_execution_end")
         .collect();
     let result = |id: &str| {
-        let end = ends.iter().find(|e| e["toolCallId"] == id).unwrap_or_else(|| panic!("{id}: {text}"));
-        (end["isError"] == true, toolwright_tests::text_of(&end["result"]["content"]))
+        let end = ends
+            .iter()
+            .find(|e| e["toolCallId"] == id)
+            .unwrap_or_else(|| panic!("{id}: {text}"));
+        (
+            end["isError"] == true,
+            toolwright_tests::text_of(&end["result"]["content"]),
+        )
     };
-    assert_eq!(result("c1"), (false, "Alice's favourite colour is teal".to_owned()));
+    assert_eq!(
+        result("c1"),
+        (false, "Alice's favourite colour is teal".to_owned())
+    );
     let root = format!("file://{} (workspace)", workspace.path().display());
     assert_eq!(result("c2"), (false, format!("The client's roots: {root}")));
     let (error, sampled) = result("c3");
-    assert!(error && sampled.contains("There is no model to ask on the terminal"), "{sampled}");
+    assert!(
+        error && sampled.contains("There is no model to ask on the terminal"),
+        "{sampled}"
+    );
 }

@@ -109,6 +109,8 @@ fn the_2026_07_28_server_requirements_of_the_prerelease_pass_but_for_the_listed_
         "input-required-result-capability-check",
         "input-required-result-ignore-extra-params",
         "server-stateless",
+        // Questions from a task: `input_required` tasks answered with `tasks/update`, whole and in part.
+        "tasks-mrtr-input",
         // Run and reported, not scored (pending in the suite): JSON Schema 2020-12 keywords kept, and the standard
         // and custom (`x-mcp-header`) headers checked against the body.
         "json-schema-2020-12",

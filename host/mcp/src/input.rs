@@ -54,6 +54,22 @@ fn answered_methods(capabilities: &ClientCapabilities) -> Vec<&'static str> {
         .collect()
 }
 
+/// Whether `request`'s parameters are its method's (MCP's): the reason they are not.
+fn well_formed(request: &InputRequest) -> Result<(), AskError> {
+    let params = request.params.clone();
+    let checked = match request.method.as_str() {
+        "elicitation/create" => serde_json::from_value::<ElicitRequestParams>(params).map(drop),
+        "sampling/createMessage" => serde_json::from_value::<CreateMessageRequestParams>(params).map(drop),
+        _ => Ok(()),
+    };
+    checked.map_err(|e| {
+        AskError::Failed(format!(
+            "The question {:?} is not a valid {} request: {e}",
+            request.key, request.method
+        ))
+    })
+}
+
 /// Whether `answer` is a result of `request`'s method.
 fn fits(request: &InputRequest, answer: &Value) -> bool {
     let answer = answer.clone();
@@ -237,6 +253,9 @@ impl ClientInput for RoundInput {
             {
                 return Err(AskError::Failed(texts::taken_key(plugin, &taken.key)));
             }
+            for request in &requests {
+                well_formed(request)?;
+            }
             if let Some(capability) = requests
                 .iter()
                 .filter_map(InputRequest::capability)
@@ -314,9 +333,10 @@ impl Rounds {
             .map_err(|e| ErrorData::internal_error(format!("cannot seal the request state: {e}"), None))
     }
 
-    /// What a call of `tool` with `arguments` knows: what its `state` carries (when it has one), with its
-    /// `responses` added. A state this server did not seal for this call, or one past its time, is an
-    /// invalid-params error.
+    /// What a call of `tool` with `arguments` knows: what its `state` carries (when it is a sealed state), with
+    /// its `responses` added. A sealed state this server did not seal for this call, or one past its time, is an
+    /// invalid-params error; a state that is no sealed state at all (a grant question's handle that was used up,
+    /// `crate::ask`) carries nothing.
     pub(crate) fn known(
         &self,
         tool: &str,
@@ -324,7 +344,7 @@ impl Rounds {
         state: Option<&str>,
         responses: Option<&BTreeMap<String, Value>>,
     ) -> Result<Known, ErrorData> {
-        let mut known = match state {
+        let mut known = match state.filter(|s| is_sealed(s)) {
             Some(state) => {
                 let bound = Self::bound_to(tool, arguments);
                 self.codec
@@ -340,6 +360,26 @@ impl Rounds {
         }
         Ok(known)
     }
+}
+
+/// Whether `state` has the shape of a sealed request state (`rs1.…` or `rs2.…`, rmcp's formats), tampered with or
+/// not.
+fn is_sealed(state: &str) -> bool {
+    matches!(state.split('.').next(), Some("rs1" | "rs2"))
+}
+
+/// `questions` as MCP's input requests, by key (one that does not parse as one is left out, with a warning).
+pub(crate) fn input_requests(questions: &[InputRequest]) -> rmcp::model::InputRequests {
+    questions
+        .iter()
+        .filter_map(|q| {
+            let request = serde_json::json!({ "method": q.method, "params": q.params });
+            serde_json::from_value(request)
+                .inspect_err(|e| tracing::warn!(key = %q.key, "cannot put the question to the client: {e}"))
+                .ok()
+                .map(|request| (q.key.clone(), request))
+        })
+        .collect()
 }
 
 /// The `input_required` result asking `questions`, with `state`.
@@ -395,8 +435,19 @@ mod tests {
         InputRequest::new(
             key,
             "elicitation/create",
-            json!({"message": "?", "requestedSchema": {"type": "object"}}),
+            json!({"message": "?", "requestedSchema": {"type": "object", "properties": {}}}),
         )
+    }
+
+    #[tokio::test]
+    async fn a_question_that_is_not_its_methods_request_is_refused_before_it_stops_the_call() {
+        let round = RoundInput::new(all(), Known::default());
+        let bad = InputRequest::new("a", "elicitation/create", json!({"message": 1}));
+        let Err(AskError::Failed(why)) = round.ask("p", vec![bad]).await else {
+            panic!("a malformed question was put");
+        };
+        assert!(why.contains("not a valid elicitation/create request"), "{why}");
+        assert!(round.take_stop().is_none());
     }
 
     fn all() -> ClientCapabilities {
@@ -457,7 +508,11 @@ mod tests {
     async fn a_question_needing_an_undeclared_capability_stops_the_request() {
         let declared = serde_json::from_value(json!({"elicitation": {}})).unwrap();
         let round = RoundInput::new(declared, Known::default());
-        let sample = InputRequest::new("s", "sampling/createMessage", json!({}));
+        let sample = InputRequest::new(
+            "s",
+            "sampling/createMessage",
+            json!({"messages": [], "maxTokens": 1}),
+        );
         assert_eq!(
             round.ask("p", vec![form("a"), sample]).await,
             Err(AskError::MissingCapability("sampling".into()))
@@ -493,5 +548,11 @@ mod tests {
         assert_eq!(error.code.0, -32602);
         assert!(error.message.contains("not one this server issued"));
         assert!(Rounds::new().known("t", &args, Some(&state), None).is_err());
+        // No sealed state at all (a used-up grant question's handle): nothing known, no error.
+        let handle = "0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            rounds.known("t", &args, Some(handle), None).unwrap(),
+            Known::default()
+        );
     }
 }

@@ -234,6 +234,8 @@ struct PreparedCall {
     revision: Revision,
     message: AssistantMessage,
     sink: sink::CallSink,
+    /// What the request declared it answers (a task's plugins ask with `input_required` rounds of the task).
+    declared: rmcp::model::ClientCapabilities,
 }
 
 /// Polled for the plugins' tools: `Some` with all of them when the plugin directories changed, else `None`.
@@ -738,7 +740,7 @@ impl McpServer {
                 tool_calls: vec![ToolCall::new(id, name, arguments)],
                 ..Default::default()
             };
-            // A task answers at once: its plugins have nobody to ask.
+            // A task answers at once: its plugins ask through the task (`input_required`, `tasks/update`).
             let call = PreparedCall {
                 sequential,
                 relayed,
@@ -748,6 +750,7 @@ impl McpServer {
                     input: None,
                     ..sink()
                 },
+                declared: context.client_capabilities().unwrap_or_default(),
             };
             return self.start_task(call).map(CallToolResponse::Task);
         }
@@ -863,13 +866,14 @@ impl McpServer {
         }
     }
 
-    /// Run a prepared call (a task's) until it ends or `cancel` (or `client`, the request's own token) is
-    /// cancelled, and answer it.
+    /// Run the call of task `task` until it ends or `cancel` is cancelled, and answer it. When its plugins stop at
+    /// questions for the client ([`input`]), the task is `input_required` until `tasks/update` answers them all,
+    /// then the call runs again from the start with every answer so far.
     async fn execute(
         &self,
+        task: &str,
         call: PreparedCall,
         cancel: CancellationToken,
-        client: Option<CancellationToken>,
     ) -> Result<CallToolResult, ErrorData> {
         let PreparedCall {
             sequential,
@@ -877,10 +881,41 @@ impl McpServer {
             revision,
             message,
             sink,
-            ..
+            declared,
         } = call;
-        let outcome = self.run_batch(message, sequential, sink, cancel, client).await?;
-        self.result_of(outcome, relayed, revision)
+        let mut known = input::Known::default();
+        loop {
+            let round = Arc::new(input::RoundInput::new(declared.clone(), known));
+            let sink = sink::CallSink {
+                peer: sink.peer.clone(),
+                token: sink.token.clone(),
+                level: sink.level,
+                count: Mutex::new(0),
+                input: Some(round.clone()),
+            };
+            let outcome = self
+                .run_batch(message.clone(), sequential, sink, cancel.clone(), None)
+                .await?;
+            let Some((stop, next)) = round.take_stop() else {
+                return self.result_of(outcome, relayed, revision);
+            };
+            let questions = match stop {
+                input::Stop::Questions(questions) => questions,
+                input::Stop::Missing(capability) => return Err(input::missing(&capability)),
+            };
+            tracing::debug!(task, questions = questions.len(), "the task asks its client");
+            let answered = self.inner.tasks.await_input(task, questions);
+            let answers = tokio::select! {
+                answers = answered => answers.map_err(|_| {
+                    ErrorData::internal_error("the task was cancelled while it waited for answers", None)
+                })?,
+                () = cancel.cancelled() => {
+                    return Err(ErrorData::internal_error("the task was cancelled while it waited for answers", None));
+                }
+            };
+            known = next;
+            known.answers.extend(answers);
+        }
     }
 
     /// Run a batch of one call in its turn: alone when `sequential`, else beside other calls.
@@ -1133,7 +1168,7 @@ impl McpServer {
         let server = self.clone();
         tracing::debug!(task = %id, "tools/call runs as a task");
         let started = self.spawn_call(async move {
-            let run = server.execute(call, cancel.clone(), None);
+            let run = server.execute(&id, call, cancel.clone());
             tokio::pin!(run);
             let outcome = tokio::select! {
                 outcome = &mut run => outcome,
@@ -1305,10 +1340,11 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         // Unknown keys are ignored (SEP-2663); an unknown task is not.
-        self.inner
-            .tasks
-            .get(self.client.owner(), &request.task_id)
-            .map(|_| ())
+        self.inner.tasks.update(
+            self.client.owner(),
+            &request.task_id,
+            Some(&request.input_responses),
+        )
     }
 
     async fn cancel_task(

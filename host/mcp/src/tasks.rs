@@ -13,6 +13,11 @@
 //! kept, the oldest finished one dropped to make room and a new task refused while all are running; results
 //! take at most `max_result_bytes` together, the oldest finished ones dropped first, and a single result larger
 //! than that is replaced by an error.
+//!
+//! A task's plugin may ask the client (`ask`, [`crate::input`]): the call stops at its first unanswered question,
+//! the task turns `input_required` with the questions as its `inputRequests`, and `tasks/update` brings the
+//! answers ([`Tasks::update`]); once every question of the round is answered, the call runs again from the start
+//! with all the answers so far, and the task is `working` again.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -83,11 +88,20 @@ pub(crate) enum Ending {
     Error(ErrorData),
 }
 
+/// The questions a task waits on, the answers `tasks/update` brought so far, and where they go once all are in.
+struct Awaiting {
+    questions: Vec<toolwright_core::client::InputRequest>,
+    answers: std::collections::BTreeMap<String, Value>,
+    resume: tokio::sync::oneshot::Sender<std::collections::BTreeMap<String, Value>>,
+}
+
 struct Entry {
     owner: Owner,
     task: Task,
     /// Set once the call ended.
     payload: Option<TaskPayload>,
+    /// While its call waits for answers from the client.
+    awaiting: Option<Awaiting>,
     /// The size of the result kept, in bytes.
     bytes: usize,
     created: Instant,
@@ -195,6 +209,7 @@ impl Tasks {
                 owner,
                 task: task.clone(),
                 payload: None,
+                awaiting: None,
                 bytes: 0,
                 created: Instant::now(),
                 finished: None,
@@ -260,6 +275,7 @@ impl Tasks {
             kept -= entries.remove(&oldest).map_or(0, |e| e.bytes);
         }
         if let Some(entry) = entries.get_mut(id) {
+            entry.awaiting = None;
             entry.task.status = payload.status();
             entry.task.status_message = None;
             entry.task.last_updated_at = now();
@@ -277,8 +293,71 @@ impl Tasks {
             .get(id)
             .filter(|e| e.owner == owner)
             .ok_or_else(|| not_found(id))?;
-        let payload = entry.payload.clone().unwrap_or(TaskPayload::Working);
+        let payload = match (&entry.payload, &entry.awaiting) {
+            (Some(payload), _) => payload.clone(),
+            (None, Some(awaiting)) => TaskPayload::InputRequired {
+                input_requests: crate::input::input_requests(&awaiting.questions),
+            },
+            (None, None) => TaskPayload::Working,
+        };
         Ok(DetailedTask::new(entry.task.clone(), payload))
+    }
+
+    /// The call of task `id` stopped at `questions` for the client: the task is `input_required` until
+    /// `tasks/update` has answered every one of them; then the answers come through the receiver (dropped: the
+    /// task is gone or was cancelled).
+    pub(crate) fn await_input(
+        &self,
+        id: &str,
+        questions: Vec<toolwright_core::client::InputRequest>,
+    ) -> tokio::sync::oneshot::Receiver<std::collections::BTreeMap<String, Value>> {
+        let (resume, answered) = tokio::sync::oneshot::channel();
+        let mut entries = self.lock();
+        if let Some(entry) = entries.get_mut(id)
+            && !entry.cancel_requested
+        {
+            entry.task.status = TaskStatus::InputRequired;
+            entry.task.last_updated_at = now();
+            entry.awaiting = Some(Awaiting {
+                questions,
+                answers: std::collections::BTreeMap::new(),
+                resume,
+            });
+        }
+        answered
+    }
+
+    /// `tasks/update`: answers to the questions task `id` waits on (keys it did not ask are ignored). A question
+    /// answered leaves `inputRequests`; once none is left, the call runs again and the task is `working`.
+    pub(crate) fn update(
+        &self,
+        owner: Owner,
+        id: &str,
+        responses: Option<&std::collections::BTreeMap<String, Value>>,
+    ) -> Result<(), ErrorData> {
+        let mut entries = self.lock();
+        self.sweep(&mut entries);
+        let entry = entries
+            .get_mut(id)
+            .filter(|e| e.owner == owner)
+            .ok_or_else(|| not_found(id))?;
+        let Some(awaiting) = entry.awaiting.as_mut() else {
+            return Ok(());
+        };
+        for (key, answer) in responses.into_iter().flatten() {
+            if let Some(at) = awaiting.questions.iter().position(|q| q.key == *key) {
+                awaiting.questions.remove(at);
+                awaiting.answers.insert(key.clone(), answer.clone());
+            }
+        }
+        entry.task.last_updated_at = now();
+        if awaiting.questions.is_empty()
+            && let Some(awaiting) = entry.awaiting.take()
+        {
+            entry.task.status = TaskStatus::Working;
+            let _ = awaiting.resume.send(awaiting.answers);
+        }
+        Ok(())
     }
 
     /// `tasks/cancel`: cancel the task's call; the task ends `cancelled` once the call has stopped (its
@@ -291,6 +370,7 @@ impl Tasks {
             .filter(|e| e.owner == owner)
             .ok_or_else(|| not_found(id))?;
         if entry.payload.is_none() {
+            entry.awaiting = None;
             entry.cancel_requested = true;
             entry.task.status_message = Some("cancelling".into());
             entry.task.last_updated_at = now();
@@ -373,6 +453,53 @@ mod tests {
             tasks.get(Owner::Stateless, &task.task_id).unwrap().status(),
             TaskStatus::Cancelled
         );
+    }
+
+    #[test]
+    fn a_task_waits_for_every_answer_of_its_round_and_its_owner_alone_answers() {
+        use toolwright_core::client::InputRequest;
+        let tasks = Tasks::new(TaskLimits::default());
+        let task = tasks.create(Owner::Stateless, CancellationToken::new()).unwrap();
+        let id = &task.task_id;
+        let form = |key: &str| {
+            InputRequest::new(
+                key,
+                "elicitation/create",
+                serde_json::json!({"message": "?", "requestedSchema": {"type": "object", "properties": {}}}),
+            )
+        };
+        let mut answered = tasks.await_input(id, vec![form("a"), form("b")]);
+        let keys = |tasks: &Tasks| match tasks.get(Owner::Stateless, id).unwrap().payload {
+            TaskPayload::InputRequired { input_requests } => {
+                input_requests.keys().cloned().collect::<Vec<_>>()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(keys(&tasks), ["a", "b"]);
+        // Another owner is told the task does not exist, and answers nothing.
+        let answer =
+            std::collections::BTreeMap::from([("a".to_owned(), serde_json::json!({"action": "decline"}))]);
+        assert!(tasks.update(Owner::Session(1), id, Some(&answer)).is_err());
+        assert_eq!(keys(&tasks), ["a", "b"]);
+        // One answer (and a key never asked): the other question stays.
+        let mut some = answer.clone();
+        some.insert("z".into(), serde_json::json!(1));
+        tasks.update(Owner::Stateless, id, Some(&some)).unwrap();
+        assert_eq!(keys(&tasks), ["b"]);
+        assert!(answered.try_recv().is_err());
+        let rest =
+            std::collections::BTreeMap::from([("b".to_owned(), serde_json::json!({"action": "cancel"}))]);
+        tasks.update(Owner::Stateless, id, Some(&rest)).unwrap();
+        assert_eq!(
+            tasks.get(Owner::Stateless, id).unwrap().status(),
+            TaskStatus::Working
+        );
+        let all = answered.try_recv().unwrap();
+        assert_eq!(all.keys().collect::<Vec<_>>(), ["a", "b"]);
+        // Cancelled while it waits: the wait ends (the answers never come).
+        let answered = tasks.await_input(id, vec![form("c")]);
+        tasks.cancel(Owner::Stateless, id).unwrap();
+        assert!(answered.blocking_recv().is_err());
     }
 
     #[test]

@@ -517,7 +517,7 @@ pub mod texts {
     pub fn no_client(plugin: &str) -> String {
         format!(
             "The plugin {plugin} has nobody to ask: its call does not come from an MCP client that can answer \
-             (toolwright exec without --ask, a hook, a call run as a task)"
+             (toolwright exec without --ask, a hook)"
         )
     }
 

@@ -28,7 +28,7 @@ pub struct Fixture {
 }
 
 /// The fixture tools.
-pub const FIXTURES: [Fixture; 24] = [
+pub const FIXTURES: [Fixture; 26] = [
     Fixture {
         name: "test_simple_text",
         description: "Returns a simple text response (MCP conformance fixture).",
@@ -130,6 +130,15 @@ pub const FIXTURES: [Fixture; 24] = [
     Fixture {
         name: "test_elicitation_sep1330_enums",
         description: "Asks with a form of every kind of enum field (MCP conformance fixture, SEP-1330).",
+    },
+    // The tasks extension's (2026-07-28): questions asked from a task (`input_required`, `tasks/update`).
+    Fixture {
+        name: "confirm_delete",
+        description: "Asks the user to confirm deleting `filename` (MCP conformance fixture, tasks).",
+    },
+    Fixture {
+        name: "multi_input",
+        description: "Asks two questions at once (MCP conformance fixture, tasks).",
     },
 ];
 
@@ -241,6 +250,11 @@ fn parameters(name: &str) -> Value {
             "type": "object",
             "properties": {"prompt": {"type": "string", "description": "What to ask the model"}},
             "required": ["prompt"],
+        }),
+        "confirm_delete" => json!({
+            "type": "object",
+            "properties": {"filename": {"type": "string", "description": "The file to delete"}},
+            "required": ["filename"],
         }),
         "test_elicitation" => json!({
             "type": "object",
@@ -434,6 +448,31 @@ impl Tool for Fixture {
                 let answers = ask(ctx, &[InputRequest::form("choices", "Choose", schema)])?;
                 ToolResult::text(format!("Elicitation completed: {}", answers[0]))
             }
+            // Nothing is deleted: the fixture only says what it would do.
+            "confirm_delete" => {
+                let filename = args["filename"].as_str().unwrap_or_default();
+                let message = format!("Delete {filename}?");
+                let answers = ask(ctx, &[form("confirm", &message, "confirm", "boolean")])?;
+                let confirmed = field(&answers[0], "confirm") == "true";
+                ToolResult::text(format!(
+                    "{} {filename}",
+                    if confirmed { "Deleted" } else { "Kept" }
+                ))
+            }
+            "multi_input" => {
+                let answers = ask(
+                    ctx,
+                    &[
+                        form("first", "First name?", "name", "string"),
+                        form("second", "Second name?", "name", "string"),
+                    ],
+                )?;
+                ToolResult::text(format!(
+                    "{} and {}",
+                    field(&answers[0], "name"),
+                    field(&answers[1], "name")
+                ))
+            }
             "test_input_required_result_tampered_state" => {
                 let answers = ask(ctx, &[form("confirm", "Please confirm", "ok", "boolean")])?;
                 ToolResult::text(format!("confirmed {}", field(&answers[0], "ok")))
@@ -473,5 +512,7 @@ toolwright_sdk::export_tool!(
     FIXTURES[20],
     FIXTURES[21],
     FIXTURES[22],
-    FIXTURES[23]
+    FIXTURES[23],
+    FIXTURES[24],
+    FIXTURES[25]
 );
