@@ -190,6 +190,11 @@ impl StdioServer {
 
     /// [`StdioServer::start`] for a command already given its arguments and environment.
     pub fn start_with(command: &mut Command) -> StdioServer {
+        Self::start_as(command, "2025-06-18", json!({}))
+    }
+
+    /// [`StdioServer::start_with`], initialised at `revision` by a client that declares `capabilities`.
+    pub fn start_as(command: &mut Command, revision: &str, capabilities: Value) -> StdioServer {
         let log = std::env::var_os("TOOLWRIGHT_TEST_LOG");
         let mut child = command
             .stdin(Stdio::piped())
@@ -213,8 +218,11 @@ impl StdioServer {
             early: Default::default(),
             notifications: Vec::new(),
         };
-        server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "toolwright-tests", "version": "1"}}}));
+        server.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": revision, "capabilities": capabilities,
+            "clientInfo": {"name": "toolwright-tests", "version": "1"}}}),
+        );
         let init = server.response(0);
         assert_eq!(init["result"]["serverInfo"]["name"], "toolwright", "{init}");
         server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -236,6 +244,14 @@ impl StdioServer {
 
     /// The response with `id`, keeping notifications and other responses for later.
     pub fn response(&mut self, id: i64) -> Value {
+        self.response_answering(id, &mut |method, _| {
+            panic!("the server asked {method} of a client that answers nothing")
+        })
+    }
+
+    /// [`StdioServer::response`], answering each request the server sends meanwhile with the result `answer`
+    /// gives for its method and parameters.
+    pub fn response_answering(&mut self, id: i64, answer: &mut dyn FnMut(&str, &Value) -> Value) -> Value {
         if let Some(message) = self.early.remove(&id) {
             return message;
         }
@@ -247,6 +263,12 @@ impl StdioServer {
                 .expect("the server's output reads");
             assert!(read > 0, "the server closed its output");
             let message: Value = serde_json::from_str(&line).expect("a JSON-RPC message per line");
+            if let (Some(method), Some(request)) = (message["method"].as_str(), message.get("id")) {
+                let result = answer(method, &message["params"]);
+                let reply = json!({"jsonrpc": "2.0", "id": request, "result": result});
+                self.send(&reply);
+                continue;
+            }
             match message["id"].as_i64() {
                 Some(found) if found == id => return message,
                 Some(other) => {

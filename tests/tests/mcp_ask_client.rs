@@ -6,34 +6,25 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failure with a message.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 use toolwright_tests::mcp::{
-    ASK_POLICY, HttpServer, call_2026, conformance_fixture, conformance_server_args,
+    ASK_POLICY, HttpServer, StdioServer, call_2026, conformance_fixture, conformance_server_args,
 };
 
 const BINARY: &str = env!("CARGO_BIN_EXE_toolwright-cli");
 const PLUGIN: &str = "toolwright-test-conformance";
 
-/// `toolwright mcp` over stdio with the conformance plugin, the user's policy `policy` (none: no `[ask]
-/// sampling`), and a client that declared `capabilities`.
+/// `toolwright mcp` over stdio with the conformance plugin (the user's policy listing it in `[ask] sampling`, unless
+/// `sampling_granted` is false), initialised by a 2025-11-25 client that declared `capabilities`.
 struct Session {
-    child: Child,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
+    server: StdioServer,
     /// The requests the server sent the client: (method, params).
     asked: Vec<(String, Value)>,
-    _dirs: (tempfile::TempDir, tempfile::TempDir),
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    dirs: (tempfile::TempDir, tempfile::TempDir),
 }
 
 impl Session {
@@ -46,87 +37,44 @@ impl Session {
             let at = args.iter().position(|a| a == "--policy").unwrap();
             args.drain(at..at + 2);
         }
-        let config = workspace.path().join("config");
-        let mut child = Command::new(BINARY)
-            .arg("mcp")
+        let mut command = Command::new(BINARY);
+        command
+            .args(["mcp", "--watch-plugins", "0", "--no-default-mcp"])
             .args(&args)
             .arg("--audit-log")
             .arg(workspace.path().join("audit.jsonl"))
-            .args(["--no-default-mcp", "--watch-plugins", "0"])
-            .env("XDG_CONFIG_HOME", &config)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut session = Session {
-            child,
-            stdin,
-            stdout,
+            .env("XDG_CONFIG_HOME", workspace.path().join("config"));
+        Session {
+            server: StdioServer::start_as(&mut command, "2025-11-25", capabilities),
             asked: Vec::new(),
-            _dirs: (workspace, plugins),
-        };
-        session.send(
-            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": capabilities,
-            "clientInfo": {"name": "toolwright-tests", "version": "1"}}}),
-        );
-        let init = session.next();
-        assert_eq!(init["result"]["serverInfo"]["name"], "toolwright", "{init}");
-        session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        session
+            dirs: (workspace, plugins),
+        }
     }
 
     /// The audit log's records.
     fn audit(&self) -> Vec<Value> {
-        std::fs::read_to_string(self._dirs.0.path().join("audit.jsonl"))
+        std::fs::read_to_string(self.dirs.0.path().join("audit.jsonl"))
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
 
-    fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn next(&mut self) -> Value {
-        let mut line = String::new();
-        assert!(
-            self.stdout.read_line(&mut line).unwrap() > 0,
-            "the server closed its output"
-        );
-        serde_json::from_str(&line).unwrap()
-    }
-
     /// Call `tool` with `args`; each request of the server is answered with `answer(method, params)`. The
     /// result: (isError, text).
     fn call(&mut self, tool: &str, args: Value, answer: &dyn Fn(&str, &Value) -> Value) -> (bool, String) {
-        self.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": tool, "arguments": args}}));
-        loop {
-            let message = self.next();
-            match (message.get("method").and_then(Value::as_str), message.get("id")) {
-                (Some(method), Some(id)) => {
-                    let (id, params) = (id.clone(), message["params"].clone());
-                    self.asked.push((method.to_owned(), params.clone()));
-                    let result = answer(method, &params);
-                    self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
-                }
-                (None, Some(id)) if id == &json!(1) => {
-                    let result = &message["result"];
-                    assert!(result.is_object(), "{message}");
-                    return (
-                        result["isError"] == true,
-                        toolwright_tests::text_of(&result["content"]),
-                    );
-                }
-                _ => {}
-            }
-        }
+        self.server.call(1, tool, args);
+        let asked = &mut self.asked;
+        let message = self.server.response_answering(1, &mut |method, params| {
+            asked.push((method.to_owned(), params.clone()));
+            answer(method, params)
+        });
+        let result = &message["result"];
+        assert!(result.is_object(), "{message}");
+        (
+            result["isError"] == true,
+            toolwright_tests::text_of(&result["content"]),
+        )
     }
 }
 

@@ -14,9 +14,9 @@
 //! take at most `max_result_bytes` together, the oldest finished ones dropped first, and a single result larger
 //! than that is replaced by an error.
 //!
-//! A task's plugin may ask the client (`ask`, [`crate::input`]): the call stops at its first unanswered question,
+//! A task's plugin may ask the client (`ask`, `crate::input`): the call stops at its first unanswered question,
 //! the task turns `input_required` with the questions as its `inputRequests`, and `tasks/update` brings the
-//! answers ([`Tasks::update`]); once every question of the round is answered, the call runs again from the start
+//! answers (`Tasks::update`); once every question of the round is answered, the call runs again from the start
 //! with all the answers so far, and the task is `working` again.
 
 use std::collections::HashMap;
@@ -285,14 +285,24 @@ impl Tasks {
         }
     }
 
+    /// Task `id` of `owner`, after the expired ones are dropped; another owner's is unknown to the asker.
+    fn owned<'a>(
+        &self,
+        entries: &'a mut HashMap<String, Entry>,
+        owner: Owner,
+        id: &str,
+    ) -> Result<&'a mut Entry, ErrorData> {
+        self.sweep(entries);
+        entries
+            .get_mut(id)
+            .filter(|e| e.owner == owner)
+            .ok_or_else(|| not_found(id))
+    }
+
     /// `tasks/get`: the task as `owner` may see it.
     pub(crate) fn get(&self, owner: Owner, id: &str) -> Result<DetailedTask, ErrorData> {
         let mut entries = self.lock();
-        self.sweep(&mut entries);
-        let entry = entries
-            .get(id)
-            .filter(|e| e.owner == owner)
-            .ok_or_else(|| not_found(id))?;
+        let entry = self.owned(&mut entries, owner, id)?;
         let payload = match (&entry.payload, &entry.awaiting) {
             (Some(payload), _) => payload.clone(),
             (None, Some(awaiting)) => TaskPayload::InputRequired {
@@ -336,11 +346,7 @@ impl Tasks {
         responses: Option<&std::collections::BTreeMap<String, Value>>,
     ) -> Result<(), ErrorData> {
         let mut entries = self.lock();
-        self.sweep(&mut entries);
-        let entry = entries
-            .get_mut(id)
-            .filter(|e| e.owner == owner)
-            .ok_or_else(|| not_found(id))?;
+        let entry = self.owned(&mut entries, owner, id)?;
         let Some(awaiting) = entry.awaiting.as_mut() else {
             return Ok(());
         };
@@ -364,11 +370,7 @@ impl Tasks {
     /// processes killed). A finished task stays as it is.
     pub(crate) fn cancel(&self, owner: Owner, id: &str) -> Result<(), ErrorData> {
         let mut entries = self.lock();
-        self.sweep(&mut entries);
-        let entry = entries
-            .get_mut(id)
-            .filter(|e| e.owner == owner)
-            .ok_or_else(|| not_found(id))?;
+        let entry = self.owned(&mut entries, owner, id)?;
         if entry.payload.is_none() {
             entry.awaiting = None;
             entry.cancel_requested = true;
