@@ -77,6 +77,8 @@ fn the_official_conformance_suite_passes_over_http_but_for_the_listed_features()
         "tools-call-elicitation",
         "elicitation-sep1034-defaults",
         "elicitation-sep1330-enums",
+        // The workspace's files as resources.
+        "resources-list",
     ] {
         assert!(
             summary

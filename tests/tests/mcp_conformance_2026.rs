@@ -111,6 +111,9 @@ fn the_2026_07_28_server_requirements_of_the_prerelease_pass_but_for_the_listed_
         "server-stateless",
         // Questions from a task: `input_required` tasks answered with `tasks/update`, whole and in part.
         "tasks-mrtr-input",
+        // The workspace's files as resources, and SEP-2164's error for a URI that names none.
+        "resources-list",
+        "sep-2164-resource-not-found",
         // Run and reported, not scored (pending in the suite): JSON Schema 2020-12 keywords kept, and the standard
         // and custom (`x-mcp-header`) headers checked against the body.
         "json-schema-2020-12",

@@ -14,6 +14,8 @@ struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
+    /// The answer to `initialize`.
+    init: Value,
 }
 
 impl Server {
@@ -33,11 +35,16 @@ impl Server {
             .unwrap();
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut server = Server { child, stdin, stdout };
+        let mut server = Server {
+            child,
+            stdin,
+            stdout,
+            init: Value::Null,
+        };
         server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}));
-        let init = server.receive();
-        assert_eq!(init["result"]["serverInfo"]["name"], "toolwright");
+        server.init = server.receive();
+        assert_eq!(server.init["result"]["serverInfo"]["name"], "toolwright");
         server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         server
     }
@@ -60,6 +67,12 @@ impl Server {
             serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON-RPC: {line:?}: {e}"));
         assert_eq!(message["jsonrpc"], "2.0", "{message}");
         message
+    }
+
+    /// Send request `id` of `method` with `params` and wait for its response.
+    fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.responses(&[id]).remove(0)
     }
 
     /// Responses by id, skipping notifications, until every id in `ids` has answered.
@@ -103,6 +116,128 @@ fn errors_are_the_protocol_s_and_garbage_does_not_stop_the_server() {
         answers[2]["result"]["structuredContent"],
         json!({"value": "hello\n"})
     );
+}
+
+/// A workspace with a source file, a readme, a secret directory, and what a cloned project may ship to reach
+/// beyond it: a symlink to a file outside, and one to a directory outside.
+fn shipped_workspace(outside: &std::path::Path) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("src")).unwrap();
+    std::fs::create_dir_all(ws.path().join("secrets")).unwrap();
+    std::fs::write(ws.path().join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+    std::fs::write(ws.path().join("README.md"), "# readme\n").unwrap();
+    std::fs::write(ws.path().join("secrets/key"), "in-the-workspace-secret").unwrap();
+    std::fs::write(outside.join("secret"), "outside-secret").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), ws.path().join("leak")).unwrap();
+    std::os::unix::fs::symlink(outside, ws.path().join("src/out")).unwrap();
+    ws
+}
+
+fn file_url(path: &std::path::Path) -> String {
+    format!("file://{}", path.display())
+}
+
+#[test]
+fn the_workspace_is_offered_as_resources_and_nothing_beyond_it() {
+    let outside = tempfile::tempdir().unwrap();
+    let outside_path = outside.path().canonicalize().unwrap();
+    let ws = shipped_workspace(&outside_path);
+    let root = ws.path().canonicalize().unwrap();
+    let mut server = Server::start(&root);
+    assert_eq!(
+        server.init["result"]["capabilities"]["resources"],
+        json!({}),
+        "{}",
+        server.init
+    );
+    let listed = server.request(1, "resources/list", json!({}));
+    let names: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    // The symlinks a project ships are not listed (the walk does not follow them).
+    assert_eq!(names, ["README.md", "secrets/key", "src/lib.rs"], "{listed}");
+    let read = server.request(
+        2,
+        "resources/read",
+        json!({"uri": file_url(&root.join("src/lib.rs"))}),
+    );
+    assert_eq!(
+        read["result"]["contents"],
+        json!([{"uri": file_url(&root.join("src/lib.rs")), "mimeType": "text/plain", "text": "pub fn f() {}\n"}])
+    );
+    let templates = server.request(3, "resources/templates/list", json!({}));
+    assert_eq!(
+        templates["result"]["resourceTemplates"][0]["uriTemplate"],
+        "file://{+path}"
+    );
+    // Outside the workspace, by path, through `..`, or through the symlinks it ships: the `read` tool may read
+    // there (its default grants read anywhere), but these are not the workspace's resources.
+    for (id, uri) in [
+        file_url(&outside_path.join("secret")),
+        format!(
+            "file://{}/src/../../{}/secret",
+            root.display(),
+            outside_path.display()
+        ),
+        file_url(&root.join("leak")),
+        file_url(&root.join("src/out/secret")),
+        "file:///etc/passwd".to_owned(),
+        "test://static-text".to_owned(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let answer = server.request(10 + id as i64, "resources/read", json!({"uri": uri}));
+        assert_eq!(answer["error"]["code"], -32602, "{uri}: {answer}");
+        assert!(!answer.to_string().contains("outside-secret"), "{uri}: {answer}");
+        assert!(!answer.to_string().contains("root:"), "{uri}: {answer}");
+    }
+}
+
+#[test]
+fn resources_are_read_under_the_read_tool_s_grants_and_can_be_turned_off() {
+    let outside = tempfile::tempdir().unwrap();
+    let ws = shipped_workspace(&outside.path().canonicalize().unwrap());
+    let root = ws.path().canonicalize().unwrap();
+    let policy = root.join("narrow.toml");
+    std::fs::write(&policy, "[builtins]\nread = [\"./src\"]\n").unwrap();
+    let policy = policy.to_str().unwrap().to_owned();
+    let mut server = Server::start_with(&root, &["--policy", &policy]);
+    let listed = server.request(1, "resources/list", json!({}));
+    let names: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["src/lib.rs"], "{listed}");
+    let refused = server.request(
+        2,
+        "resources/read",
+        json!({"uri": file_url(&root.join("secrets/key"))}),
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("Resource not readable: "), "{message}");
+    assert!(!refused.to_string().contains("in-the-workspace-secret"));
+    drop(server);
+    // Turned off, or without the `read` tool to read for: no capability, and the methods are unknown.
+    for extra in [&["--no-resources"][..], &["--deny", "read"][..]] {
+        let mut server = Server::start_with(&root, extra);
+        assert!(
+            server.init["result"]["capabilities"].get("resources").is_none(),
+            "{extra:?}"
+        );
+        let answer = server.request(
+            1,
+            "resources/read",
+            json!({"uri": file_url(&root.join("src/lib.rs"))}),
+        );
+        assert_eq!(answer["error"]["code"], -32601, "{extra:?}: {answer}");
+    }
 }
 
 #[test]

@@ -14,6 +14,8 @@
 //! - `input`: plugins' questions for the client (`host.ask`, [`toolwright_core::client`]): a session's client is
 //!   asked while the call waits; a 2026-07-28 request gets `input_required` rounds with a sealed request state,
 //!   or -32021 for a capability it did not declare.
+//! - [`resources`]: the workspace's files as resources ([`resources::Workspace`], [`McpServer::serve_resources`]),
+//!   read through the `read` built-in's grants cut to the workspace.
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
 //! - `headers`: the `x-mcp-header` marks of a tool's parameters, checked before the tool is listed to a
 //!   2026-07-28 client (one that breaks SEP-2243's rules is left out, with a warning).
@@ -55,6 +57,7 @@ pub mod client;
 mod headers;
 pub mod http;
 mod input;
+pub mod resources;
 pub mod result;
 mod sink;
 pub mod tasks;
@@ -171,6 +174,8 @@ struct Inner {
     desk: std::sync::OnceLock<toolwright_core::client::ClientDesk>,
     /// The sealed request states of plugins' questions to 2026-07-28 clients.
     rounds: input::Rounds,
+    /// The workspace's files as resources, when the server offers them ([`McpServer::serve_resources`]).
+    resources: std::sync::OnceLock<resources::Workspace>,
 }
 
 /// Watching the plugin directories while serving: every `interval` (or at once when a call needs it), ask
@@ -252,6 +257,22 @@ pub enum McpServeError {
     Service(String),
 }
 
+/// `result` as a 2026-07-28 client is answered: complete, and fresh no longer than the answer (`ttlMs: 0`), for
+/// this client only (`cacheScope: "private"`: SEP-2549's caching hints). Other revisions get it as it is.
+fn fresh_for(revision: Revision, mut result: Value) -> Value {
+    if revision == Revision::AnyValue {
+        result["resultType"] = json!("complete");
+        result["ttlMs"] = json!(0);
+        result["cacheScope"] = json!("private");
+    }
+    result
+}
+
+/// `value` as the result type `T`; `what` names the request for the error (which would be the server's bug).
+fn from_json<T: serde::de::DeserializeOwned>(value: Value, what: &str) -> Result<T, ErrorData> {
+    serde_json::from_value(value).map_err(|e| ErrorData::internal_error(format!("cannot {what}: {e}"), None))
+}
+
 /// The protocol revision of a request: its own (2026-07-28 carries it in `_meta`), else the session's.
 fn revision_of(context: &RequestContext<RoleServer>) -> Revision {
     let version = context
@@ -295,6 +316,7 @@ impl McpServer {
                 wake: tokio::sync::Notify::new(),
                 passes: tokio::sync::watch::Sender::new((0, 0)),
                 asking: std::sync::OnceLock::new(),
+                resources: std::sync::OnceLock::new(),
                 awaiting: ask::AwaitingAnswers::default(),
                 desk: std::sync::OnceLock::new(),
                 rounds: input::Rounds::new(),
@@ -1119,6 +1141,25 @@ impl McpServer {
         }
     }
 
+    /// Offer the workspace's files as resources ([`resources`]): to every client from now on (set before
+    /// serving: the capability is in `initialize`'s answer).
+    pub fn serve_resources(&self, workspace: resources::Workspace) {
+        if self.inner.resources.set(workspace).is_err() {
+            tracing::warn!("resources are already served: the second workspace is ignored");
+        }
+    }
+
+    /// The workspace served as resources, or `-32601` for a server that serves none.
+    fn workspace(&self, method: &str) -> Result<&resources::Workspace, ErrorData> {
+        self.inner.resources.get().ok_or_else(|| {
+            ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("{method}: this server offers no resources"),
+                None,
+            )
+        })
+    }
+
     /// Ask the user for grants a plugin's call was refused, as `asking` says ([`ask`]); only the first setting
     /// counts.
     pub fn ask_grants(&self, asking: ask::Asking) {
@@ -1224,14 +1265,16 @@ pub const NESTED_CALLS_META: &str = "toolwright/nestedCalls";
 impl ServerHandler for McpServer {
     #[allow(deprecated)] // logging: see the imports
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .enable_tasks()
-                .build(),
-        )
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .enable_tasks()
+            .build();
+        if self.inner.resources.get().is_some() {
+            capabilities.resources = Some(rmcp::model::ResourcesCapability::default());
+        }
+        ServerConfig::new(capabilities)
         .with_server_info(Implementation::new("toolwright", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "Toolwright's tools: pi 1.6.0's built-in tools and sandboxed WebAssembly plugins, run through pi's pipeline.",
@@ -1305,15 +1348,50 @@ impl ServerHandler for McpServer {
     ) -> Result<ListToolsResult, ErrorData> {
         self.wait_for_listing().await;
         let revision = revision_of(&context);
-        let mut listed = json!({ "resultType": "complete", "tools": self.tools_for(revision) });
-        // 2026-07-28's caching hints: the list follows `tool_search` and plugin reloads, so it is never fresh for
-        // longer than the answer; `private` because what one client activates is not another deployment's list.
-        if revision == Revision::AnyValue {
-            listed["ttlMs"] = json!(0);
-            listed["cacheScope"] = json!("private");
-        }
-        serde_json::from_value(listed)
-            .map_err(|e| ErrorData::internal_error(format!("cannot list the tools: {e}"), None))
+        // The list follows `tool_search` and plugin reloads, so it is never fresh for longer than the answer;
+        // `private` because what one client activates is not another deployment's list.
+        let listed = json!({ "tools": self.tools_for(revision) });
+        from_json(fresh_for(revision, listed), "list the tools")
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        let workspace = self.workspace("resources/list")?.clone();
+        let cursor = request.and_then(|r| r.cursor);
+        // The walk reads directories: off the async threads.
+        let listed = tokio::task::spawn_blocking(move || workspace.list(cursor.as_deref()))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("cannot list the resources: {e}"), None))??;
+        from_json(fresh_for(revision_of(&context), listed), "list the resources")
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        let templates = self.workspace("resources/templates/list")?.templates();
+        from_json(
+            fresh_for(revision_of(&context), templates),
+            "list the resource templates",
+        )
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        let workspace = self.workspace("resources/read")?.clone();
+        let read = tokio::task::spawn_blocking(move || workspace.read(&request.uri))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("cannot read the resource: {e}"), None))??;
+        let result: rmcp::model::ReadResourceResult =
+            from_json(fresh_for(revision_of(&context), read), "read the resource")?;
+        Ok(result.into())
     }
 
     async fn call_tool(

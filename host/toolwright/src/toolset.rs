@@ -37,7 +37,9 @@ use std::sync::Arc;
 pub use background::{Deferred, Linking, link_in_background, must_wait};
 #[cfg(feature = "wasm")]
 use builtins::{BuiltinGrants, load_policy_trusted, native_builtins_granted};
-pub use builtins::{builtin_write_dirs, load_policy, native_builtins, network_summary, sandbox_summary};
+pub use builtins::{
+    builtin_read_files, builtin_write_dirs, load_policy, native_builtins, network_summary, sandbox_summary,
+};
 #[cfg(feature = "wasm")]
 pub use dev::{DevBuild, dev_grants};
 #[cfg(all(feature = "wasm", feature = "mcp"))]

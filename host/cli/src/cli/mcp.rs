@@ -71,6 +71,10 @@ pub struct McpArgs {
     /// new task is refused.
     #[arg(long, value_name = "N", default_value_t = toolwright::mcp::tasks::DEFAULT_MAX_TASKS)]
     max_tasks: usize,
+    /// Do not offer the workspace's files as MCP resources (offered while the built-in `read` is served, and
+    /// read under its grants).
+    #[arg(long)]
+    no_resources: bool,
     /// Append one JSON line per tool call and nested call to FILE (besides the log the user's policy names with
     /// `audit = "FILE"`); `toolwright audit` prints it.
     #[arg(long, value_name = "FILE")]
@@ -379,6 +383,20 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
     });
     // Plugins ask the clients of their calls at the desk their grants were given.
     server.answer_plugins_at(session.options().client.clone());
+    // The workspace as resources: what the built-in `read` serves, under its grants.
+    let reads = session.dispatcher().registry().read(|registry| {
+        registry
+            .definition("read")
+            .is_some_and(|d| matches!(d.source, toolwright::definition::ToolSource::Builtin))
+    });
+    if reads && !args.no_resources {
+        match toolwright::toolset::builtin_read_files(session.options(), session.toolset().policy()) {
+            Ok(files) => {
+                server.serve_resources(toolwright::mcp::resources::Workspace::new(&cwd, Arc::new(files)))
+            }
+            Err(error) => tracing::warn!("the workspace is not offered as resources: {error}"),
+        }
+    }
     let shutdown = shutdown_on_signals(&runtime)?;
     match http {
         None => runtime.block_on(server.serve_stdio_until(watch, shutdown))?,

@@ -150,6 +150,32 @@ pub(crate) fn trusted_paths(options: &ToolsetOptions, policy: &Policy) -> Vec<(P
     paths
 }
 
+/// What the built-in `read` reads inside the workspace under `policy`, opened for another reader of the
+/// workspace on its behalf (the MCP server's resources): the directories of its `[builtins]` section (else the
+/// defaults: anywhere), each cut to the workspace, through cap-std as `read` reads them, so a symlink in the
+/// workspace cannot lead the reader out of it. An error names a directory that cannot be opened.
+pub fn builtin_read_files(options: &ToolsetOptions, policy: &Policy) -> std::io::Result<GrantedFiles> {
+    let dirs = match policy.builtins.as_ref().filter(|s| s.replaces_builtin_defaults()) {
+        Some(section) => BuiltinGrants::open(section, &options.cwd, &HostEnv::current()).dirs,
+        None => crate::grants::builtin_default(&options.cwd),
+    };
+    let cwd = options.cwd.as_path();
+    let mut inside: Vec<Grant> = Vec::new();
+    for dir in dirs {
+        let cut = if cwd.starts_with(&dir.path) {
+            cwd.to_path_buf()
+        } else if dir.path.starts_with(cwd) {
+            dir.path
+        } else {
+            continue;
+        };
+        if !inside.iter().any(|g| g.path == cut) {
+            inside.push(Grant::read_only(cut));
+        }
+    }
+    GrantedFiles::open(&inside)
+}
+
 /// Where the built-in tools may write under `policy`: the write grants of its `[builtins]` section (else the
 /// workspace), and, unless its sandbox is `read-only`, the temporary directories bash's programs write. `None`
 /// when bash's programs run unconfined (`sandbox = "off"`): anywhere the user can.

@@ -1,0 +1,440 @@
+//! The workspace as MCP resources: `resources/list`, `resources/templates/list` and `resources/read` (the
+//! server side of pi's `read_mcp_resource`).
+//!
+//! A resource is a file of the workspace, named by its `file://` URL. The list holds the files the `ignore` crate
+//! walks (`.gitignore`d and hidden ones left out, as the `find` and `grep` built-ins leave them), sorted by path,
+//! [`PAGE`] at a time, at most [`MAX_LISTED`] in all; the template `file:///{+path}` reaches any other file of
+//! the workspace. Reading goes through the grants of the `read` built-in (the `[builtins]` section of the policy,
+//! or its defaults) cut to the workspace, opened with cap-std (`toolwright::toolset::builtin_read_files`): what
+//! `read` may not read, no client reads as a resource either, and files outside the workspace are not resources,
+//! whatever `read` may read, not even through a symlink the workspace holds.
+//!
+//! Errors follow SEP-2164: a URI that names no resource (another scheme, a file outside the workspace or
+//! missing, a directory) is `-32602` "Resource not found" with the URI in `data`; a refused or too large file is
+//! `-32602` with the reason. Results for 2026-07-28 clients carry `ttlMs: 0` (files change under the server)
+//! and `cacheScope: "private"`.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rmcp::ErrorData;
+use serde_json::{Value, json};
+use toolwright_sdk::{Access, Files, paths};
+
+/// Resources per page of `resources/list`.
+pub const PAGE: usize = 500;
+
+/// The files `resources/list` walks at most; the template reaches the others.
+pub const MAX_LISTED: usize = 10_000;
+
+/// The largest file read as a resource (the `read` tool reads larger ones in parts).
+pub const MAX_READ_BYTES: usize = 8 << 20;
+
+/// The template of a workspace file's URI (RFC 6570: `{+path}` keeps the path's slashes).
+pub const TEMPLATE: &str = "file://{+path}";
+
+/// The workspace's files, read through the `read` built-in's grants.
+#[derive(Clone)]
+pub struct Workspace {
+    /// The workspace directory, absolute and normalised.
+    root: String,
+    /// The `read` built-in's files.
+    files: Arc<dyn Files + Send + Sync>,
+}
+
+impl std::fmt::Debug for Workspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workspace")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Workspace {
+    /// The workspace `root` (absolute), its files read through `files` (the `read` built-in's grants).
+    pub fn new(root: &std::path::Path, files: Arc<dyn Files + Send + Sync>) -> Self {
+        Workspace {
+            root: paths::normalize(&root.to_string_lossy()),
+            files,
+        }
+    }
+
+    /// The workspace directory.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// One page of `resources/list` (as JSON): the files after `cursor` (a path the previous page ended with).
+    pub fn list(&self, cursor: Option<&str>) -> Result<Value, ErrorData> {
+        let after = match cursor {
+            None => None,
+            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("Invalid cursor: {cursor:?} (not one this server gave)"),
+                    None,
+                )
+            })?),
+        };
+        let mut listed = self.walk();
+        listed.sort();
+        let start = after.map_or(0, |after| listed.partition_point(|path| *path <= after));
+        let page: Vec<&String> = listed.iter().skip(start).take(PAGE).collect();
+        let resources: Vec<Value> = page.iter().filter_map(|path| self.resource(path)).collect();
+        let mut result = json!({ "resources": resources });
+        if start + page.len() < listed.len()
+            && let Some(last) = page.last()
+        {
+            result["nextCursor"] = json!(encode_cursor(last));
+        }
+        Ok(result)
+    }
+
+    /// The paths of the workspace's files (absolute), walked as `find` walks, at most [`MAX_LISTED`], those the
+    /// grants refuse left out.
+    fn walk(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        let walker = ignore::WalkBuilder::new(&self.root)
+            .follow_links(false)
+            .require_git(false)
+            .build();
+        for entry in walker.flatten() {
+            if found.len() >= MAX_LISTED {
+                break;
+            }
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            let path = paths::normalize(&entry.path().to_string_lossy());
+            if self.files.check(&path, Access::Read).is_ok() {
+                found.push(path);
+            }
+        }
+        found
+    }
+
+    /// The listing of the file `path`: URI, name (relative to the workspace), MIME type, size.
+    fn resource(&self, path: &str) -> Option<Value> {
+        let uri = url::Url::from_file_path(path).ok()?;
+        let name = relative(&self.root, path)?;
+        let mut resource = json!({
+            "uri": uri.as_str(),
+            "name": name,
+            "description": format!("{name} in the workspace"),
+        });
+        if let Some(mime) = mime_type(path) {
+            resource["mimeType"] = json!(mime);
+        }
+        if let Ok(metadata) = self.files.metadata(path) {
+            resource["size"] = json!(metadata.len);
+        }
+        Some(resource)
+    }
+
+    /// `resources/templates/list` (as JSON): one template, a workspace file by its absolute path.
+    pub fn templates(&self) -> Value {
+        json!({
+            "resourceTemplates": [{
+                "uriTemplate": TEMPLATE,
+                "name": "workspace-file",
+                "title": "A file of the workspace",
+                "description": format!(
+                    "A file below {} by its absolute path (file:///path/to/file), read as the read tool may",
+                    self.root
+                ),
+            }]
+        })
+    }
+
+    /// `resources/read` of `uri` (as JSON): the file's text, or its bytes in base64 when it is not UTF-8.
+    pub fn read(&self, uri: &str) -> Result<Value, ErrorData> {
+        let path = self.path_of(uri).ok_or_else(|| not_found(uri))?;
+        let bytes = match self.files.read_prefix(&path, MAX_READ_BYTES + 1) {
+            Ok(bytes) => bytes,
+            Err(error) => return Err(read_error(uri, &path, &error)),
+        };
+        if bytes.len() > MAX_READ_BYTES {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "Resource too large: {uri} is larger than {} MiB, the most read as a resource (the read tool \
+                     reads it in parts)",
+                    MAX_READ_BYTES >> 20
+                ),
+                Some(json!({ "uri": uri })),
+            ));
+        }
+        let mime = mime_type(&path);
+        let contents = match String::from_utf8(bytes) {
+            Ok(text) => json!({
+                "uri": uri,
+                "mimeType": mime.unwrap_or("text/plain"),
+                "text": text,
+            }),
+            Err(bytes) => json!({
+                "uri": uri,
+                "mimeType": mime.unwrap_or("application/octet-stream"),
+                "blob": base64::engine::general_purpose::STANDARD.encode(bytes.as_bytes()),
+            }),
+        };
+        Ok(json!({ "contents": [contents] }))
+    }
+
+    /// The absolute path a `file://` URI names inside the workspace (none for another scheme, a host, a path
+    /// outside the workspace or the workspace itself).
+    fn path_of(&self, uri: &str) -> Option<String> {
+        let url = url::Url::parse(uri).ok()?;
+        if url.scheme() != "file" || url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
+            return None;
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return None;
+        }
+        let path = url.to_file_path().ok()?;
+        let path = paths::normalize(path.to_str()?);
+        relative(&self.root, &path).filter(|rel| !rel.is_empty())?;
+        Some(path)
+    }
+}
+
+/// `path` relative to `root`, when it lies below it (empty for the root itself).
+fn relative(root: &str, path: &str) -> Option<String> {
+    if path == root {
+        return Some(String::new());
+    }
+    let rest = path.strip_prefix(root)?;
+    let rest = if root.ends_with('/') {
+        rest
+    } else {
+        rest.strip_prefix('/')?
+    };
+    Some(rest.to_owned())
+}
+
+/// SEP-2164's error for a URI that names no resource.
+fn not_found(uri: &str) -> ErrorData {
+    ErrorData::invalid_params("Resource not found", Some(json!({ "uri": uri })))
+}
+
+/// The error of a refused or failed read: a missing file or a directory is not found; a refusal says why.
+fn read_error(uri: &str, path: &str, error: &std::io::Error) -> ErrorData {
+    match error.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory => not_found(uri),
+        std::io::ErrorKind::PermissionDenied => ErrorData::invalid_params(
+            format!("Resource not readable: {error}"),
+            Some(json!({ "uri": uri })),
+        ),
+        _ => ErrorData::invalid_params(
+            format!("Resource not readable: {path}: {error}"),
+            Some(json!({ "uri": uri })),
+        ),
+    }
+}
+
+/// The MIME type of a file by its extension, for the kinds a client shows; none when unknown.
+fn mime_type(path: &str) -> Option<&'static str> {
+    let name = path.rsplit('/').next()?;
+    let extension = name.rsplit_once('.')?.1.to_ascii_lowercase();
+    Some(match extension.as_str() {
+        "txt" | "log" | "rs" | "py" | "c" | "h" | "cc" | "cpp" | "hpp" | "go" | "java" | "kt" | "rb"
+        | "sh" | "toml" | "ini" | "cfg" | "lock" | "wit" | "sql" => "text/plain",
+        "md" | "markdown" => "text/markdown",
+        "html" | "htm" => "text/html",
+        "css" => "text/css",
+        "csv" => "text/csv",
+        "js" | "mjs" | "cjs" => "text/javascript",
+        "ts" | "tsx" | "jsx" => "text/plain",
+        "json" => "application/json",
+        "yaml" | "yml" => "application/yaml",
+        "xml" => "application/xml",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "bmp" => "image/bmp",
+        "pdf" => "application/pdf",
+        "wasm" => "application/wasm",
+        "zip" => "application/zip",
+        "gz" => "application/gzip",
+        "wav" => "audio/wav",
+        "mp3" => "audio/mpeg",
+        _ => return None,
+    })
+}
+
+/// A page's cursor: the last path it listed, in URL-safe base64 (opaque to clients).
+fn encode_cursor(path: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(path)
+}
+
+fn decode_cursor(cursor: &str) -> Option<String> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use toolwright_native::grants::{Grant, GrantedFiles};
+
+    fn workspace(grants: &[Grant], root: &std::path::Path) -> Workspace {
+        Workspace::new(root, Arc::new(GrantedFiles::open(grants).unwrap()))
+    }
+
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::create_dir_all(dir.path().join("secrets")).unwrap();
+        std::fs::write(dir.path().join("src/main.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(dir.path().join("a b.txt"), "spaced\n").unwrap();
+        std::fs::write(dir.path().join("logo.png"), [0x89, b'P', b'N', b'G', 0xff, 0]).unwrap();
+        std::fs::write(dir.path().join("secrets/key"), "hunter2").unwrap();
+        std::fs::write(dir.path().join(".gitignore"), "ignored.txt\n").unwrap();
+        std::fs::write(dir.path().join("ignored.txt"), "no").unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_list_is_the_walked_files_by_url_and_relative_name() {
+        let dir = tree();
+        let root = dir.path().canonicalize().unwrap();
+        let ws = workspace(&[Grant::read_only(&root)], &root);
+        let listed = ws.list(None).unwrap();
+        let names: Vec<&str> = listed["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a b.txt", "logo.png", "secrets/key", "src/main.rs"]);
+        let spaced = &listed["resources"][0];
+        assert!(
+            spaced["uri"].as_str().unwrap().ends_with("/a%20b.txt"),
+            "{spaced}"
+        );
+        assert_eq!(spaced["mimeType"], "text/plain");
+        assert_eq!(spaced["size"], 7);
+        assert!(listed.get("nextCursor").is_none());
+    }
+
+    #[test]
+    fn reading_goes_through_the_grants_and_stays_in_the_workspace() {
+        let dir = tree();
+        let root = dir.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("x"), "outside").unwrap();
+        // The `read` built-in may read the workspace but for `secrets/`, and the directory outside.
+        let ws = workspace(
+            &[
+                Grant::read_only(root.join("src")),
+                Grant::read_only(outside.path()),
+                Grant::read_only(&root),
+            ],
+            &root,
+        );
+        let url = |p: &std::path::Path| url::Url::from_file_path(p).unwrap().to_string();
+        let text = ws.read(&url(&root.join("src/main.rs"))).unwrap();
+        assert_eq!(text["contents"][0]["text"], "fn main() {}\n");
+        let spaced = ws.read(&url(&root.join("a b.txt"))).unwrap();
+        assert_eq!(spaced["contents"][0]["text"], "spaced\n");
+        let png = ws.read(&url(&root.join("logo.png"))).unwrap();
+        assert_eq!(png["contents"][0]["mimeType"], "image/png");
+        assert_eq!(png["contents"][0]["blob"], "iVBOR/8A");
+        // Outside the workspace, though `read` may read it: not a resource.
+        let error = ws.read(&url(&outside.path().join("x"))).unwrap_err();
+        assert_eq!(
+            (error.code.0, error.message.as_ref()),
+            (-32602, "Resource not found")
+        );
+        // Through `..`, a missing file, a directory, another scheme, the workspace itself.
+        for uri in [
+            format!("file://{}/src/../../x", root.display()),
+            url(&root.join("missing")),
+            url(&root.join("src")),
+            url(&root),
+            "test://nonexistent".to_owned(),
+            "file://evil.example/etc/passwd".to_owned(),
+            "not a uri".to_owned(),
+        ] {
+            let error = ws.read(&uri).unwrap_err();
+            assert_eq!(error.code.0, -32602, "{uri}");
+            assert_eq!(error.message, "Resource not found", "{uri}");
+            assert_eq!(error.data, Some(json!({ "uri": uri })));
+        }
+    }
+
+    #[test]
+    fn what_the_grants_refuse_is_neither_listed_nor_read() {
+        let dir = tree();
+        let root = dir.path().canonicalize().unwrap();
+        // Only `src/` granted: the rest of the workspace is the `read` tool's refusal.
+        let ws = workspace(&[Grant::read_only(root.join("src"))], &root);
+        let listed = ws.list(None).unwrap();
+        assert_eq!(listed["resources"].as_array().unwrap().len(), 1, "{listed}");
+        let key = url::Url::from_file_path(root.join("secrets/key")).unwrap();
+        let error = ws.read(key.as_str()).unwrap_err();
+        assert_eq!(error.code.0, -32602);
+        assert!(
+            error.message.starts_with("Resource not readable: "),
+            "{}",
+            error.message
+        );
+        assert!(!error.message.contains("hunter2"));
+        // A symlink in a granted directory that leads out of the grants is refused as `read` refuses it.
+        std::os::unix::fs::symlink(root.join("secrets/key"), root.join("src/link")).unwrap();
+        let link = url::Url::from_file_path(root.join("src/link")).unwrap();
+        let error = ws.read(link.as_str()).unwrap_err();
+        assert!(
+            error.message.starts_with("Resource not readable: "),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn pages_follow_their_cursor_and_a_forged_cursor_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for n in 0..PAGE + 3 {
+            std::fs::write(root.join(format!("f{n:04}.txt")), "x").unwrap();
+        }
+        let ws = workspace(&[Grant::read_only(&root)], &root);
+        let first = ws.list(None).unwrap();
+        assert_eq!(first["resources"].as_array().unwrap().len(), PAGE);
+        let cursor = first["nextCursor"].as_str().unwrap();
+        let second = ws.list(Some(cursor)).unwrap();
+        let names: Vec<&str> = second["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["f0500.txt", "f0501.txt", "f0502.txt"]);
+        assert!(second.get("nextCursor").is_none());
+        let error = ws.list(Some("%%%")).unwrap_err();
+        assert_eq!(error.code.0, -32602);
+    }
+
+    #[test]
+    fn a_file_larger_than_the_bound_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let big = root.join("big.bin");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_READ_BYTES as u64 + 1)
+            .unwrap();
+        let ws = workspace(&[Grant::read_only(&root)], &root);
+        let error = ws
+            .read(url::Url::from_file_path(&big).unwrap().as_str())
+            .unwrap_err();
+        assert!(
+            error.message.starts_with("Resource too large: "),
+            "{}",
+            error.message
+        );
+    }
+}
