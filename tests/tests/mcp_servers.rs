@@ -256,3 +256,36 @@ fn server_everything_s_tools_run_through_exec_codemode_and_toolwright_mcp() {
     let (is_error, text) = mcp.run(2, "mcp__everything__echo", json!({"message": "through"}));
     assert_eq!((is_error, text.as_str()), (false, "Echo: through"));
 }
+
+#[test]
+fn toolwright_s_client_reads_the_workspace_toolwright_s_server_offers_as_resources() {
+    let binary = env!("CARGO_BIN_EXE_toolwright-cli");
+    let machine = Machine::new(|root| {
+        json!({"self": {
+            "command": binary,
+            "args": ["mcp", "--cwd", root.join("served"), "--no-default-plugins", "--no-default-mcp",
+                     "--watch-plugins", "0"],
+            "exposure": "direct",
+        }})
+    });
+    let served = machine.path("served");
+    std::fs::create_dir_all(&served).unwrap();
+    std::fs::write(served.join("notes.md"), "# notes\n").unwrap();
+    // The served workspace is all the server's sandbox may read besides its program.
+    machine.policy(&format!("[mcp.self]\nread = [{:?}]\n", served.to_str().unwrap()));
+    let notes = format!("file://{}", served.join("notes.md").display());
+    let kept = format!("file://{}", machine.path("outside/kept.txt").display());
+    let (outcomes, stderr) = machine.exec(&[
+        ("list_mcp_resources", json!({"server": "self"})),
+        ("read_mcp_resource", json!({"server": "self", "uri": notes})),
+        ("read_mcp_resource", json!({"server": "self", "uri": kept})),
+    ]);
+    assert!(!outcomes[0].0, "{outcomes:?}\n{stderr}");
+    let listed: Value = serde_json::from_str(&outcomes[0].1).unwrap();
+    assert_eq!(listed["resources"][0]["uri"], notes, "{listed}");
+    assert_eq!(listed["resources"][0]["name"], "notes.md");
+    assert_eq!(outcomes[1], (false, "# notes\n".to_owned()));
+    assert!(outcomes[2].0, "{outcomes:?}");
+    assert!(outcomes[2].1.starts_with("Resource not found: "), "{outcomes:?}");
+    assert!(!outcomes[2].1.contains("kept\n"));
+}

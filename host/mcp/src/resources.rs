@@ -10,7 +10,7 @@
 //! whatever `read` may read, not even through a symlink the workspace holds.
 //!
 //! Errors follow SEP-2164: a URI that names no resource (another scheme, a file outside the workspace or
-//! missing, a directory) is `-32602` "Resource not found" with the URI in `data`; a refused or too large file is
+//! missing, a directory) is `-32602` "Resource not found: URI (why)" with the URI in `data`; a refused or too large file is
 //! `-32602` with the reason. Results for 2026-07-28 clients carry `ttlMs: 0` (files change under the server)
 //! and `cacheScope: "private"`.
 
@@ -147,7 +147,7 @@ impl Workspace {
 
     /// `resources/read` of `uri` (as JSON): the file's text, or its bytes in base64 when it is not UTF-8.
     pub fn read(&self, uri: &str) -> Result<Value, ErrorData> {
-        let path = self.path_of(uri).ok_or_else(|| not_found(uri))?;
+        let path = self.path_of(uri).map_err(|why| not_found(uri, &why))?;
         let bytes = match self.files.read_prefix(&path, MAX_READ_BYTES + 1) {
             Ok(bytes) => bytes,
             Err(error) => return Err(read_error(uri, &path, &error)),
@@ -178,20 +178,24 @@ impl Workspace {
         Ok(json!({ "contents": [contents] }))
     }
 
-    /// The absolute path a `file://` URI names inside the workspace (none for another scheme, a host, a path
-    /// outside the workspace or the workspace itself).
-    fn path_of(&self, uri: &str) -> Option<String> {
-        let url = url::Url::parse(uri).ok()?;
-        if url.scheme() != "file" || url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
-            return None;
+    /// The absolute path a `file://` URI names inside the workspace, or why it names none (another scheme, a
+    /// host, a query, a path outside the workspace or the workspace itself).
+    fn path_of(&self, uri: &str) -> Result<String, String> {
+        let files = || "the resources are the workspace's files, file:///path".to_owned();
+        let url = url::Url::parse(uri).map_err(|_| files())?;
+        if url.scheme() != "file"
+            || url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost")
+            || url.query().is_some()
+            || url.fragment().is_some()
+        {
+            return Err(files());
         }
-        if url.query().is_some() || url.fragment().is_some() {
-            return None;
+        let path = url.to_file_path().map_err(|()| files())?;
+        let path = paths::normalize(path.to_str().ok_or_else(files)?);
+        match relative(&self.root, &path) {
+            Some(rel) if !rel.is_empty() => Ok(path),
+            _ => Err(format!("not a file below the workspace {}", self.root)),
         }
-        let path = url.to_file_path().ok()?;
-        let path = paths::normalize(path.to_str()?);
-        relative(&self.root, &path).filter(|rel| !rel.is_empty())?;
-        Some(path)
     }
 }
 
@@ -209,15 +213,19 @@ fn relative(root: &str, path: &str) -> Option<String> {
     Some(rest.to_owned())
 }
 
-/// SEP-2164's error for a URI that names no resource.
-fn not_found(uri: &str) -> ErrorData {
-    ErrorData::invalid_params("Resource not found", Some(json!({ "uri": uri })))
+/// SEP-2164's error for a URI that names no resource, and why.
+fn not_found(uri: &str, why: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("Resource not found: {uri} ({why})"),
+        Some(json!({ "uri": uri })),
+    )
 }
 
 /// The error of a refused or failed read: a missing file or a directory is not found; a refusal says why.
 fn read_error(uri: &str, path: &str, error: &std::io::Error) -> ErrorData {
     match error.kind() {
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory => not_found(uri),
+        std::io::ErrorKind::NotFound => not_found(uri, "no such file"),
+        std::io::ErrorKind::IsADirectory => not_found(uri, "a directory"),
         std::io::ErrorKind::PermissionDenied => ErrorData::invalid_params(
             format!("Resource not readable: {error}"),
             Some(json!({ "uri": uri })),
@@ -345,10 +353,9 @@ mod tests {
         assert_eq!(png["contents"][0]["blob"], "iVBOR/8A");
         // Outside the workspace, though `read` may read it: not a resource.
         let error = ws.read(&url(&outside.path().join("x"))).unwrap_err();
-        assert_eq!(
-            (error.code.0, error.message.as_ref()),
-            (-32602, "Resource not found")
-        );
+        assert_eq!(error.code.0, -32602);
+        let below = format!("(not a file below the workspace {})", root.display());
+        assert!(error.message.ends_with(&below), "{}", error.message);
         // Through `..`, a missing file, a directory, another scheme, the workspace itself.
         for uri in [
             format!("file://{}/src/../../x", root.display()),
@@ -361,7 +368,11 @@ mod tests {
         ] {
             let error = ws.read(&uri).unwrap_err();
             assert_eq!(error.code.0, -32602, "{uri}");
-            assert_eq!(error.message, "Resource not found", "{uri}");
+            assert!(
+                error.message.starts_with("Resource not found: "),
+                "{uri}: {}",
+                error.message
+            );
             assert_eq!(error.data, Some(json!({ "uri": uri })));
         }
     }
