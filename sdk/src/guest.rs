@@ -42,7 +42,24 @@ pub mod handler_world {
     });
 }
 
+#[doc(hidden)]
+pub mod offers_world {
+    wit_bindgen::generate!({
+        world: "offers-plugin",
+        path: "wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_offers_world",
+        default_bindings_module: "::toolwright_sdk::guest::offers_world",
+        with: {
+            "toolwright:plugin/types@0.1.0": crate::guest::tool_world::toolwright::plugin::types,
+            "toolwright:plugin/host@0.1.0": crate::guest::tool_world::toolwright::plugin::host,
+        },
+        generate_all,
+    });
+}
+
 use handler_world::exports::toolwright::plugin::handler as handler_exports;
+use offers_world::exports::toolwright::plugin::offers as offers_exports;
 use tool_world::exports::toolwright::plugin::tool as exported;
 use tool_world::toolwright::plugin::{host, process, types as wit};
 
@@ -723,5 +740,114 @@ impl Process for GuestProcess {
 
     fn kill(&mut self) {
         self.child.kill();
+    }
+}
+
+/// What [`export_offers!`](crate::export_offers) generates: the plugin's resources and prompts.
+#[doc(hidden)]
+pub trait OffersPlugin {
+    fn offers() -> &'static dyn crate::Offers;
+}
+
+fn resource_to_wit(r: crate::Resource) -> offers_exports::ResourceInfo {
+    offers_exports::ResourceInfo {
+        uri: r.uri,
+        name: r.name,
+        title: r.title,
+        description: r.description,
+        mime_type: r.mime_type,
+        size: r.size,
+    }
+}
+
+fn offer_error_to_wit(e: crate::OfferError) -> offers_exports::OfferError {
+    match e {
+        crate::OfferError::NotFound => offers_exports::OfferError::NotFound,
+        crate::OfferError::Failed(message) => offers_exports::OfferError::Failed(message),
+    }
+}
+
+impl<T: OffersPlugin> offers_exports::Guest for T {
+    fn list_resources() -> Vec<offers_exports::ResourceInfo> {
+        T::offers().resources().into_iter().map(resource_to_wit).collect()
+    }
+
+    fn list_resource_templates() -> Vec<offers_exports::ResourceInfo> {
+        T::offers()
+            .resource_templates()
+            .into_iter()
+            .map(resource_to_wit)
+            .collect()
+    }
+
+    fn read_resource(
+        uri: String,
+    ) -> Result<Vec<offers_exports::ResourceContents>, offers_exports::OfferError> {
+        let parts = T::offers().read(&uri).map_err(offer_error_to_wit)?;
+        Ok(parts
+            .into_iter()
+            .map(|p| offers_exports::ResourceContents {
+                uri: p.uri,
+                mime_type: p.mime_type,
+                contents: match p.contents {
+                    crate::Contents::Text(text) => offers_exports::Contents::Text(text),
+                    crate::Contents::Blob(bytes) => offers_exports::Contents::Blob(bytes),
+                },
+            })
+            .collect())
+    }
+
+    fn list_prompts() -> Vec<offers_exports::Prompt> {
+        T::offers()
+            .prompts()
+            .into_iter()
+            .map(|p| offers_exports::Prompt {
+                name: p.name,
+                title: p.title,
+                description: p.description,
+                arguments: p
+                    .arguments
+                    .into_iter()
+                    .map(|a| offers_exports::PromptArgument {
+                        name: a.name,
+                        description: a.description,
+                        required: a.required,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn get_prompt(
+        name: String,
+        arguments: Vec<(String, String)>,
+    ) -> Result<offers_exports::PromptResult, offers_exports::OfferError> {
+        let filled = T::offers()
+            .prompt(&name, &arguments)
+            .map_err(offer_error_to_wit)?;
+        Ok(offers_exports::PromptResult {
+            description: filled.description,
+            messages: filled
+                .messages
+                .into_iter()
+                .map(|m| offers_exports::PromptMessage {
+                    role: m.role,
+                    content: m.content.to_string(),
+                })
+                .collect(),
+        })
+    }
+
+    fn complete(
+        kind: offers_exports::CompletionKind,
+        name: String,
+        argument: String,
+        value: String,
+    ) -> Vec<String> {
+        let completing = match kind {
+            offers_exports::CompletionKind::Prompt => crate::Completing::Prompt,
+            offers_exports::CompletionKind::ResourceTemplate => crate::Completing::ResourceTemplate,
+        };
+        T::offers().complete(completing, &name, &argument, &value)
     }
 }

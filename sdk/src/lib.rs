@@ -17,7 +17,8 @@
 //!   for people, `Display` in a policy's and a lockfile's words).
 //! - [`Handler`]: a plugin in the call path (pi's `tool_call` / `tool_result` hooks); a hook's [`ToolError`] is
 //!   pi's thrown `Error`.
-//! - `export_tool!` / `export_handler!`: the one line that turns a crate into a wasm tool or handler plugin.
+//! - `export_tool!` / `export_handler!`: the one line that turns a crate into a wasm tool or handler plugin;
+//!   `export_offers!` adds MCP resources and prompts ([`Offers`]) beside its tools.
 //! - [`paths`] and [`truncate`]: pi's path resolution and output truncation, shared by the built-in tools.
 //! - [`shell`]: pi's shell tool, one implementation that the built-in `bash` and `powershell` configure.
 //! - [`arguments`]: how the built-ins read arguments no schema checked (a handler's rewrite), with pi's texts.
@@ -47,6 +48,7 @@ mod handler;
 pub mod js;
 mod loadout;
 mod metadata;
+mod offers;
 pub mod paths;
 mod plugin;
 mod result;
@@ -65,6 +67,10 @@ pub use error::{HostFault, ToolError, node_code};
 pub use handler::{Handler, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent};
 pub use loadout::{Loadout, LoadoutChanges, LoadoutTool};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
+pub use offers::{
+    Completing, Contents, FilledPrompt, OfferError, Offers, Prompt, PromptArgument, PromptMessage, Resource,
+    ResourceContents,
+};
 pub use plugin::{Capability, CapabilityRequest, PluginMetadata};
 pub use result::ToolResult;
 #[cfg(feature = "schemars")]
@@ -107,6 +113,32 @@ macro_rules! export_tool {
                 }
             }
             $crate::__export_tool_plugin_impl!(__ToolwrightToolPlugin with_types_in $crate::guest::tool_world);
+        };
+    };
+}
+
+/// Export an [`Offers`] (MCP resources and prompts) beside the plugin's tools or handler, in the same component
+/// (its metadata names the plugin); on native builds it expands to nothing.
+///
+/// ```ignore
+/// toolwright_sdk::export_tool!(MyTool);
+/// toolwright_sdk::export_offers!(MyOffers);
+/// ```
+#[macro_export]
+macro_rules! export_offers {
+    ($offers:expr $(;)?) => {
+        #[cfg(target_family = "wasm")]
+        const _: () = {
+            #[doc(hidden)]
+            pub struct __ToolwrightOffers;
+            impl $crate::guest::OffersPlugin for __ToolwrightOffers {
+                fn offers() -> &'static dyn $crate::Offers {
+                    static OFFERS: ::std::sync::OnceLock<::std::boxed::Box<dyn $crate::Offers>> =
+                        ::std::sync::OnceLock::new();
+                    OFFERS.get_or_init(|| ::std::boxed::Box::new($offers)).as_ref()
+                }
+            }
+            $crate::__export_offers_plugin_impl!(__ToolwrightOffers with_types_in $crate::guest::offers_world);
         };
     };
 }

@@ -77,8 +77,17 @@ fn the_official_conformance_suite_passes_over_http_but_for_the_listed_features()
         "tools-call-elicitation",
         "elicitation-sep1034-defaults",
         "elicitation-sep1330-enums",
-        // The workspace's files as resources.
+        // The workspace's files as resources, and a plugin's resources, template and prompts (`offers`).
         "resources-list",
+        "resources-read-text",
+        "resources-read-binary",
+        "resources-templates-read",
+        "prompts-list",
+        "prompts-get-simple",
+        "prompts-get-with-args",
+        "prompts-get-embedded-resource",
+        "prompts-get-with-image",
+        "completion-complete",
     ] {
         assert!(
             summary

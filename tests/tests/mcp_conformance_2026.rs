@@ -111,9 +111,20 @@ fn the_2026_07_28_server_requirements_of_the_prerelease_pass_but_for_the_listed_
         "server-stateless",
         // Questions from a task: `input_required` tasks answered with `tasks/update`, whole and in part.
         "tasks-mrtr-input",
-        // The workspace's files as resources, and SEP-2164's error for a URI that names none.
+        // The workspace's files as resources, SEP-2164's error for a URI that names none, a plugin's resources,
+        // template and prompts (`offers`), and the caching hints of every list.
         "resources-list",
         "sep-2164-resource-not-found",
+        "resources-read-text",
+        "resources-read-binary",
+        "resources-templates-read",
+        "prompts-list",
+        "prompts-get-simple",
+        "prompts-get-with-args",
+        "prompts-get-embedded-resource",
+        "prompts-get-with-image",
+        "completion-complete",
+        "caching",
         // Run and reported, not scored (pending in the suite): JSON Schema 2020-12 keywords kept, and the standard
         // and custom (`x-mcp-header`) headers checked against the body.
         "json-schema-2020-12",

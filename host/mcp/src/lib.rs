@@ -174,8 +174,9 @@ struct Inner {
     desk: std::sync::OnceLock<toolwright_core::client::ClientDesk>,
     /// The sealed request states of plugins' questions to 2026-07-28 clients.
     rounds: input::Rounds,
-    /// The workspace's files as resources, when the server offers them ([`McpServer::serve_resources`]).
-    resources: std::sync::OnceLock<resources::Workspace>,
+    /// The workspace's files and the plugins' resources and prompts, as far as the server offers them
+    /// ([`McpServer::serve_resources`], [`McpServer::serve_offerings`]).
+    served: std::sync::RwLock<Arc<resources::Served>>,
 }
 
 /// Watching the plugin directories while serving: every `interval` (or at once when a call needs it), ask
@@ -316,7 +317,7 @@ impl McpServer {
                 wake: tokio::sync::Notify::new(),
                 passes: tokio::sync::watch::Sender::new((0, 0)),
                 asking: std::sync::OnceLock::new(),
-                resources: std::sync::OnceLock::new(),
+                served: Default::default(),
                 awaiting: ask::AwaitingAnswers::default(),
                 desk: std::sync::OnceLock::new(),
                 rounds: input::Rounds::new(),
@@ -1144,20 +1145,53 @@ impl McpServer {
     /// Offer the workspace's files as resources ([`resources`]): to every client from now on (set before
     /// serving: the capability is in `initialize`'s answer).
     pub fn serve_resources(&self, workspace: resources::Workspace) {
-        if self.inner.resources.set(workspace).is_err() {
-            tracing::warn!("resources are already served: the second workspace is ignored");
+        self.change_served(|served| served.workspace = Some(workspace));
+    }
+
+    /// Offer the plugins' resources and prompts ([`resources::Offerings`]), likewise.
+    pub fn serve_offerings(&self, offerings: Arc<dyn resources::Offerings>) {
+        self.change_served(|served| served.offerings = Some(offerings));
+    }
+
+    fn change_served(&self, change: impl FnOnce(&mut resources::Served)) {
+        let mut served = self.inner.served.write().unwrap_or_else(|p| p.into_inner());
+        let mut changed = resources::Served::clone(&served);
+        change(&mut changed);
+        *served = Arc::new(changed);
+    }
+
+    /// What is served besides the tools, for one request; `-32601` when `wanted` says it is not offered.
+    fn served(
+        &self,
+        method: &str,
+        wanted: impl Fn(&resources::Served) -> bool,
+    ) -> Result<Arc<resources::Served>, ErrorData> {
+        let served = self
+            .inner
+            .served
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if wanted(&served) {
+            Ok(served)
+        } else {
+            Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("{method}: this server offers none"),
+                None,
+            ))
         }
     }
 
-    /// The workspace served as resources, or `-32601` for a server that serves none.
-    fn workspace(&self, method: &str) -> Result<&resources::Workspace, ErrorData> {
-        self.inner.resources.get().ok_or_else(|| {
-            ErrorData::new(
-                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                format!("{method}: this server offers no resources"),
-                None,
-            )
-        })
+    /// Run `work` on what is served, off the async threads.
+    async fn blocking<T: Send + 'static>(
+        served: Arc<resources::Served>,
+        what: &str,
+        work: impl FnOnce(&resources::Served) -> T + Send + 'static,
+    ) -> Result<T, ErrorData> {
+        tokio::task::spawn_blocking(move || work(&served))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("cannot {what}: {e}"), None))
     }
 
     /// Ask the user for grants a plugin's call was refused, as `asking` says ([`ask`]); only the first setting
@@ -1271,8 +1305,20 @@ impl ServerHandler for McpServer {
             .enable_logging()
             .enable_tasks()
             .build();
-        if self.inner.resources.get().is_some() {
+        let served = self
+            .inner
+            .served
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if served.has_resources() {
             capabilities.resources = Some(rmcp::model::ResourcesCapability::default());
+        }
+        if served.has_prompts() {
+            capabilities.prompts = Some(rmcp::model::PromptsCapability::default());
+        }
+        if served.has_resources() || served.has_prompts() {
+            capabilities.completions = Some(Default::default());
         }
         ServerConfig::new(capabilities)
         .with_server_info(Implementation::new("toolwright", env!("CARGO_PKG_VERSION")))
@@ -1359,12 +1405,10 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
-        let workspace = self.workspace("resources/list")?.clone();
+        let served = self.served("resources/list", resources::Served::has_resources)?;
         let cursor = request.and_then(|r| r.cursor);
-        // The walk reads directories: off the async threads.
-        let listed = tokio::task::spawn_blocking(move || workspace.list(cursor.as_deref()))
-            .await
-            .map_err(|e| ErrorData::internal_error(format!("cannot list the resources: {e}"), None))??;
+        let listed =
+            Self::blocking(served, "list the resources", move |s| s.list(cursor.as_deref())).await??;
         from_json(fresh_for(revision_of(&context), listed), "list the resources")
     }
 
@@ -1373,7 +1417,8 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
-        let templates = self.workspace("resources/templates/list")?.templates();
+        let served = self.served("resources/templates/list", resources::Served::has_resources)?;
+        let templates = Self::blocking(served, "list the resource templates", |s| s.templates()).await?;
         from_json(
             fresh_for(revision_of(&context), templates),
             "list the resource templates",
@@ -1385,13 +1430,66 @@ impl ServerHandler for McpServer {
         request: rmcp::model::ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        let workspace = self.workspace("resources/read")?.clone();
-        let read = tokio::task::spawn_blocking(move || workspace.read(&request.uri))
-            .await
-            .map_err(|e| ErrorData::internal_error(format!("cannot read the resource: {e}"), None))??;
+        let served = self.served("resources/read", resources::Served::has_resources)?;
+        let read = Self::blocking(served, "read the resource", move |s| s.read(&request.uri)).await??;
         let result: rmcp::model::ReadResourceResult =
             from_json(fresh_for(revision_of(&context), read), "read the resource")?;
         Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        let served = self.served("prompts/list", resources::Served::has_prompts)?;
+        let prompts = Self::blocking(served, "list the prompts", |s| s.prompts()).await?;
+        from_json(fresh_for(revision_of(&context), prompts), "list the prompts")
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        let served = self.served("prompts/get", resources::Served::has_prompts)?;
+        let filled = Self::blocking(served, "fill in the prompt", move |s| {
+            s.prompt(&request.name, request.arguments.as_ref())
+        })
+        .await??;
+        // The plugin's content blocks are checked here, against MCP's types.
+        let result: rmcp::model::GetPromptResult =
+            serde_json::from_value(fresh_for(revision_of(&context), filled)).map_err(|e| {
+                ErrorData::internal_error(
+                    format!("the prompt's plugin answered a malformed prompt: {e}"),
+                    None,
+                )
+            })?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        let served = self.served("completion/complete", |s| s.has_resources() || s.has_prompts())?;
+        let (prompt, name) = match request.r#ref {
+            rmcp::model::Reference::Prompt(p) => (true, p.name),
+            rmcp::model::Reference::Resource(r) => (false, r.uri),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("cannot complete for {other:?}"),
+                    None,
+                ));
+            }
+        };
+        let argument = request.argument;
+        let completed = Self::blocking(served, "complete", move |s| {
+            s.complete(prompt, &name, &argument.name, &argument.value)
+        })
+        .await?;
+        from_json(fresh_for(revision_of(&context), completed), "complete")
     }
 
     async fn call_tool(

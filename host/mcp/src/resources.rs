@@ -21,6 +21,173 @@ use rmcp::ErrorData;
 use serde_json::{Value, json};
 use toolwright_sdk::{Access, Files, paths};
 
+/// Resources and prompts offered besides the workspace's files: the plugins' (`toolwright::toolset::Offerings`
+/// implements it over the plugins that export `offers`). Every method blocks (each runs plugins); the server
+/// calls them off its async threads. Values are in MCP's shapes.
+pub trait Offerings: Send + Sync {
+    /// Every offered resource, in order; what a plugin failed to list is logged and left out.
+    fn list_resources(&self) -> Vec<Value>;
+    /// Every offered resource template, likewise.
+    fn list_resource_templates(&self) -> Vec<Value>;
+    /// The contents of the resource at `uri` from the first offerer that has it; `None` when none has.
+    fn read_resource(&self, uri: &str) -> Result<Option<Vec<Value>>, String>;
+    /// Every offered prompt, the first of each name.
+    fn list_prompts(&self) -> Vec<Value>;
+    /// The prompt `name` (of the offerer that lists it first) filled in with `arguments`; `None` when none
+    /// offers it.
+    fn get_prompt(&self, name: &str, arguments: &[(String, String)]) -> Result<Option<Value>, String>;
+    /// Completions of `value` for `argument` of the prompt (`prompt`) or resource template `name`.
+    fn complete(&self, prompt: bool, name: &str, argument: &str, value: &str) -> Vec<String>;
+}
+
+/// What the server offers besides its tools: the workspace's files and the plugins' resources and prompts.
+/// Every method blocks (the server calls them off its async threads) and answers in MCP's shapes.
+#[derive(Clone, Default)]
+pub struct Served {
+    /// The workspace's files, when served.
+    pub workspace: Option<Workspace>,
+    /// The plugins' resources and prompts, when any plugin may offer some.
+    pub offerings: Option<Arc<dyn Offerings>>,
+}
+
+impl Served {
+    /// Whether there are resources to offer.
+    pub fn has_resources(&self) -> bool {
+        self.workspace.is_some() || self.offerings.is_some()
+    }
+
+    /// Whether there are prompts to offer.
+    pub fn has_prompts(&self) -> bool {
+        self.offerings.is_some()
+    }
+
+    /// One page of `resources/list`: the plugins' resources first (on the first page), then the workspace's
+    /// files, a page at a time.
+    pub fn list(&self, cursor: Option<&str>) -> Result<Value, ErrorData> {
+        let mut listed = match &self.workspace {
+            Some(workspace) => workspace.list(cursor)?,
+            None if cursor.is_some() => {
+                return Err(ErrorData::invalid_params(
+                    format!("Invalid cursor: {cursor:?} (not one this server gave)"),
+                    None,
+                ));
+            }
+            None => json!({ "resources": [] }),
+        };
+        if cursor.is_none()
+            && let Some(offerings) = &self.offerings
+        {
+            let mut all = offerings.list_resources();
+            if let Some(files) = listed["resources"].as_array_mut() {
+                all.append(files);
+            }
+            listed["resources"] = Value::Array(all);
+        }
+        Ok(listed)
+    }
+
+    /// `resources/templates/list`: the plugins' templates, then the workspace's.
+    pub fn templates(&self) -> Value {
+        let mut all = self
+            .offerings
+            .as_ref()
+            .map(|o| o.list_resource_templates())
+            .unwrap_or_default();
+        if let Some(workspace) = &self.workspace {
+            let theirs = workspace.templates();
+            if let Some(templates) = theirs["resourceTemplates"].as_array() {
+                all.extend(templates.iter().cloned());
+            }
+        }
+        json!({ "resourceTemplates": all })
+    }
+
+    /// `resources/read` of `uri`: a `file:` URI is the workspace's, any other the plugins'.
+    pub fn read(&self, uri: &str) -> Result<Value, ErrorData> {
+        let is_file = uri.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("file:"));
+        if is_file {
+            return match &self.workspace {
+                Some(workspace) => workspace.read(uri),
+                None => Err(not_found(uri, "this server offers no files")),
+            };
+        }
+        match self.offerings.as_ref().map(|o| o.read_resource(uri)) {
+            Some(Ok(Some(contents))) => Ok(json!({ "contents": contents })),
+            Some(Err(error)) => Err(ErrorData::internal_error(
+                format!("Resource not read: {error}"),
+                Some(json!({ "uri": uri })),
+            )),
+            Some(Ok(None)) | None => Err(not_found(uri, "no plugin offers it")),
+        }
+    }
+
+    /// `prompts/list`.
+    pub fn prompts(&self) -> Value {
+        let prompts = self
+            .offerings
+            .as_ref()
+            .map(|o| o.list_prompts())
+            .unwrap_or_default();
+        json!({ "prompts": prompts })
+    }
+
+    /// `prompts/get` of `name` with `arguments` (their values as text): a missing required argument is refused
+    /// before any plugin runs.
+    pub fn prompt(
+        &self,
+        name: &str,
+        arguments: Option<&serde_json::Map<String, Value>>,
+    ) -> Result<Value, ErrorData> {
+        let not_found =
+            || ErrorData::invalid_params(format!("Prompt not found: {name}"), Some(json!({ "name": name })));
+        let offerings = self.offerings.as_ref().ok_or_else(not_found)?;
+        let listed = offerings.list_prompts();
+        let prompt = listed.iter().find(|p| p["name"] == name).ok_or_else(not_found)?;
+        let given: Vec<(String, String)> = arguments
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| {
+                let text = match value {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                (key.clone(), text)
+            })
+            .collect();
+        for argument in prompt["arguments"].as_array().into_iter().flatten() {
+            let argument_name = argument["name"].as_str().unwrap_or_default();
+            if argument["required"] == true && !given.iter().any(|(k, _)| k == argument_name) {
+                return Err(ErrorData::invalid_params(
+                    format!("Missing required argument {argument_name} of the prompt {name}"),
+                    Some(json!({ "name": name, "argument": argument_name })),
+                ));
+            }
+        }
+        match offerings.get_prompt(name, &given) {
+            Ok(Some(filled)) => Ok(filled),
+            Ok(None) => Err(not_found()),
+            Err(error) => Err(ErrorData::internal_error(
+                format!("Prompt not filled in: {error}"),
+                None,
+            )),
+        }
+    }
+
+    /// `completion/complete` for the prompt (`prompt`) or template `name`'s `argument` beginning with `value`:
+    /// the workspace's template completes paths, the plugins the rest.
+    pub fn complete(&self, prompt: bool, name: &str, argument: &str, value: &str) -> Value {
+        let values: Vec<String> = match (&self.workspace, prompt) {
+            (Some(workspace), false) if name == TEMPLATE && argument == "path" => workspace.complete(value),
+            _ => self
+                .offerings
+                .as_ref()
+                .map(|o| o.complete(prompt, name, argument, value))
+                .unwrap_or_default(),
+        };
+        json!({ "completion": { "values": values, "total": values.len(), "hasMore": false } })
+    }
+}
+
 /// Resources per page of `resources/list`.
 pub const PAGE: usize = 500;
 
@@ -143,6 +310,14 @@ impl Workspace {
                 ),
             }]
         })
+    }
+
+    /// Completions of the template's `path`: the listed files whose path begins with `value`, at most 100.
+    pub fn complete(&self, value: &str) -> Vec<String> {
+        let mut found: Vec<String> = self.walk().into_iter().filter(|p| p.starts_with(value)).collect();
+        found.sort();
+        found.truncate(100);
+        found
     }
 
     /// `resources/read` of `uri` (as JSON): the file's text, or its bytes in base64 when it is not UTF-8.

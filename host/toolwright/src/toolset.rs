@@ -23,6 +23,8 @@ mod builtins;
 mod dev;
 #[cfg(all(feature = "wasm", feature = "mcp"))]
 pub mod mcp;
+#[cfg(all(feature = "wasm", feature = "mcp"))]
+mod offerings;
 mod options;
 #[cfg(feature = "wasm")]
 mod plugins;
@@ -44,6 +46,8 @@ pub use builtins::{
 pub use dev::{DevBuild, dev_grants};
 #[cfg(all(feature = "wasm", feature = "mcp"))]
 pub use mcp::{McpClients, McpLoad, project_mcp_files, user_mcp_files};
+#[cfg(all(feature = "wasm", feature = "mcp"))]
+pub use offerings::PluginOfferings;
 pub use options::{BuiltinMode, ToolsetOptions, audit_logs, project_plugin_dir, user_plugin_dir};
 #[cfg(feature = "wasm")]
 pub use regrant::Regrants;
@@ -146,6 +150,9 @@ pub struct Toolset {
     /// and beside the project's (for the project's plugins).
     pub locks: Locks,
     handler_grants: Vec<WasmGrants>,
+    /// The third-party plugins under their grants, which may offer MCP resources and prompts
+    /// ([`PluginOfferings`]).
+    offering: Vec<(Plugin, Arc<WasmGrants>)>,
     /// pi's file mutation queue of this toolset's tools.
     mutations: Arc<FileMutationQueue>,
     /// pi's `codemode` (registered as an extension tool, inactive until named; feature `codemode`).
@@ -235,6 +242,7 @@ impl Toolset {
             identities: Vec::new(),
             locks,
             handler_grants: Vec::new(),
+            offering: Vec::new(),
             mutations: mutations.clone(),
             codemode,
             deferred: loaded.deferred,
@@ -470,6 +478,9 @@ impl Toolset {
                 grants.env.clone()
             },
         });
+        if !is_builtin {
+            self.offering.push((plugin.clone(), Arc::new(grants.clone())));
+        }
         for mut definition in plugin.tool_definitions(&grants) {
             definition.origin = Some(origin.clone());
             if is_builtin {

@@ -30,6 +30,8 @@
 //! - `tool`, `handler`: a plugin's tools as `ToolDefinition`s, and a handler plugin's `tool_call` /
 //!   `tool_result` as hooks ([`handler_hooks`]), over its exports of either shape (`handler::exports`: the hooks
 //!   returning `result`, or the bare ones of plugins built before).
+//! - [`offers`]: a plugin's MCP resources and prompts (the optional `offers` export, [`Plugin::offers`]), checked,
+//!   bounded and in MCP's shapes, each export run through the gate under the plugin's grants.
 //! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
 //! - [`codemode`] (feature `codemode`): pi's `codemode` tool, its engine a component.
 //! - Trust (which plugin a grant is for, `toolwright.lock`, project trust) is the facade's (`toolwright::trust`):
@@ -70,6 +72,7 @@ mod grants;
 mod handler;
 mod host_import;
 mod instances;
+pub mod offers;
 mod plugin;
 mod process;
 mod queue;

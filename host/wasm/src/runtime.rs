@@ -52,6 +52,8 @@ pub(crate) struct Linked {
     pub(crate) pre: InstancePre<PluginState>,
     pub(crate) tool: Option<bindings::tool::GuestIndices>,
     pub(crate) handler: Option<crate::handler::Indices>,
+    /// Its MCP resources and prompts, when it offers some (`crate::offers`).
+    pub(crate) offers: Option<bindings::offers::GuestIndices>,
     /// The cached file its memory image is mapped from, where the pages its calls write are kept resident
     /// (`crate::instances::resident`; none when it was compiled here, or when which file was mapped is not known
     /// for sure: the entry renamed over during the map, or not found by `stat`).
@@ -109,6 +111,7 @@ pub(crate) fn link(
         .map_err(|e| incompatible(format!("{e:#}")))?;
     let tool = bindings::tool::GuestIndices::new(&pre).ok();
     let handler = crate::handler::Indices::new(&pre);
+    let offers = bindings::offers::GuestIndices::new(&pre).ok();
     if tool.is_none() && handler.is_none() {
         return Err(incompatible(
             "it exports neither `toolwright:plugin/tool@0.1.0` nor `toolwright:plugin/handler@0.1.0`".into(),
@@ -119,6 +122,7 @@ pub(crate) fn link(
             pre,
             tool,
             handler,
+            offers,
             image,
         },
         compilation,

@@ -71,8 +71,8 @@ pub struct McpArgs {
     /// new task is refused.
     #[arg(long, value_name = "N", default_value_t = toolwright::mcp::tasks::DEFAULT_MAX_TASKS)]
     max_tasks: usize,
-    /// Do not offer the workspace's files as MCP resources (offered while the built-in `read` is served, and
-    /// read under its grants).
+    /// Offer no MCP resources and prompts: neither the workspace's files (offered while the built-in `read` is
+    /// served, and read under its grants) nor the plugins' (their `offers` export).
     #[arg(long)]
     no_resources: bool,
     /// Append one JSON line per tool call and nested call to FILE (besides the log the user's policy names with
@@ -289,6 +289,9 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
     // Grants asked for while serving ([`super::ask`]): those kept for the session outlive a reload.
     let kept = super::ask::Kept::new(session.toolset().regrants(session.options()));
     let kept_on_reload = kept.clone();
+    // The plugins' resources and prompts: those of the latest reload.
+    let offerings = toolwright::toolset::PluginOfferings::new(session.toolset());
+    let offerings_on_reload = offerings.clone();
     // A handler that was still compiling when the session was built joins its hooks with the reload that loads it.
     let handlers = session.handlers().cloned();
     // The loaded plugins must outlive their tools: the latest reloaded toolset is kept here (the first stays in
@@ -347,6 +350,7 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
         );
         let mut plugin_tools = toolset.extension_tools.clone();
         kept_on_reload.reloaded(toolset.regrants(&options), &mut plugin_tools);
+        offerings_on_reload.replace(&toolset);
         plugin_tools.extend(toolset.mcp_tools().iter().cloned());
         if let Some(servers) = &toolset.mcp.servers {
             servers_changed = Some(servers.changes());
@@ -389,6 +393,9 @@ pub fn serve(mut args: McpArgs, dev: Option<super::dev::Builds>) -> anyhow::Resu
             .definition("read")
             .is_some_and(|d| matches!(d.source, toolwright::definition::ToolSource::Builtin))
     });
+    if !args.no_resources {
+        server.serve_offerings(offerings);
+    }
     if reads && !args.no_resources {
         match toolwright::toolset::builtin_read_files(session.options(), session.toolset().policy()) {
             Ok(files) => {

@@ -6,13 +6,17 @@
 //! `toolwright mcp --http` with this plugin loaded.
 //!
 //! Only what a Toolwright plugin can do is here: text and image content (pi's content types), errors, progress,
-//! logs, JSON Schema 2020-12 parameters, parameters mirrored in HTTP headers (`x-mcp-header`), and questions for
-//! the client (`ctx.ask`: forms, sampling, roots; `input_required` rounds for a 2026-07-28 client). The suite's
-//! audio and embedded-resource tools are not: their scenarios are expected failures (`tests/mcp/conformance-baseline.yml`, `tests/mcp/conformance-2026-07-28-baseline.yml`,
+//! logs, JSON Schema 2020-12 parameters, parameters mirrored in HTTP headers (`x-mcp-header`), questions for
+//! the client (`ctx.ask`: forms, sampling, roots; `input_required` rounds for a 2026-07-28 client), and the
+//! suite's fixture resources, resource template and prompts (`export_offers!`, [`ConformanceOffers`]). The
+//! suite's audio and embedded-resource tools are not: their scenarios are expected failures (`tests/mcp/conformance-baseline.yml`, `tests/mcp/conformance-2026-07-28-baseline.yml`,
 //! `docs/mcp.md`). `tests/tests/mcp_conformance_2026.rs` runs the prerelease that tests the 2026-07-28 revision.
 
 use serde_json::{Value, json};
-use toolwright_sdk::{Content, Ctx, InputRequest, LogLevel, Tool, ToolError, ToolResult, ToolSpec};
+use toolwright_sdk::{
+    Completing, Content, Ctx, FilledPrompt, InputRequest, LogLevel, OfferError, Offers, Prompt,
+    PromptMessage, Resource, ResourceContents, Tool, ToolError, ToolResult, ToolSpec,
+};
 
 /// A 1×1 red PNG, as the suite's reference server sends it.
 pub const RED_PIXEL_PNG: &str =
@@ -516,3 +520,121 @@ toolwright_sdk::export_tool!(
     FIXTURES[24],
     FIXTURES[25]
 );
+
+/// The suite's fixture resources (`test://static-text`, `test://static-binary`), its template
+/// (`test://template/{id}/data`) and its prompts, as a plugin offers them.
+pub struct ConformanceOffers;
+
+/// The text of `test://static-text`.
+pub const STATIC_TEXT: &str = "This is the content of the static text resource.";
+
+impl Offers for ConformanceOffers {
+    fn resources(&self) -> Vec<Resource> {
+        vec![
+            Resource::new("test://static-text", "static-text")
+                .with_description("A static text resource (MCP conformance fixture)")
+                .with_mime_type("text/plain"),
+            Resource::new("test://static-binary", "static-binary")
+                .with_description("A static binary resource: a 1x1 PNG (MCP conformance fixture)")
+                .with_mime_type("image/png"),
+        ]
+    }
+
+    fn resource_templates(&self) -> Vec<Resource> {
+        vec![
+            Resource::new("test://template/{id}/data", "template")
+                .with_description("Data for an ID (MCP conformance fixture)")
+                .with_mime_type("application/json"),
+        ]
+    }
+
+    fn read(&self, uri: &str) -> Result<Vec<ResourceContents>, OfferError> {
+        match uri {
+            "test://static-text" => Ok(vec![
+                ResourceContents::text(uri, STATIC_TEXT).with_mime_type("text/plain"),
+            ]),
+            "test://static-binary" => {
+                use base64::Engine as _;
+                let png = base64::engine::general_purpose::STANDARD
+                    .decode(RED_PIXEL_PNG)
+                    .map_err(|e| OfferError::Failed(format!("the fixture PNG: {e}")))?;
+                Ok(vec![ResourceContents::blob(uri, png).with_mime_type("image/png")])
+            }
+            _ => {
+                let id = uri
+                    .strip_prefix("test://template/")
+                    .and_then(|rest| rest.strip_suffix("/data"))
+                    .filter(|id| !id.is_empty() && !id.contains('/'))
+                    .ok_or(OfferError::NotFound)?;
+                let data = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+                Ok(vec![
+                    ResourceContents::text(uri, data.to_string()).with_mime_type("application/json"),
+                ])
+            }
+        }
+    }
+
+    fn prompts(&self) -> Vec<Prompt> {
+        vec![
+            Prompt::new("test_simple_prompt").with_description("A simple prompt without arguments"),
+            Prompt::new("test_prompt_with_arguments")
+                .with_description("A prompt with arguments")
+                .with_argument("arg1", "First test argument", true)
+                .with_argument("arg2", "Second test argument", true),
+            Prompt::new("test_prompt_with_embedded_resource")
+                .with_description("A prompt with an embedded resource")
+                .with_argument("resourceUri", "URI of the resource to embed", true),
+            Prompt::new("test_prompt_with_image").with_description("A prompt with an image"),
+        ]
+    }
+
+    fn prompt(&self, name: &str, arguments: &[(String, String)]) -> Result<FilledPrompt, OfferError> {
+        let arg = |key: &str| {
+            arguments
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or(String::new(), |(_, v)| v.clone())
+        };
+        let messages = match name {
+            "test_simple_prompt" => vec![PromptMessage::user_text("This is a simple prompt for testing.")],
+            "test_prompt_with_arguments" => vec![PromptMessage::user_text(format!(
+                "Prompt with arguments: arg1='{}', arg2='{}'",
+                arg("arg1"),
+                arg("arg2")
+            ))],
+            "test_prompt_with_embedded_resource" => vec![
+                PromptMessage::user(json!({
+                    "type": "resource",
+                    "resource": {
+                        "uri": arg("resourceUri"),
+                        "mimeType": "text/plain",
+                        "text": "Embedded resource content for testing.",
+                    },
+                })),
+                PromptMessage::user_text("Please process the embedded resource above."),
+            ],
+            "test_prompt_with_image" => vec![
+                PromptMessage::user(json!({"type": "image", "data": RED_PIXEL_PNG, "mimeType": "image/png"})),
+                PromptMessage::user_text("Please analyze the image above."),
+            ],
+            _ => return Err(OfferError::NotFound),
+        };
+        Ok(FilledPrompt::new(messages))
+    }
+
+    fn complete(&self, completing: Completing, name: &str, argument: &str, value: &str) -> Vec<String> {
+        let candidates: &[&str] = match (completing, name, argument) {
+            (Completing::Prompt, "test_prompt_with_arguments", "arg1" | "arg2") => {
+                &["paris", "park", "party", "test"]
+            }
+            _ => &[],
+        };
+        candidates
+            .iter()
+            .filter(|c| c.starts_with(value))
+            .map(|c| (*c).to_owned())
+            .collect()
+    }
+}
+
+toolwright_sdk::export_offers!(ConformanceOffers);
