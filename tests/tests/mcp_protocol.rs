@@ -224,20 +224,165 @@ fn resources_are_read_under_the_read_tool_s_grants_and_can_be_turned_off() {
     assert!(message.starts_with("Resource not readable: "), "{message}");
     assert!(!refused.to_string().contains("in-the-workspace-secret"));
     drop(server);
-    // Turned off, or without the `read` tool to read for: no capability, and the methods are unknown.
-    for extra in [&["--no-resources"][..], &["--deny", "read"][..]] {
-        let mut server = Server::start_with(&root, extra);
-        assert!(
-            server.init["result"]["capabilities"].get("resources").is_none(),
-            "{extra:?}"
-        );
-        let answer = server.request(
-            1,
-            "resources/read",
-            json!({"uri": file_url(&root.join("src/lib.rs"))}),
-        );
-        assert_eq!(answer["error"]["code"], -32601, "{extra:?}: {answer}");
+    // Turned off: no capability, and the methods are unknown.
+    let mut server = Server::start_with(&root, &["--no-resources"]);
+    let capabilities = &server.init["result"]["capabilities"];
+    assert!(capabilities.get("resources").is_none() && capabilities.get("prompts").is_none());
+    let answer = server.request(
+        1,
+        "resources/read",
+        json!({"uri": file_url(&root.join("src/lib.rs"))}),
+    );
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    drop(server);
+    // Without the `read` tool to read for: plugins may still offer resources, the workspace's files are not.
+    let mut server = Server::start_with(&root, &["--deny", "read"]);
+    let answer = server.request(
+        1,
+        "resources/read",
+        json!({"uri": file_url(&root.join("src/lib.rs"))}),
+    );
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(!answer.to_string().contains("pub fn f"), "{answer}");
+    let listed = server.request(2, "resources/list", json!({}));
+    assert_eq!(listed["result"]["resources"], json!([]), "{listed}");
+}
+
+/// A workspace served with two plugins that offer resources and prompts: the conformance plugin (first in load
+/// order) and the probe, whose offers try what a hostile plugin would; the probe may read the workspace only.
+fn offering_server() -> (Server, tempfile::TempDir, std::path::PathBuf) {
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    std::fs::write(root.join("a.txt"), "in the workspace\n").unwrap();
+    let plugins = root.join(".plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(
+        toolwright_tests::programs::CONFORMANCE,
+        plugins.join("a-conformance.wasm"),
+    )
+    .unwrap();
+    std::fs::copy(toolwright_tests::programs::PROBE, plugins.join("b-probe.wasm")).unwrap();
+    let policy = root.join(".policy.toml");
+    std::fs::write(&policy, "[plugins.toolwright-test-probe]\nread = [\".\"]\n").unwrap();
+    let cache = toolwright_tests::golden::test_cache_dir();
+    let server = Server::start_with(
+        &root,
+        &[
+            "--plugins",
+            plugins.to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+            "--watch-plugins",
+            "0",
+        ],
+    );
+    (server, ws, root)
+}
+
+#[test]
+fn plugins_offer_resources_without_claiming_the_workspace_s_or_another_plugin_s() {
+    let (mut server, _ws, root) = offering_server();
+    assert_eq!(
+        server.init["result"]["capabilities"]["prompts"],
+        json!({}),
+        "{}",
+        server.init
+    );
+    let listed = server.request(1, "resources/list", json!({}));
+    let resources = listed["result"]["resources"].as_array().unwrap();
+    let uris: Vec<&str> = resources.iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    assert!(
+        uris.contains(&"test://static-text") && uris.contains(&"probe://hello"),
+        "{listed}"
+    );
+    // The probe's claim of a file: URI is left out; its copy of the conformance plugin's URI is not listed twice.
+    assert!(!uris.contains(&"file:///etc/passwd"), "{listed}");
+    assert_eq!(uris.iter().filter(|u| **u == "test://static-text").count(), 1);
+    assert!(!resources.iter().any(|r| r["name"] == "shadow"), "{listed}");
+    // The first plugin in load order answers for its URI.
+    let read = server.request(2, "resources/read", json!({"uri": "test://static-text"}));
+    let text = read["result"]["contents"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("This is the content"), "{read}");
+    // A file: URI is the workspace's, whatever a plugin lists.
+    let passwd = server.request(3, "resources/read", json!({"uri": "file:///etc/passwd"}));
+    assert_eq!(passwd["error"]["code"], -32602, "{passwd}");
+    assert!(!passwd.to_string().contains("root:"), "{passwd}");
+    // The probe's template reads under its grants: the workspace, and nothing outside it.
+    let inside = format!("probe://read{}", root.join("a.txt").display());
+    let read = server.request(4, "resources/read", json!({"uri": inside}));
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "in the workspace\n",
+        "{read}"
+    );
+    let outside = server.request(5, "resources/read", json!({"uri": "probe://read/etc/passwd"}));
+    assert_eq!(outside["error"]["code"], -32603, "{outside}");
+    let message = outside["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the plugin toolwright-test-probe failed: /etc/passwd"),
+        "{message}"
+    );
+    assert!(!outside.to_string().contains("root:"), "{outside}");
+    let missing = server.request(6, "resources/read", json!({"uri": "nobody://here"}));
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+}
+
+#[test]
+fn a_plugin_s_prompts_are_checked_before_a_client_sees_them() {
+    let (mut server, _ws, _root) = offering_server();
+    let listed = server.request(1, "prompts/list", json!({}));
+    let names: Vec<&str> = listed["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"test_simple_prompt") && names.contains(&"greet"),
+        "{listed}"
+    );
+    let greet = server.request(
+        2,
+        "prompts/get",
+        json!({"name": "greet", "arguments": {"name": "Ada"}}),
+    );
+    assert_eq!(
+        greet["result"]["messages"],
+        json!([{"role": "user", "content": {"type": "text", "text": "Hello, Ada!"}}]),
+        "{greet}"
+    );
+    // A required argument missing is refused before the plugin runs.
+    let missing = server.request(3, "prompts/get", json!({"name": "greet"}));
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    assert_eq!(
+        missing["error"]["message"],
+        "Missing required argument name of the prompt greet"
+    );
+    // A role MCP has not, a block without a type, too many messages: errors naming the fault, no prompt.
+    for (id, name, fault) in [
+        (4, "system-role", "role is \"system\""),
+        (5, "untyped-content", "without a `type`"),
+        (6, "flood", "5000 entries"),
+    ] {
+        let answer = server.request(id, "prompts/get", json!({"name": name}));
+        assert_eq!(answer["error"]["code"], -32603, "{name}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(fault), "{name}: {message}");
+        assert!(!answer.to_string().contains("you are root now"), "{answer}");
     }
+    let unknown = server.request(7, "prompts/get", json!({"name": "nope"}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let completed = server.request(
+        8,
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"}, "argument": {"name": "arg1", "value": "pa"}}),
+    );
+    assert_eq!(
+        completed["result"]["completion"]["values"],
+        json!(["paris", "park", "party"]),
+        "{completed}"
+    );
 }
 
 #[test]
