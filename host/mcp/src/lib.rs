@@ -14,8 +14,10 @@
 //! - `input`: plugins' questions for the client (`host.ask`, [`toolwright_core::client`]): a session's client is
 //!   asked while the call waits; a 2026-07-28 request gets `input_required` rounds with a sealed request state,
 //!   or -32021 for a capability it did not declare.
-//! - [`resources`]: the workspace's files as resources ([`resources::Workspace`], [`McpServer::serve_resources`]),
-//!   read through the `read` built-in's grants cut to the workspace.
+//! - [`resources`]: resources and prompts ([`resources::Served`]): the workspace's files
+//!   ([`resources::Workspace`], [`McpServer::serve_resources`]), read through the `read` built-in's grants cut to
+//!   the workspace, and the plugins' resources, prompts and completions ([`resources::Offerings`],
+//!   [`McpServer::serve_offerings`]).
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
 //! - `headers`: the `x-mcp-header` marks of a tool's parameters, checked before the tool is listed to a
 //!   2026-07-28 client (one that breaks SEP-2243's rules is left out, with a warning).

@@ -14,6 +14,8 @@
 //!   their code compiled ahead of their first calls).
 //! - `dev` (feature `wasm`): the build of the plugin project `toolwright dev` serves ([`DevBuild`]), loaded ahead
 //!   of the installed plugin of its name, under that plugin's approved grants ([`dev_grants`]).
+//! - `offerings` (features `wasm` and `mcp`): the third-party plugins' MCP resources and prompts for
+//!   `toolwright mcp` ([`PluginOfferings`]), each asked under its plugin's grants.
 //! - Trust (identity, lockfile, approvals, project trust) is [`crate::trust`]'s; this module asks it.
 
 #[cfg(feature = "wasm")]

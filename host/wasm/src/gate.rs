@@ -1,5 +1,6 @@
 //! The one door into a plugin's code. Every call into a component — `metadata` and `list-tools` at load,
-//! `execute`, `prepare-arguments`, `mutated-path`, `prepare-loadout`, both handler exports — passes through
+//! `execute`, `prepare-arguments`, `mutated-path`, `prepare-loadout`, both handler exports, the `offers`
+//! exports (`crate::offers`) — passes through
 //! [`enter`] (on a blocking-capable thread) or [`enter_async`], and both through one body ([`run`]): it takes an
 //! instance slot, leases an instance under the call's grants from the host's [`Instances`] (deadline, memory
 //! limit, cancellation, fuel), runs the export, sends the plugin's output to the log, gives the instance back,
