@@ -27,6 +27,10 @@
 //     import { plugin } from "./tools.js";
 //     export const tool = plugin.exports({ host, process, preopens });
 //
+// It may also offer MCP resources and prompts, which `toolwright mcp` serves (`plugin.resource`,
+// `plugin.resourceTemplate`, `plugin.prompt`; build with the world `tool-offers-plugin` and
+// `export const offers = plugin.offersExports()`).
+//
 // A tool function gets the validated arguments and a `Context`, and returns a string, `ctx.result(…)`, or a
 // promise of either. A handler plugin declares `plugin.onToolCall((tool, args) => …)` (return nothing to allow,
 // `block(reason)` or `rewrite(args)`; a throw blocks, as pi does) and exports `handler = plugin.handlerExports(…)`.
@@ -438,6 +442,113 @@ export class Plugin {
     return this;
   }
 
+  /** Offer the MCP resource `declaration.uri` (with `name`, and optionally `description`, `mimeType`, `title`):
+   * `read(uri)` returns a string (text) or a `Uint8Array`; a throw is a failed read, its message the client's.
+   * `toolwright mcp` serves it (build with the world `tool-offers-plugin` and export `offers`). */
+  resource(declaration, read) {
+    if (!declaration?.uri || !declaration.name) throw new Error("a resource needs a uri and a name");
+    (this.resources ??= new Map()).set(declaration.uri, { declaration, read });
+    return this;
+  }
+
+  /** Offer every URI matching `declaration.uriTemplate` (RFC 6570: `{id}` one path segment, `{+path}` any text):
+   * `read(uri, variables)` returns a string, a `Uint8Array`, or nothing for no such resource. */
+  resourceTemplate(declaration, read) {
+    if (!declaration?.uriTemplate || !declaration.name) throw new Error("a template needs a uriTemplate and a name");
+    (this.templates ??= []).push({ declaration, read, pattern: templatePattern(declaration.uriTemplate) });
+    return this;
+  }
+
+  /** Offer the MCP prompt `declaration.name` (with `description`, `title`, `arguments`: [{name, description,
+   * required}]): `fill(args)` returns a string (one user message) or a list of messages, each a string (the
+   * user's text) or `{role: "user" | "assistant", content: {MCP content block}}`. */
+  prompt(declaration, fill) {
+    if (!declaration?.name) throw new Error("a prompt needs a name");
+    (this.prompts ??= new Map()).set(declaration.name, { declaration, fill });
+    return this;
+  }
+
+  /** Read an offered resource (the export, and unit tests): `{mimeType, contents}`, or `null` when nothing here
+   * has `uri`. */
+  readResource(uri) {
+    const offered = this.resources?.get(uri);
+    if (offered) return { mimeType: offered.declaration.mimeType, contents: offered.read(uri) };
+    for (const template of this.templates ?? []) {
+      const match = template.pattern.exec(uri);
+      if (!match) continue;
+      const contents = template.read(uri, { ...match.groups });
+      if (contents != null) return { mimeType: template.declaration.mimeType, contents };
+    }
+    return null;
+  }
+
+  /** Fill in an offered prompt (the export, and unit tests): its messages `[{role, content}]`, or `null`. */
+  getPrompt(name, args) {
+    const prompt = this.prompts?.get(name);
+    if (!prompt) return null;
+    const out = prompt.fill(args);
+    return (typeof out === "string" ? [out] : out).map((m) =>
+      typeof m === "string" ? { role: "user", content: { type: "text", text: m } } : m,
+    );
+  }
+
+  /** The object to export as `offers` (world `tool-offers-plugin`). */
+  offersExports() {
+    const plugin = this;
+    const info = (d, uri) => ({
+      uri,
+      name: d.name,
+      title: d.title,
+      description: d.description,
+      mimeType: d.mimeType,
+      size: undefined,
+    });
+    const failed = (error) => ({ tag: "failed", val: error instanceof Error ? error.message : String(error) });
+    return {
+      listResources: () => [...(plugin.resources?.values() ?? [])].map((r) => info(r.declaration, r.declaration.uri)),
+      listResourceTemplates: () => (plugin.templates ?? []).map((t) => info(t.declaration, t.declaration.uriTemplate)),
+      readResource(uri) {
+        let found;
+        try {
+          found = plugin.readResource(uri);
+        } catch (error) {
+          throw failed(error);
+        }
+        if (!found) throw { tag: "not-found" };
+        const contents =
+          found.contents instanceof Uint8Array
+            ? { tag: "blob", val: found.contents }
+            : { tag: "text", val: String(found.contents) };
+        return [{ uri, mimeType: found.mimeType, contents }];
+      },
+      listPrompts: () =>
+        [...(plugin.prompts?.values() ?? [])].map(({ declaration: d }) => ({
+          name: d.name,
+          title: d.title,
+          description: d.description,
+          arguments: (d.arguments ?? []).map((a) => ({
+            name: a.name,
+            description: a.description,
+            required: Boolean(a.required),
+          })),
+        })),
+      getPrompt(name, args) {
+        let messages;
+        try {
+          messages = plugin.getPrompt(name, Object.fromEntries(args));
+        } catch (error) {
+          throw failed(error);
+        }
+        if (!messages) throw { tag: "not-found" };
+        return {
+          description: plugin.prompts.get(name).declaration.description,
+          messages: messages.map((m) => ({ role: m.role, content: JSON.stringify(m.content) })),
+        };
+      },
+      complete: () => [],
+    };
+  }
+
   /** Declare the plugin's `tool_call` hook `(tool, args) => undefined | block(…) | rewrite(…)`. */
   onToolCall(decide) {
     this.toolCall = decide;
@@ -628,4 +739,17 @@ export class Plugin {
       },
     };
   }
+}
+
+/** The regular expression of an RFC 6570 template: `{x}` one path segment, `{+x}` any text, as named groups. */
+function templatePattern(template) {
+  let source = "";
+  let at = 0;
+  for (const found of template.matchAll(/\{(\+?)([A-Za-z0-9_]+)\}/g)) {
+    source += template.slice(at, found.index).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    source += `(?<${found[2]}>${found[1] ? ".+" : "[^/]+"})`;
+    at = found.index + found[0].length;
+  }
+  source += template.slice(at).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return new RegExp(`^${source}$`);
 }

@@ -22,6 +22,19 @@ A tool function gets the validated arguments (a dict) and a `Context`, and retur
 for structured content, details or an error flag. Outside a componentize-py build (unit tests) the module imports
 without `wit_world`: call the tool functions with `Context.for_tests(cwd)`.
 
+It may also offer MCP resources and prompts, which `toolwright mcp` serves (build with the world
+`tool-offers-plugin`)::
+
+    @plugin.resource("notes://today", mime_type="text/markdown")
+    def today(uri):
+        return "# Today"
+
+    @plugin.prompt(description="Summarise a topic.", arguments=[("topic", "what to summarise", True)])
+    def summarise(args):
+        return f"Summarise {args['topic']}."
+
+    Offers = plugin.export_offers()
+
 A handler plugin (world `handler-plugin`, pi's `tool_call` hook) declares one function instead::
 
     @plugin.on_tool_call
@@ -429,6 +442,34 @@ class _ToolDecl:
         self.snippet = snippet
 
 
+class _Offered:
+    def __init__(self, function, uri, name, description, mime_type, title):
+        self.function, self.uri, self.name = function, uri, name
+        self.description, self.mime_type, self.title = description, mime_type, title
+
+
+class _Prompt:
+    def __init__(self, function, name, description, arguments, title):
+        self.function, self.name, self.description = function, name, description
+        self.arguments, self.title = arguments, title
+
+
+def _match_template(template, uri):
+    """The variables of `uri` under the RFC 6570 `template` (`{x}`: one path segment, `{+x}`: any text), or `None`
+    when it does not match."""
+    import re
+
+    pattern, names, at = "", [], 0
+    for found in re.finditer(r"\{(\+?)([A-Za-z0-9_]+)\}", template):
+        pattern += re.escape(template[at:found.start()])
+        pattern += f"(?P<{found.group(2)}>" + (".+" if found.group(1) else "[^/]+") + ")"
+        names.append(found.group(2))
+        at = found.end()
+    pattern += re.escape(template[at:])
+    match = re.fullmatch(pattern, uri)
+    return None if match is None else match.groupdict()
+
+
 class Plugin:
     """A plugin: its metadata, the capabilities it asks for, and its tools."""
 
@@ -457,6 +498,9 @@ class Plugin:
         self.tools = {}
         self.tool_call = None
         self.tool_result = None
+        self.resources = {}
+        self.templates = []
+        self.prompts = {}
 
     def tool(self, description, parameters, name=None, output_schema=None, annotations=None, snippet=None,
              render_call=None, render_result=None, label=None):
@@ -579,6 +623,129 @@ class Plugin:
         except Exception as error:  # noqa: BLE001 - every failure is the model's to read
             return Result(f"{type(error).__name__}: {error}", details={"traceback": traceback.format_exc()},
                           is_error=True)
+
+    def resource(self, uri, name=None, description=None, mime_type=None, title=None):
+        """Offer the decorated function `f(uri)` as the MCP resource `uri` (`toolwright mcp` serves it): it returns
+        `str` (text) or `bytes`; raising is a failed read, its message the client's."""
+
+        def declare(function):
+            self.resources[uri] = _Offered(function, uri, name or function.__name__, description, mime_type, title)
+            return function
+
+        return declare
+
+    def resource_template(self, uri_template, name=None, description=None, mime_type=None, title=None):
+        """Offer the decorated function `f(uri, **variables)` for every URI that matches `uri_template` (RFC 6570:
+        `{id}` is one path segment, `{+path}` any text): it returns `str` or `bytes`, or `None` for no such
+        resource."""
+
+        def declare(function):
+            self.templates.append(_Offered(function, uri_template, name or function.__name__, description,
+                                           mime_type, title))
+            return function
+
+        return declare
+
+    def prompt(self, description=None, arguments=(), name=None, title=None):
+        """Offer the decorated function `f(args)` as an MCP prompt; `arguments` are `(name, description,
+        required)`. It returns a `str` (one user message) or a list of messages: each a `str` (the user's text) or
+        `{"role": "user" | "assistant", "content": {MCP content block}}`."""
+
+        def declare(function):
+            key = name or function.__name__
+            self.prompts[key] = _Prompt(function, key, description, list(arguments), title)
+            return function
+
+        return declare
+
+    def read_resource(self, uri):
+        """Read an offered resource (the export, and unit tests): `(mime_type, str | bytes)`, or `None` when
+        nothing here has `uri`."""
+        offered = self.resources.get(uri)
+        if offered is not None:
+            return offered.mime_type, offered.function(uri)
+        for template in self.templates:
+            variables = _match_template(template.uri, uri)
+            if variables is not None:
+                contents = template.function(uri, **variables)
+                if contents is not None:
+                    return template.mime_type, contents
+        return None
+
+    def get_prompt(self, name, args):
+        """Fill in an offered prompt (the export, and unit tests): its messages as `(role, content)`, or `None`
+        when there is no such prompt."""
+        prompt = self.prompts.get(name)
+        if prompt is None:
+            return None
+        out = prompt.function(dict(args))
+        messages = [out] if isinstance(out, str) else list(out)
+        filled = []
+        for message in messages:
+            if isinstance(message, str):
+                filled.append(("user", {"type": "text", "text": message}))
+            else:
+                filled.append((message["role"], message["content"]))
+        return filled
+
+    def export_offers(self):
+        """The class componentize-py exports for the `offers` interface (assign it to `Offers` in the app module;
+        build with the world `tool-offers-plugin`)."""
+        from wit_world import exports
+        from wit_world.exports import offers as o
+
+        plugin = self
+
+        def info(offered):
+            return o.ResourceInfo(uri=offered.uri, name=offered.name, title=offered.title,
+                                  description=offered.description, mime_type=offered.mime_type, size=None)
+
+        def error(value):
+            from componentize_py_types import Err
+
+            return Err(value)
+
+        class Offers(exports.Offers):
+            def list_resources(self):
+                return [info(r) for r in plugin.resources.values()]
+
+            def list_resource_templates(self):
+                return [info(t) for t in plugin.templates]
+
+            def read_resource(self, uri):
+                try:
+                    found = plugin.read_resource(uri)
+                except Exception as failure:  # noqa: BLE001 - a failed read is the client's to read
+                    raise error(o.OfferError_Failed(f"{type(failure).__name__}: {failure}")) from None
+                if found is None:
+                    raise error(o.OfferError_NotFound())
+                mime_type, contents = found
+                body = o.Contents_Blob(bytes(contents)) if isinstance(contents, (bytes, bytearray)) \
+                    else o.Contents_Text(str(contents))
+                return [o.ResourceContents(uri=uri, mime_type=mime_type, contents=body)]
+
+            def list_prompts(self):
+                return [o.Prompt(name=p.name, title=p.title, description=p.description,
+                                 arguments=[o.PromptArgument(name=a[0], description=a[1] if len(a) > 1 else None,
+                                                             required=bool(a[2]) if len(a) > 2 else False)
+                                            for a in p.arguments])
+                        for p in plugin.prompts.values()]
+
+            def get_prompt(self, name, arguments):
+                try:
+                    filled = plugin.get_prompt(name, arguments)
+                except Exception as failure:  # noqa: BLE001 - a failed prompt is the client's to read
+                    raise error(o.OfferError_Failed(f"{type(failure).__name__}: {failure}")) from None
+                if filled is None:
+                    raise error(o.OfferError_NotFound())
+                return o.PromptResult(description=plugin.prompts[name].description,
+                                      messages=[o.PromptMessage(role=role, content=json.dumps(content))
+                                                for role, content in filled])
+
+            def complete(self, kind, name, argument, value):
+                return []
+
+        return Offers
 
     def export(self):
         """The class componentize-py exports (assign it to `Tool` in the app module). Called while componentize-py

@@ -1097,3 +1097,189 @@ fn python_and_javascript_plugins_ask_the_client_in_input_required_rounds() {
         "{text}"
     );
 }
+
+/// A Python plugin offering MCP resources, a template and a prompt beside its tool (world `tool-offers-plugin`).
+const PY_OFFERS: &str = r##"
+from toolwright_plugin import Plugin
+
+plugin = Plugin("py-offers", "0.1.0", "Offers notes.")
+
+@plugin.tool(name="py_noop", description="Nothing.", parameters={"type": "object", "properties": {}})
+def py_noop(args, ctx):
+    return "ok"
+
+@plugin.resource("py://today", mime_type="text/markdown", description="Today's note")
+def today(uri):
+    return "# Today in Python"
+
+@plugin.resource("py://pixel", mime_type="image/png")
+def pixel(uri):
+    return bytes([137, 80, 78, 71])
+
+@plugin.resource_template("py://day/{date}")
+def day(uri, date):
+    if date == "never":
+        raise ValueError("no such day")
+    return f"note of {date}"
+
+@plugin.prompt(description="Summarise a topic.", arguments=[("topic", "what to summarise", True)])
+def summarise(args):
+    return [f"Summarise {args['topic']}.", {"role": "assistant", "content": {"type": "text", "text": "Sure."}}]
+
+try:
+    Tool = plugin.export()
+    Offers = plugin.export_offers()
+except ImportError:
+    pass
+"##;
+
+/// The same offers in JavaScript.
+const JS_OFFERS: &str = r##"
+import { Plugin } from "./toolwright.js";
+
+export const plugin = new Plugin({ name: "js-offers", description: "Offers notes." });
+plugin.tool({ name: "js_noop", description: "Nothing.", parameters: { type: "object", properties: {} } }, () => "ok");
+plugin.resource({ uri: "js://today", name: "today", mimeType: "text/markdown" }, () => "# Today in JavaScript");
+plugin.resource({ uri: "js://pixel", name: "pixel", mimeType: "image/png" }, () => new Uint8Array([137, 80, 78, 71]));
+plugin.resourceTemplate({ uriTemplate: "js://day/{date}", name: "day" }, (uri, { date }) => {
+  if (date === "never") throw new Error("no such day");
+  return `note of ${date}`;
+});
+plugin.prompt(
+  { name: "summarise_js", description: "Summarise a topic.", arguments: [{ name: "topic", required: true }] },
+  (args) => [`Summarise ${args.topic}.`, { role: "assistant", content: { type: "text", text: "Sure." } }],
+);
+"##;
+
+const JS_OFFERS_ENTRY: &str = r#"
+import * as host from "toolwright:plugin/host@0.1.0";
+import { plugin } from "./app.js";
+
+export const tool = plugin.exports({ host });
+export const offers = plugin.offersExports();
+"#;
+
+const JS_OFFERS_BUILD: &str = r#"
+import { componentize } from "@bytecodealliance/componentize-js";
+import { writeFile } from "node:fs/promises";
+
+const { component } = await componentize({
+  sourcePath: "component.js",
+  witPath: "wit",
+  worldName: "tool-offers-plugin",
+  disableFeatures: ["http", "fetch-event"],
+});
+await writeFile("js_offers.wasm", component);
+"#;
+
+#[test]
+fn python_and_javascript_plugins_offer_resources_and_prompts() {
+    let py = python_project("py-offers", "tool-offers-plugin", &[("app.py", PY_OFFERS)]);
+    let js = js_project(
+        "js-offers",
+        &[
+            ("app.js", JS_OFFERS),
+            ("component.js", JS_OFFERS_ENTRY),
+            ("build.mjs", JS_OFFERS_BUILD),
+        ],
+    );
+    let plugins = tempfile::tempdir().unwrap();
+    for wasm in [&py, &js] {
+        std::fs::copy(wasm, plugins.path().join(wasm.file_name().unwrap())).unwrap();
+    }
+    let ws = workspace();
+    let cache = tmp().join("component-cache");
+    let args: Vec<String> = [
+        "--no-default-plugins",
+        "--plugins",
+        plugins.path().to_str().unwrap(),
+        "--cwd",
+        ws.path().to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--no-resources",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    // `--no-resources` turns them off; without it, both languages' offers are served.
+    let mut off = toolwright_tests::mcp::StdioServer::start(Path::new(BINARY), &args);
+    off.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/list"}));
+    assert_eq!(off.response(1)["error"]["code"], -32601);
+    drop(off);
+    let mut server = toolwright_tests::mcp::StdioServer::start(Path::new(BINARY), &args[..args.len() - 1]);
+    let mut request = |id: i64, method: &str, params: Value| {
+        server.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        server.response(id)
+    };
+    let listed = request(1, "resources/list", json!({}));
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    for uri in ["py://today", "py://pixel", "js://today", "js://pixel"] {
+        assert!(uris.contains(&uri), "{uri}: {listed}");
+    }
+    let templates = request(2, "resources/templates/list", json!({}));
+    let templates: Vec<&str> = templates["result"]["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["uriTemplate"].as_str().unwrap())
+        .collect();
+    assert!(
+        templates.contains(&"py://day/{date}") && templates.contains(&"js://day/{date}"),
+        "{templates:?}"
+    );
+    let mut id = 10;
+    for (lang, prefix, prompt) in [
+        ("Python", "py", "summarise"),
+        ("JavaScript", "js", "summarise_js"),
+    ] {
+        let mut read = |uri: String| {
+            id += 1;
+            request(id, "resources/read", json!({"uri": uri}))
+        };
+        let today = read(format!("{prefix}://today"));
+        assert_eq!(
+            today["result"]["contents"][0]["text"],
+            format!("# Today in {lang}"),
+            "{today}"
+        );
+        assert_eq!(today["result"]["contents"][0]["mimeType"], "text/markdown");
+        let pixel = read(format!("{prefix}://pixel"));
+        assert_eq!(pixel["result"]["contents"][0]["blob"], "iVBORw==", "{pixel}");
+        let day = read(format!("{prefix}://day/2026-12-06"));
+        assert_eq!(
+            day["result"]["contents"][0]["text"], "note of 2026-12-06",
+            "{day}"
+        );
+        let never = read(format!("{prefix}://day/never"));
+        assert_eq!(never["error"]["code"], -32603, "{never}");
+        assert!(
+            never["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no such day"),
+            "{never}"
+        );
+        let nothing = read(format!("{prefix}://nothing"));
+        assert_eq!(nothing["error"]["code"], -32602, "{nothing}");
+        id += 1;
+        let filled = request(
+            id,
+            "prompts/get",
+            json!({"name": prompt, "arguments": {"topic": "wasm"}}),
+        );
+        assert_eq!(
+            filled["result"]["messages"],
+            json!([
+                {"role": "user", "content": {"type": "text", "text": "Summarise wasm."}},
+                {"role": "assistant", "content": {"type": "text", "text": "Sure."}},
+            ]),
+            "{lang}: {filled}"
+        );
+    }
+}
