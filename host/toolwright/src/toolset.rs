@@ -666,6 +666,12 @@ fn runtime_grants(
     grants.know_home(host.home.as_deref());
     if policy.ask.grants() {
         grants.refusals = Some(options.refusals.clone());
+        // Sockets on, refusing everything not granted, so that what it tries can be asked about.
+        grants.network_asked = plugin
+            .metadata
+            .capabilities
+            .iter()
+            .any(|c| matches!(c.capability, toolwright_sdk::Capability::Network(_)));
     }
     grants.client = Some(options.client.clone());
     grants.sampling = policy.ask.samples(&plugin.metadata.name);

@@ -73,6 +73,10 @@ pub struct WasmGrants {
     pub client: Option<toolwright_core::client::ClientDesk>,
     /// Whether the plugin may ask the client's model (`sampling/createMessage`).
     pub sampling: bool,
+    /// Whether its sockets are on though no network grant allows anything, so that what it tries is refused and
+    /// recorded for a server that asks the user (`refusals`): a plugin that requested network capabilities when
+    /// the policy asks for grants. Nothing leaves the host: every name lookup and connection is refused.
+    pub network_asked: bool,
 }
 
 /// Which tools a plugin's nested calls may reach, and under whose authority they run
@@ -283,6 +287,7 @@ impl WasmGrants {
             refusals: None,
             client: None,
             sampling: false,
+            network_asked: false,
         }
     }
 
@@ -331,6 +336,7 @@ impl WasmGrants {
             refusals: None,
             client: None,
             sampling: false,
+            network_asked: false,
         }
     }
 }

@@ -72,6 +72,7 @@ mod grants;
 mod handler;
 mod host_import;
 mod instances;
+mod name_lookup;
 pub mod offers;
 mod plugin;
 mod process;
@@ -107,12 +108,14 @@ use runtime::{Linked, Runtime, link, read_file};
 /// idle or waiting to be dropped.
 const ENGINE_INSTANCES: u32 = MAX_INSTANCES + instances::BEYOND_RUNNING;
 
-/// The imports a plugin's component is linked with besides WASI: `wasi:io` bounded by the call's deadline and
-/// the call's environment (shadowing wasmtime-wasi's), and Toolwright's own interfaces.
+/// The imports a plugin's component is linked with besides WASI: `wasi:io` bounded by the call's deadline, the
+/// call's environment and name lookups limited to the granted names (shadowing wasmtime-wasi's), and Toolwright's
+/// own interfaces.
 fn imports(linker: &mut wasmtime::component::Linker<state::PluginState>) -> wasmtime::Result<()> {
     use wasmtime::component::HasSelf;
     bounded_io::add_to_linker(linker)?;
     environment::add_to_linker(linker)?;
+    name_lookup::add_to_linker(linker)?;
     bindings::types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     bindings::host::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     bindings::process::add_to_linker::<_, HasSelf<_>>(linker, |s| s)

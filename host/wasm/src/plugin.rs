@@ -181,8 +181,11 @@ impl PluginInner {
         let mut wasi = WasiCtxBuilder::new();
         // Where a connection's audit goes: the current call's sink (a reused instance serves several calls).
         let audit = Arc::new(Mutex::new(updates.clone()));
-        if !grants.network.is_empty() {
+        // The connections refused, for a server that asks the user (kept for the current call, as the audit).
+        let net_refused: Arc<Mutex<Vec<toolwright_core::ask::Refused>>> = Arc::default();
+        if !grants.network.is_empty() || grants.network_asked {
             let (allow, deny, audit) = (grants.network.clone(), grants.network_deny.clone(), audit.clone());
+            let refused = net_refused.clone();
             wasi.allow_tcp(true)
                 .allow_udp(true)
                 .allow_ip_name_lookup(true)
@@ -193,9 +196,21 @@ impl PluginInner {
                         SocketAddrUse::TcpConnect | SocketAddrUse::UdpSend => {
                             let (allow, deny) = (allow.clone(), deny.clone());
                             let audit = audit.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                            let refused = refused.clone();
                             Box::pin(async move {
                                 let allowed = network_allows(allow, deny, addr).await;
                                 audit.connected(addr, allowed);
+                                if !allowed {
+                                    let mut kept = refused.lock().unwrap_or_else(PoisonError::into_inner);
+                                    let connect = toolwright_core::ask::Refused::Connect {
+                                        address: addr.to_string(),
+                                    };
+                                    if kept.len() < toolwright_core::ask::MAX_REFUSALS_PER_CALL
+                                        && !kept.contains(&connect)
+                                    {
+                                        kept.push(connect);
+                                    }
+                                }
                                 allowed
                             })
                         }
@@ -231,6 +246,8 @@ impl PluginInner {
             stderr,
             output_from: (0, 0),
             audit,
+            names: crate::name_lookup::NameGate::of(&grants.network),
+            net_refused,
             cancel_seen: None,
             processes: toolwright_native::CallScope::new(),
             started: None,

@@ -140,6 +140,10 @@ pub struct PluginState {
     pub(super) started: Option<Started>,
     /// What the host refused the current call, as it saw it ([`toolwright_core::ask`]).
     pub(super) refused: Vec<toolwright_core::ask::Refused>,
+    /// The names it may resolve (`crate::name_lookup`).
+    pub(super) names: crate::name_lookup::NameGate,
+    /// The connections its socket check refused during the current call (the check runs apart from the store).
+    pub(super) net_refused: Arc<std::sync::Mutex<Vec<toolwright_core::ask::Refused>>>,
     /// The instance's exports, type-checked at its first call and kept for the calls a reused instance serves
     /// after it (a store holds one instance).
     pub(super) exports: Exports,

@@ -140,7 +140,15 @@ async fn execute(
     let outcome = gate::enter_async(&plugin, grants, entry, move |store, instance| {
         let guest = inner.tool_exports(store, instance)?;
         let said = guest.call_execute(&mut *store, &tool, &call_id, &arguments)?;
-        let refused = std::mem::take(&mut store.data_mut().refused);
+        let mut refused = std::mem::take(&mut store.data_mut().refused);
+        let connections = std::mem::take(
+            &mut *store
+                .data()
+                .net_refused
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        refused.extend(connections);
         if let Some(book) = &book {
             book.record(&call_id, &inner.name, refused);
         }

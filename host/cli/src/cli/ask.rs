@@ -109,6 +109,7 @@ impl GrantAsker for CliAsker {
             Grant::Read(dir) => Capability::Read(dir.clone()),
             Grant::Write(dir) => Capability::Write(dir.clone()),
             Grant::Spawn(program) => Capability::Spawn(program.clone()),
+            Grant::Network(address) => Capability::Network(address.clone()),
         };
         let mut document = super::install::policy_document(path).map_err(|e| format!("{e:#}"))?;
         super::install::grant_and_pin(&mut document, &question.plugin, &[capability], &sha256);

@@ -9,7 +9,7 @@ use crate::ask::{Grant, Question, Refused};
 use crate::audit::{Machine, Origin, OriginKind};
 use crate::definition::ToolDefinition;
 use crate::native::{FileMutationQueue, HostEnv};
-use crate::policy::{Effective, Policy};
+use crate::policy::{Effective, NetPattern, Policy};
 use crate::trust::identity::{self, PluginIdentity, PluginLocation};
 use crate::wasm::Plugin;
 
@@ -69,18 +69,22 @@ impl Regrants {
         let home = HostEnv::current().home;
         let before = self.effective(found, identity, &[]);
         refused.iter().find_map(|r| {
-            let grant = r.grant(home.as_deref())?;
-            let after = self.effective(found, identity, std::slice::from_ref(&grant));
-            // Only what the new grant adds: a refusal the plugin's grants already cover was refused for another
-            // reason (arguments a spawn rule does not allow), and asking would widen the rule.
-            if allows(&before, &grant) || !allows(&after, &grant) {
-                return None;
-            }
-            Some(Question {
-                plugin: plugin.to_owned(),
-                refused: r.clone(),
-                reason: reason(found, &before, &after),
-                grant,
+            let mut grants: Vec<Grant> = r.grant(home.as_deref()).into_iter().collect();
+            // A connection may be granted by the host name the plugin requested rather than the address.
+            grants.extend(requested_hosts(found, r));
+            grants.into_iter().find_map(|grant| {
+                let after = self.effective(found, identity, std::slice::from_ref(&grant));
+                // Only what the new grant adds: a refusal the plugin's grants already cover was refused for
+                // another reason (arguments a spawn rule does not allow), and asking would widen the rule.
+                if allows(&before, &grant) || !allows(&after, &grant) {
+                    return None;
+                }
+                Some(Question {
+                    plugin: plugin.to_owned(),
+                    refused: r.clone(),
+                    reason: reason(found, &before, &after),
+                    grant,
+                })
             })
         })
     }
@@ -150,6 +154,7 @@ fn widened(policy: &Policy, plugin: &str, extra: &[Grant]) -> Policy {
             Grant::Read(dir) => entry.read.push(dir.clone()),
             Grant::Write(dir) => entry.write.push(dir.clone()),
             Grant::Spawn(program) => entry.spawn.push(program.as_str().into()),
+            Grant::Network(address) => entry.network.push(address.clone()),
         }
     }
     policy
@@ -162,7 +167,52 @@ fn allows(effective: &Effective, grant: &Grant) -> bool {
         Grant::Read(dir) => effective.dirs.iter().any(|d| below(dir, &d.path)),
         Grant::Write(dir) => effective.dirs.iter().any(|d| d.write && below(dir, &d.path)),
         Grant::Spawn(program) => effective.programs.iter().any(|p| p == program),
+        Grant::Network(address) => NetPattern::parse(address)
+            .is_some_and(|wanted| effective.network.iter().any(|n| wanted.within(n))),
     }
+}
+
+/// The grants by host name that would allow the refused connection `refused`: each network pattern the plugin
+/// requested by name that names it (a refused lookup of that name), or whose name resolves to its address, for
+/// that port (or, for a lookup, the ports requested).
+fn requested_hosts(plugin: &Plugin, refused: &Refused) -> Vec<Grant> {
+    let Refused::Connect { address } = refused else {
+        return Vec::new();
+    };
+    let socket: Option<std::net::SocketAddr> = address.parse().ok();
+    let mut grants = Vec::new();
+    for request in &plugin.metadata.capabilities {
+        let toolwright_sdk::Capability::Network(pattern) = &request.capability else {
+            continue;
+        };
+        let Some(wanted) = NetPattern::parse(pattern) else {
+            continue;
+        };
+        if wanted.host == "*" || wanted.host.parse::<std::net::IpAddr>().is_ok() {
+            continue;
+        }
+        let named = match socket {
+            // A lookup refused: the name itself.
+            None => wanted.host.eq_ignore_ascii_case(address.trim_end_matches('.')),
+            // A connection refused: a name the plugin requested that resolves to its address, on its port.
+            Some(socket) => {
+                use std::net::ToSocketAddrs;
+                wanted.port.is_none_or(|p| p == socket.port())
+                    && (wanted.host.as_str(), socket.port())
+                        .to_socket_addrs()
+                        .is_ok_and(|mut found| found.any(|a| a.ip() == socket.ip()))
+            }
+        };
+        if named {
+            let port = socket.map(|s| s.port()).or(wanted.port);
+            let grant = NetPattern {
+                host: wanted.host.clone(),
+                port,
+            };
+            grants.push(Grant::Network(grant.to_string()));
+        }
+    }
+    grants
 }
 
 /// The reason the plugin gave for the capability the grant falls under: the request whose decision changed.
