@@ -87,6 +87,41 @@ fn a_working_plugin_is_described_and_passes() {
     assert_eq!(report["problems"], serde_json::json!([]));
 }
 
+#[test]
+fn a_plugin_s_offers_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conformance.wasm");
+    std::fs::copy(toolwright_tests::programs::CONFORMANCE, &file).unwrap();
+    let out = check(&file, false);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(
+            "  offers resource test://static-text: A static text resource (MCP conformance fixture)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("  offers resource template test://template/{id}/data: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("  offers prompt test_prompt_with_arguments: A prompt with arguments"),
+        "{text}"
+    );
+    let report: Value = serde_json::from_slice(&check(&file, true).stdout).unwrap();
+    assert_eq!(
+        report["offers"]["prompts"].as_array().unwrap().len(),
+        4,
+        "{report}"
+    );
+    // A plugin without the export lists nothing of the kind.
+    std::fs::write(dir.path().join("wordcount.wasm"), wordcount()).unwrap();
+    let report: Value =
+        serde_json::from_slice(&check(&dir.path().join("wordcount.wasm"), true).stdout).unwrap();
+    assert!(report.get("offers").is_none(), "{report}");
+}
+
 /// `check` fails with `what` and a fix containing `fix`.
 fn assert_refused(file: &Path, what: &str, fix: &str) {
     let out = check(file, false);

@@ -176,7 +176,33 @@ pub fn check(file: &Path, cache_dir: Option<PathBuf>) -> Value {
         .iter()
         .map(|c| json!({"capability": c.capability, "text": escape(&c.capability.describe()), "reason": c.reason}))
         .collect();
+    if plugin.offers() {
+        match offered(&plugin) {
+            Ok(offers) => report["offers"] = offers,
+            Err(error) => {
+                report["ok"] = json!(false);
+                report["problems"] = problems(Problem::new(
+                    format!("its `offers` export failed: {error}"),
+                    Some(
+                        "fix the plugin's resources or prompts; `docs/writing-plugins.md` says what the host accepts",
+                    ),
+                ));
+            }
+        }
+    }
     report
+}
+
+/// What the plugin offers MCP clients (its `offers` export), listed as the server would, with no grants: its
+/// resources, resource templates and prompts.
+fn offered(plugin: &toolwright::wasm::Plugin) -> Result<Value, String> {
+    let mut grants = toolwright::wasm::WasmGrants::none(Path::new("/"));
+    grants.timeout = Some(toolwright::wasm::LOAD_TIMEOUT);
+    Ok(json!({
+        "resources": plugin.list_resources(&grants, false)?,
+        "resourceTemplates": plugin.list_resources(&grants, true)?,
+        "prompts": plugin.list_prompts(&grants)?,
+    }))
 }
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
@@ -209,6 +235,22 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 text(&tool["name"]),
                 text(&tool["description"])
             )?;
+        }
+        let offers = &report["offers"];
+        for (key, what, name) in [
+            ("resources", "resource", "uri"),
+            ("resourceTemplates", "resource template", "uriTemplate"),
+            ("prompts", "prompt", "name"),
+        ] {
+            for entry in offers[key].as_array().into_iter().flatten() {
+                let about = entry["description"].as_str().unwrap_or("");
+                let about = if about.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", escape(about))
+                };
+                writeln!(out, "  offers {what} {}{about}", text(&entry[name]))?;
+            }
         }
         let capabilities = report["capabilities"]
             .as_array()
