@@ -205,7 +205,9 @@ fn resources_are_read_under_the_read_tool_s_grants_and_can_be_turned_off() {
     let policy = root.join("narrow.toml");
     std::fs::write(&policy, "[builtins]\nread = [\"./src\"]\n").unwrap();
     let policy = policy.to_str().unwrap().to_owned();
-    let mut server = Server::start_with(&root, &["--policy", &policy]);
+    let audit = root.join("audit.jsonl");
+    let audit_arg = audit.to_str().unwrap().to_owned();
+    let mut server = Server::start_with(&root, &["--policy", &policy, "--audit-log", &audit_arg]);
     let listed = server.request(1, "resources/list", json!({}));
     let names: Vec<&str> = listed["result"]["resources"]
         .as_array()
@@ -223,7 +225,47 @@ fn resources_are_read_under_the_read_tool_s_grants_and_can_be_turned_off() {
     let message = refused["error"]["message"].as_str().unwrap();
     assert!(message.starts_with("Resource not readable: "), "{message}");
     assert!(!refused.to_string().contains("in-the-workspace-secret"));
+    let read = server.request(
+        3,
+        "resources/read",
+        json!({"uri": file_url(&root.join("src/lib.rs"))}),
+    );
+    assert!(read["result"].is_object(), "{read}");
     drop(server);
+    // Each read is an audit record of its own: what was read, or refused and why.
+    let records: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reads: Vec<(&str, &str, &str)> = records
+        .iter()
+        .filter(|r| r["tool"] == "resources/read")
+        .map(|r| {
+            (
+                r["decision"][0]["reason"].as_str().unwrap(),
+                r["decision"][0]["verdict"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let key = file_url(&root.join("secrets/key"));
+    let lib = file_url(&root.join("src/lib.rs"));
+    assert_eq!(
+        reads,
+        [
+            (key.as_str(), "refused", "error"),
+            (lib.as_str(), "allowed", "ok")
+        ],
+        "{records:?}"
+    );
+    let refused_record = records.iter().find(|r| r["outcome"] == "error").unwrap();
+    assert!(
+        refused_record["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Resource not readable: ")
+    );
     // Turned off: no capability, and the methods are unknown.
     let mut server = Server::start_with(&root, &["--no-resources"]);
     let capabilities = &server.init["result"]["capabilities"];

@@ -1185,6 +1185,49 @@ impl McpServer {
         }
     }
 
+    /// Write what a client read (`resources/read` of a URI) or asked for (`prompts/get` of a prompt) to the
+    /// audit log, as a record of its own under a call id of the server's: `method` is the record's tool, `target`
+    /// its step's reason, and an error its outcome.
+    fn audit_access(
+        &self,
+        method: &str,
+        target: &str,
+        started: std::time::SystemTime,
+        outcome: Result<(), &ErrorData>,
+    ) {
+        use toolwright_core::audit::{AuditRecord, Outcome, Stage, Step, Verdict};
+        let Some(audit) = self.inner.dispatcher.pipeline().audit.clone() else {
+            return;
+        };
+        let verdict = if outcome.is_ok() {
+            Verdict::Allowed
+        } else {
+            Verdict::Refused
+        };
+        let record = AuditRecord {
+            prev: None,
+            time: toolwright_core::audit::rfc3339(started),
+            id: self.call_id(),
+            parent: None,
+            tool: method.to_owned(),
+            authority: None,
+            source: None,
+            decision: vec![Step::new("the MCP client", Stage::Preflight, verdict).with_reason(target)],
+            spawns: Vec::new(),
+            connections: Vec::new(),
+            questions: Vec::new(),
+            omitted: 0,
+            duration_ms: u64::try_from(started.elapsed().unwrap_or_default().as_millis()).unwrap_or(u64::MAX),
+            outcome: if outcome.is_ok() {
+                Outcome::Ok
+            } else {
+                Outcome::Error
+            },
+            error: outcome.err().map(|e| e.message.to_string()),
+        };
+        audit.record(&record);
+    }
+
     /// Run `work` on what is served, off the async threads.
     async fn blocking<T: Send + 'static>(
         served: Arc<resources::Served>,
@@ -1433,7 +1476,11 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
         let served = self.served("resources/read", resources::Served::has_resources)?;
-        let read = Self::blocking(served, "read the resource", move |s| s.read(&request.uri)).await??;
+        let started = std::time::SystemTime::now();
+        let uri = request.uri.clone();
+        let read = Self::blocking(served, "read the resource", move |s| s.read(&request.uri)).await?;
+        self.audit_access("resources/read", &uri, started, read.as_ref().map(|_| ()));
+        let read = read?;
         let result: rmcp::model::ReadResourceResult =
             from_json(fresh_for(revision_of(&context), read), "read the resource")?;
         Ok(result.into())
@@ -1455,10 +1502,14 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
         let served = self.served("prompts/get", resources::Served::has_prompts)?;
+        let started = std::time::SystemTime::now();
+        let name = request.name.clone();
         let filled = Self::blocking(served, "fill in the prompt", move |s| {
             s.prompt(&request.name, request.arguments.as_ref())
         })
-        .await??;
+        .await?;
+        self.audit_access("prompts/get", &name, started, filled.as_ref().map(|_| ()));
+        let filled = filled?;
         // The plugin's content blocks are checked here, against MCP's types.
         let result: rmcp::model::GetPromptResult =
             serde_json::from_value(fresh_for(revision_of(&context), filled)).map_err(|e| {
