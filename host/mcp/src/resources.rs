@@ -1,18 +1,20 @@
-//! The workspace as MCP resources: `resources/list`, `resources/templates/list` and `resources/read` (the
-//! server side of pi's `read_mcp_resource`).
+//! Resources and prompts (`resources/list`, `resources/templates/list`, `resources/read`, `prompts/list`,
+//! `prompts/get`, `completion/complete`): the workspace's files ([`Workspace`], the server side of pi's
+//! `read_mcp_resource`) and what plugins offer ([`Offerings`]), served together by [`Served`].
 //!
-//! A resource is a file of the workspace, named by its `file://` URL. The list holds the files the `ignore` crate
-//! walks (`.gitignore`d and hidden ones left out, as the `find` and `grep` built-ins leave them), sorted by path,
-//! [`PAGE`] at a time, at most [`MAX_LISTED`] in all; the template `file:///{+path}` reaches any other file of
-//! the workspace. Reading goes through the grants of the `read` built-in (the `[builtins]` section of the policy,
-//! or its defaults) cut to the workspace, opened with cap-std (`toolwright::toolset::builtin_read_files`): what
+//! A workspace resource is a file, named by its `file://` URL. The list holds the files the `ignore` crate walks
+//! (`.gitignore`d and hidden ones left out, as the `find` and `grep` built-ins leave them), sorted by path,
+//! [`PAGE`] at a time, at most [`MAX_LISTED`] in all; the template `file://{+path}` reaches any other file of the
+//! workspace. Reading goes through the grants of the `read` built-in (the `[builtins]` section of the policy, or
+//! its defaults) cut to the workspace, opened with cap-std (`toolwright::toolset::builtin_read_files`): what
 //! `read` may not read, no client reads as a resource either, and files outside the workspace are not resources,
 //! whatever `read` may read, not even through a symlink the workspace holds.
 //!
-//! Errors follow SEP-2164: a URI that names no resource (another scheme, a file outside the workspace or
-//! missing, a directory) is `-32602` "Resource not found: URI (why)" with the URI in `data`; a refused or too large file is
-//! `-32602` with the reason. Results for 2026-07-28 clients carry `ttlMs: 0` (files change under the server)
-//! and `cacheScope: "private"`.
+//! A `file:` URI is always the workspace's; any other goes to the plugins, in load order. Errors follow
+//! SEP-2164: a URI that names no resource (another scheme nobody offers, a file outside the workspace or missing,
+//! a directory) is `-32602` "Resource not found: URI (why)" with the URI in `data`; a refused or too large file
+//! is `-32602` with the reason; a plugin that failed is `-32603`. Results for 2026-07-28 clients carry
+//! `ttlMs: 0` (files change under the server) and `cacheScope: "private"`.
 
 use std::sync::Arc;
 
