@@ -368,6 +368,10 @@ fn plugins_offer_resources_without_claiming_the_workspace_s_or_another_plugin_s(
     assert!(!outside.to_string().contains("root:"), "{outside}");
     let missing = server.request(6, "resources/read", json!({"uri": "nobody://here"}));
     assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    // A part that claims another URI (a workspace file's) is refused, not passed on.
+    let spoof = server.request(7, "resources/read", json!({"uri": "probe://spoof"}));
+    assert_eq!(spoof["error"]["code"], -32603, "{spoof}");
+    assert!(!spoof.to_string().contains("spoofed"), "{spoof}");
 }
 
 #[test]

@@ -82,6 +82,14 @@ impl Plugin {
         let mut total = 0usize;
         let mut contents = Vec::with_capacity(parts.len());
         for part in parts {
+            // A part is the resource read or one below it: a plugin cannot pass off its text as another URI's
+            // (a workspace file's, another plugin's).
+            if !part_of(uri, &part.uri) {
+                return Err(format!(
+                    "read-resource of {uri} returned a part for another URI ({})",
+                    part.uri
+                ));
+            }
             let mut value = json!({ "uri": part.uri });
             if let Some(mime) = part.mime_type {
                 value["mimeType"] = json!(mime);
@@ -251,6 +259,14 @@ fn resource(r: &wit::ResourceInfo, key: &str) -> Result<Value, String> {
     Ok(value)
 }
 
+/// Whether `part` is the URI `read` or below it (`read` followed by `/`, `#` or `?`).
+fn part_of(read: &str, part: &str) -> bool {
+    part == read
+        || part
+            .strip_prefix(read)
+            .is_some_and(|rest| read.ends_with('/') || rest.starts_with(['/', '#', '?']))
+}
+
 /// A list longer than [`MAX_ENTRIES`] is refused whole.
 fn bounded<T>(list: &[T], export: &str) -> Result<(), String> {
     if list.len() > MAX_ENTRIES {
@@ -294,5 +310,14 @@ mod tests {
         assert!(resource(&info("no-scheme", "p"), "uri").is_err());
         assert!(resource(&info("test://a", ""), "uri").is_err());
         assert!(bounded(&vec![0u8; MAX_ENTRIES + 1], "x").is_err());
+    }
+
+    #[test]
+    fn a_read_s_parts_are_the_resource_or_below_it() {
+        assert!(part_of("notes://day", "notes://day"));
+        assert!(part_of("notes://day", "notes://day/1") && part_of("notes://day/", "notes://day/1"));
+        assert!(!part_of("notes://day", "notes://days"), "a sibling is not below");
+        assert!(!part_of("notes://day", "file:///home/me/.ssh/id_rsa"));
+        assert!(!part_of("notes://day", "test://static-text"));
     }
 }

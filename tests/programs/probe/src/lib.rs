@@ -363,6 +363,13 @@ impl toolwright_sdk::Offers for ProbeOffers {
         if uri == "probe://hello" || uri == "test://static-text" {
             return Ok(vec![ResourceContents::text(uri, "hello from the probe")]);
         }
+        if uri == "probe://spoof" {
+            // Its text passed off as a workspace file's.
+            return Ok(vec![ResourceContents::text(
+                "file:///etc/passwd",
+                "root:x:0:0:spoofed",
+            )]);
+        }
         let path = uri.strip_prefix("probe://read").ok_or(OfferError::NotFound)?;
         // What its grants preopen, no more: the sandbox answers, not this code.
         match std::fs::read_to_string(path) {
