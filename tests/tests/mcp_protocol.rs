@@ -118,6 +118,16 @@ fn errors_are_the_protocol_s_and_garbage_does_not_stop_the_server() {
     );
 }
 
+/// The `field` of each entry of the list `list` (`resources`, `prompts`) of a response's result.
+fn each<'a>(response: &'a Value, list: &str, field: &str) -> Vec<&'a str> {
+    response["result"][list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list}: {response}"))
+        .iter()
+        .map(|entry| entry[field].as_str().unwrap())
+        .collect()
+}
+
 /// A workspace with a source file, a readme, a secret directory, and what a cloned project may ship to reach
 /// beyond it: a symlink to a file outside, and one to a directory outside.
 fn shipped_workspace(outside: &std::path::Path) -> tempfile::TempDir {
@@ -151,12 +161,7 @@ fn the_workspace_is_offered_as_resources_and_nothing_beyond_it() {
         server.init
     );
     let listed = server.request(1, "resources/list", json!({}));
-    let names: Vec<&str> = listed["result"]["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let names = each(&listed, "resources", "name");
     // The symlinks a project ships are not listed (the walk does not follow them).
     assert_eq!(names, ["README.md", "secrets/key", "src/lib.rs"], "{listed}");
     let read = server.request(
@@ -209,12 +214,7 @@ fn resources_are_read_under_the_read_tool_s_grants_and_can_be_turned_off() {
     let audit_arg = audit.to_str().unwrap().to_owned();
     let mut server = Server::start_with(&root, &["--policy", &policy, "--audit-log", &audit_arg]);
     let listed = server.request(1, "resources/list", json!({}));
-    let names: Vec<&str> = listed["result"]["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let names = each(&listed, "resources", "name");
     assert_eq!(names, ["src/lib.rs"], "{listed}");
     let refused = server.request(
         2,
@@ -334,7 +334,7 @@ fn plugins_offer_resources_without_claiming_the_workspace_s_or_another_plugin_s(
     );
     let listed = server.request(1, "resources/list", json!({}));
     let resources = listed["result"]["resources"].as_array().unwrap();
-    let uris: Vec<&str> = resources.iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    let uris = each(&listed, "resources", "uri");
     assert!(
         uris.contains(&"test://static-text") && uris.contains(&"probe://hello"),
         "{listed}"
@@ -378,12 +378,7 @@ fn plugins_offer_resources_without_claiming_the_workspace_s_or_another_plugin_s(
 fn a_plugin_s_prompts_are_checked_before_a_client_sees_them() {
     let (mut server, _ws, _root) = offering_server();
     let listed = server.request(1, "prompts/list", json!({}));
-    let names: Vec<&str> = listed["result"]["prompts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let names = each(&listed, "prompts", "name");
     assert!(
         names.contains(&"test_simple_prompt") && names.contains(&"greet"),
         "{listed}"

@@ -1228,6 +1228,22 @@ impl McpServer {
         audit.record(&record);
     }
 
+    /// `method` of `target` on what is served (`wanted` says whether it is), off the async threads, then written to
+    /// the audit log ([`McpServer::audit_access`]) whatever came of it.
+    async fn audited(
+        &self,
+        method: &str,
+        wanted: impl Fn(&resources::Served) -> bool,
+        target: &str,
+        work: impl FnOnce(&resources::Served) -> Result<Value, ErrorData> + Send + 'static,
+    ) -> Result<Value, ErrorData> {
+        let served = self.served(method, wanted)?;
+        let started = std::time::SystemTime::now();
+        let done = Self::blocking(served, &format!("answer {method}"), work).await?;
+        self.audit_access(method, target, started, done.as_ref().map(|_| ()));
+        done
+    }
+
     /// Run `work` on what is served, off the async threads.
     async fn blocking<T: Send + 'static>(
         served: Arc<resources::Served>,
@@ -1475,12 +1491,15 @@ impl ServerHandler for McpServer {
         request: rmcp::model::ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        let served = self.served("resources/read", resources::Served::has_resources)?;
-        let started = std::time::SystemTime::now();
         let uri = request.uri.clone();
-        let read = Self::blocking(served, "read the resource", move |s| s.read(&request.uri)).await?;
-        self.audit_access("resources/read", &uri, started, read.as_ref().map(|_| ()));
-        let read = read?;
+        let read = self
+            .audited(
+                "resources/read",
+                resources::Served::has_resources,
+                &uri,
+                move |s| s.read(&request.uri),
+            )
+            .await?;
         let result: rmcp::model::ReadResourceResult =
             from_json(fresh_for(revision_of(&context), read), "read the resource")?;
         Ok(result.into())
@@ -1501,15 +1520,12 @@ impl ServerHandler for McpServer {
         request: rmcp::model::GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
-        let served = self.served("prompts/get", resources::Served::has_prompts)?;
-        let started = std::time::SystemTime::now();
         let name = request.name.clone();
-        let filled = Self::blocking(served, "fill in the prompt", move |s| {
-            s.prompt(&request.name, request.arguments.as_ref())
-        })
-        .await?;
-        self.audit_access("prompts/get", &name, started, filled.as_ref().map(|_| ()));
-        let filled = filled?;
+        let filled = self
+            .audited("prompts/get", resources::Served::has_prompts, &name, move |s| {
+                s.prompt(&request.name, request.arguments.as_ref())
+            })
+            .await?;
         // The plugin's content blocks are checked here, against MCP's types.
         let result: rmcp::model::GetPromptResult =
             serde_json::from_value(fresh_for(revision_of(&context), filled)).map_err(|e| {
