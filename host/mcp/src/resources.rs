@@ -35,11 +35,32 @@ pub trait Offerings: Send + Sync {
     fn read_resource(&self, uri: &str) -> Result<Option<Vec<Value>>, String>;
     /// Every offered prompt, the first of each name.
     fn list_prompts(&self) -> Vec<Value>;
-    /// The prompt `name` (of the offerer that lists it first) filled in with `arguments`; `None` when none
-    /// offers it.
-    fn get_prompt(&self, name: &str, arguments: &[(String, String)]) -> Result<Option<Value>, String>;
+    /// The prompt `name` (of the offerer that lists it first) filled in with `arguments`, refused before it is
+    /// filled in when a required argument is missing ([`missing_argument`]); `None` when none offers it.
+    fn get_prompt(&self, name: &str, arguments: &[(String, String)]) -> Result<Option<Value>, PromptError>;
     /// Completions of `value` for `argument` of the prompt (`prompt`) or resource template `name`.
     fn complete(&self, prompt: bool, name: &str, argument: &str, value: &str) -> Vec<String>;
+}
+
+/// Why a prompt was not filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptError {
+    /// A required argument was not given: its name.
+    Missing(String),
+    /// Its offerer failed: why.
+    Failed(String),
+}
+
+/// The first argument the listed prompt `declaration` requires that `given` lacks.
+pub fn missing_argument(declaration: &Value, given: &[(String, String)]) -> Option<String> {
+    declaration["arguments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|argument| argument["required"] == true)
+        .filter_map(|argument| argument["name"].as_str())
+        .find(|required| !given.iter().any(|(key, _)| key == required))
+        .map(str::to_owned)
 }
 
 /// What the server offers besides its tools: the workspace's files and the plugins' resources and prompts.
@@ -143,8 +164,6 @@ impl Served {
         let not_found =
             || ErrorData::invalid_params(format!("Prompt not found: {name}"), Some(json!({ "name": name })));
         let offerings = self.offerings.as_ref().ok_or_else(not_found)?;
-        let listed = offerings.list_prompts();
-        let prompt = listed.iter().find(|p| p["name"] == name).ok_or_else(not_found)?;
         let given: Vec<(String, String)> = arguments
             .into_iter()
             .flatten()
@@ -156,19 +175,14 @@ impl Served {
                 (key.clone(), text)
             })
             .collect();
-        for argument in prompt["arguments"].as_array().into_iter().flatten() {
-            let argument_name = argument["name"].as_str().unwrap_or_default();
-            if argument["required"] == true && !given.iter().any(|(k, _)| k == argument_name) {
-                return Err(ErrorData::invalid_params(
-                    format!("Missing required argument {argument_name} of the prompt {name}"),
-                    Some(json!({ "name": name, "argument": argument_name })),
-                ));
-            }
-        }
         match offerings.get_prompt(name, &given) {
             Ok(Some(filled)) => Ok(filled),
             Ok(None) => Err(not_found()),
-            Err(error) => Err(ErrorData::internal_error(
+            Err(PromptError::Missing(argument)) => Err(ErrorData::invalid_params(
+                format!("Missing required argument {argument} of the prompt {name}"),
+                Some(json!({ "name": name, "argument": argument })),
+            )),
+            Err(PromptError::Failed(error)) => Err(ErrorData::internal_error(
                 format!("Prompt not filled in: {error}"),
                 None,
             )),
@@ -604,6 +618,21 @@ mod tests {
         assert!(second.get("nextCursor").is_none());
         let error = ws.list(Some("%%%")).unwrap_err();
         assert_eq!(error.code.0, -32602);
+    }
+
+    #[test]
+    fn the_first_required_argument_not_given_is_named() {
+        let declared = json!({"name": "p", "arguments": [
+            {"name": "a", "required": false}, {"name": "b", "required": true}, {"name": "c", "required": true}]});
+        let given = |keys: &[&str]| {
+            keys.iter()
+                .map(|k| ((*k).to_owned(), String::new()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(missing_argument(&declared, &given(&["a"])), Some("b".into()));
+        assert_eq!(missing_argument(&declared, &given(&["b"])), Some("c".into()));
+        assert_eq!(missing_argument(&declared, &given(&["c", "b"])), None);
+        assert_eq!(missing_argument(&json!({"name": "q"}), &[]), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 
 use super::Toolset;
-use crate::mcp::resources::Offerings;
+use crate::mcp::resources::{Offerings, PromptError, missing_argument};
 use crate::wasm::offers::Completing;
 use crate::wasm::{Plugin, WasmGrants};
 
@@ -97,17 +97,19 @@ impl Offerings for PluginOfferings {
         self.listed("name", |plugin, grants| plugin.list_prompts(grants))
     }
 
-    fn get_prompt(&self, name: &str, arguments: &[(String, String)]) -> Result<Option<Value>, String> {
-        // The plugin that lists the prompt first fills it in.
+    fn get_prompt(&self, name: &str, arguments: &[(String, String)]) -> Result<Option<Value>, PromptError> {
+        // The plugin that lists the prompt first fills it in, once its declared arguments are there.
         for (plugin, grants) in self.offering() {
-            let lists = plugin
-                .list_prompts(&grants)
-                .is_ok_and(|prompts| prompts.iter().any(|p| p["name"] == name));
-            if lists {
-                return plugin
-                    .get_prompt(&grants, name, arguments)
-                    .map_err(|error| format!("the plugin {} failed: {error}", plugin.metadata.name));
+            let listed = plugin.list_prompts(&grants).unwrap_or_default();
+            let Some(declaration) = listed.iter().find(|p| p["name"] == name) else {
+                continue;
+            };
+            if let Some(argument) = missing_argument(declaration, arguments) {
+                return Err(PromptError::Missing(argument));
             }
+            return plugin.get_prompt(&grants, name, arguments).map_err(|error| {
+                PromptError::Failed(format!("the plugin {} failed: {error}", plugin.metadata.name))
+            });
         }
         Ok(None)
     }
