@@ -431,12 +431,16 @@ fn allowed_always_writes_the_users_policy_file_pinned_to_the_plugin() {
 /// `toolwright exec --ask` in `setup`'s workspace with `calls`, its standard input `stdin`: (success, stdout,
 /// stderr). Through `script` when `tty` (a terminal, answered with `stdin`).
 fn exec_ask(setup: &Setup, tty: bool, stdin: &str) -> (bool, String, String) {
+    exec_ask_to(setup, "files-list", tty, stdin)
+}
+
+/// Likewise, for the probe's `action`.
+fn exec_ask_to(setup: &Setup, action: &str, tty: bool, stdin: &str) -> (bool, String, String) {
     let calls = setup.config.path().join("calls.json");
     let data = setup.data();
     std::fs::write(
         &calls,
-        json!([{"id": "c1", "name": "probe", "arguments": {"action": "files-list", "target": data}}])
-            .to_string(),
+        json!([{"id": "c1", "name": "probe", "arguments": {"action": action, "target": data}}]).to_string(),
     )
     .unwrap();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
@@ -514,21 +518,41 @@ fn exec_ask_on_a_terminal_asks_and_runs_the_call_again_when_allowed() {
         out.contains(&format!("plugin `toolwright-test-probe` wants to read `{data}`")),
         "{out}"
     );
-    let ends: Vec<Value> = out
-        .lines()
-        // On the terminal, the question (on stderr) and the events share lines.
-        .filter_map(|l| {
-            l.find("{\"type\"")
-                .and_then(|at| serde_json::from_str::<Value>(l[at..].trim()).ok())
-        })
-        .filter(|e| e["type"] == "tool_execution_end")
-        .collect();
+    let ends = execution_ends(&out);
     assert_eq!(ends.len(), 2, "refused, then run again: {out}");
     assert_eq!(ends[0]["isError"], true);
     assert_eq!(ends[1]["isError"], false, "{out}");
     let asked = setup.questions_audited();
     assert_eq!(asked.len(), 1);
     assert!(asked[0].0.contains("allowed for this session"), "{asked:?}");
+}
+
+/// The `tool_execution_end` events of a terminal's output.
+fn execution_ends(out: &str) -> Vec<Value> {
+    out.lines()
+        // On the terminal, the question (on stderr) and the events share lines.
+        .filter_map(|l| {
+            l.find("{\"type\"")
+                .and_then(|at| serde_json::from_str::<Value>(l[at..].trim()).ok())
+        })
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect()
+}
+
+#[test]
+fn exec_ask_puts_the_plugins_questions_on_the_terminal_in_the_call_run_again_too() {
+    let setup = Setup::new(Some(ASK));
+    // The probe asks why (a form field), is refused the list, is granted it, and asks again in the call run again.
+    let (success, out, _) = exec_ask_to(&setup, "ask-then-list", true, "first\ns\nsecond\n");
+    assert!(success, "{out}");
+    let ends = execution_ends(&out);
+    assert_eq!(ends.len(), 2, "refused, then run again: {out}");
+    assert_eq!(ends[0]["isError"], true, "{out}");
+    assert_eq!(
+        toolwright_tests::text_of(&ends[1]["result"]["content"]),
+        "second: 2 entries",
+        "{out}"
+    );
 }
 
 #[test]
@@ -630,7 +654,18 @@ fn a_hostile_path_cannot_shape_the_question() {
 /// A 2026-07-28 client's `tools/call` of the probe listing `dir`: its `_meta` declares elicitation; `retry` is the
 /// request state and the input responses of a retried call.
 fn call_2026(client: &mut Client, id: i64, dir: &str, retry: Option<(Value, Value)>) -> Value {
-    let mut params = json!({"name": "probe", "arguments": {"action": "files-list", "target": dir},
+    call_2026_to(client, id, "files-list", dir, retry)
+}
+
+/// Likewise, for the probe's `action`.
+fn call_2026_to(
+    client: &mut Client,
+    id: i64,
+    action: &str,
+    dir: &str,
+    retry: Option<(Value, Value)>,
+) -> Value {
+    let mut params = json!({"name": "probe", "arguments": {"action": action, "target": dir},
     "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
@@ -719,6 +754,33 @@ fn a_2026_07_28_client_that_denies_gets_the_refusal_unchanged() {
     assert!(
         is_refusal(&toolwright_tests::text_of(&denied["result"]["content"]), &data),
         "{denied}"
+    );
+}
+
+#[test]
+fn a_2026_07_28_call_keeps_its_plugins_answers_through_the_grants_question() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start_at("2026-07-28", true);
+    // The probe asks why, then lists (refused): its question, then ours.
+    let first = call_2026_to(&mut client, 1, "ask-then-list", &data, None);
+    assert!(first["result"]["inputRequests"]["why"].is_object(), "{first}");
+    let why = json!({"why": {"action": "accept", "content": {"why": "to count"}}});
+    let state = first["result"]["requestState"].clone();
+    let second = call_2026_to(&mut client, 2, "ask-then-list", &data, Some((state, why)));
+    let asked = &second["result"]["inputRequests"];
+    assert!(
+        asked["grant"].is_object() && asked.get("why").is_none(),
+        "{second}"
+    );
+    // Allowed: the call runs again with the answer the probe was given, not asking it again.
+    let state = second["result"]["requestState"].clone();
+    let accept = json!({"grant": {"action": "accept", "content": {"answer": "session"}}});
+    let third = call_2026_to(&mut client, 3, "ask-then-list", &data, Some((state, accept)));
+    assert_eq!(third["result"]["isError"], false, "{third}");
+    assert_eq!(
+        toolwright_tests::text_of(&third["result"]["content"]),
+        "to count: 2 entries"
     );
 }
 

@@ -108,8 +108,8 @@ pub(crate) type Rerun = (String, Option<Vec<ToolDefinition>>);
 pub(crate) enum Answered {
     /// Denied or not answered: the refusal, as it was.
     Refusal(Box<rmcp::model::CallToolResult>),
-    /// Allowed: run the call again.
-    Rerun(Rerun),
+    /// Allowed: run the call again, its plugins knowing the answers they were given before the question.
+    Rerun(Rerun, crate::input::Known),
     /// No question of ours: the call runs as any other.
     Nothing,
 }
@@ -123,6 +123,9 @@ pub(crate) struct Awaiting {
     pub(crate) arguments: serde_json::Value,
     /// Its result, to give back unchanged when the answer is no approval.
     pub(crate) refused: rmcp::model::CallToolResult,
+    /// The answers its plugins had been given in the rounds before (the request state of their questions), for
+    /// the call run again.
+    pub(crate) known: crate::input::Known,
     pub(crate) at: std::time::Instant,
 }
 

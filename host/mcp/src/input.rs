@@ -203,6 +203,11 @@ impl RoundInput {
         }
     }
 
+    /// What the rounds so far know.
+    pub(crate) fn known(&self) -> &Known {
+        &self.known
+    }
+
     /// Why the call stopped, if it did (taken), and what the next round's state must carry.
     pub(crate) fn take_stop(&self) -> Option<(Stop, Known)> {
         let (stop, asked) = self.stopped.lock().unwrap_or_else(|p| p.into_inner()).take()?;

@@ -717,15 +717,16 @@ impl McpServer {
         // A 2026-07-28 client answering a question of ours (`input_required`): its answer decides first.
         let answered = match self.answered(&request, &name, &arguments) {
             ask::Answered::Refusal(result) => return Ok(CallToolResponse::from(*result)),
-            ask::Answered::Rerun(rerun) => Some(rerun),
+            ask::Answered::Rerun(rerun, known) => Some((rerun, known)),
             ask::Answered::Nothing => None,
         };
         // How the call's plugins ask the client: a session's at once, a 2026-07-28 request's with the next round
         // (its answers so far in the request state and `inputResponses`).
         let round = match revision {
             Revision::AnyValue => {
-                let known = match answered {
-                    Some(_) => Default::default(),
+                let known = match &answered {
+                    // The answers the plugins had before the question of ours.
+                    Some((_, known)) => known.clone(),
                     None => self.inner.rounds.known(
                         &name,
                         &arguments,
@@ -780,7 +781,7 @@ impl McpServer {
             return self.start_task(call).map(CallToolResponse::Task);
         }
         let (mut id, mut outcome) = match answered {
-            Some(rerun) => {
+            Some((rerun, _)) => {
                 let id = rerun.0.clone();
                 (
                     id,
@@ -812,7 +813,17 @@ impl McpServer {
                 None => break,
                 Some(ask::Asked::InputRequired(question)) => {
                     let refused = self.result_of(outcome, relayed, revision)?;
-                    return Ok(self.input_required(*question, &id, &name, &arguments, refused));
+                    let known = round.as_deref().map(|r| r.known().clone()).unwrap_or_default();
+                    let asked = ask::Awaiting {
+                        question: *question,
+                        call_id: id,
+                        tool: name,
+                        arguments,
+                        refused,
+                        known,
+                        at: std::time::Instant::now(),
+                    };
+                    return Ok(self.input_required(asked));
                 }
                 Some(ask::Asked::Rerun(rerun)) => {
                     id = rerun.0.clone();
@@ -1083,27 +1094,14 @@ impl McpServer {
         Some((rerun, None))
     }
 
-    /// The `input_required` result asking `question` about the call `id` of `tool` with `arguments` (a 2026-07-28
-    /// client): the question kept under an unguessable request state, with the refusal to answer if it is denied.
-    fn input_required(
-        &self,
-        question: toolwright_core::ask::Question,
-        id: &str,
-        tool: &str,
-        arguments: &Value,
-        refused: CallToolResult,
-    ) -> CallToolResponse {
-        let Some(request) = ask::input_request(&question) else {
-            return CallToolResponse::from(refused);
+    /// The `input_required` result asking the question of `asked` (a 2026-07-28 client): kept under an
+    /// unguessable request state, with the refusal to answer if it is denied and the answers the call's plugins
+    /// had.
+    fn input_required(&self, asked: ask::Awaiting) -> CallToolResponse {
+        let Some(request) = ask::input_request(&asked.question) else {
+            return CallToolResponse::from(asked.refused);
         };
-        let state = self.inner.awaiting.keep(ask::Awaiting {
-            question,
-            call_id: id.to_owned(),
-            tool: tool.to_owned(),
-            arguments: arguments.clone(),
-            refused,
-            at: std::time::Instant::now(),
-        });
+        let state = self.inner.awaiting.keep(asked);
         let mut requests = rmcp::model::InputRequests::new();
         requests.insert(ask::INPUT_KEY.to_owned(), request);
         CallToolResponse::from(rmcp::model::InputRequiredResult::new(Some(requests), Some(state)))
@@ -1130,7 +1128,7 @@ impl McpServer {
             .get()
             .and_then(|asking| ask::approved(&*asking.asker, &awaiting.question, answer));
         match self.settle_answer(&awaiting.call_id, tool, &awaiting.question, answer, approved) {
-            Some(rerun) => ask::Answered::Rerun(rerun),
+            Some(rerun) => ask::Answered::Rerun(rerun, awaiting.known),
             None => ask::Answered::Refusal(Box::new(awaiting.refused)),
         }
     }

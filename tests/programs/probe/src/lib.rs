@@ -29,7 +29,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call", "image", "files-list", "files-read"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call", "image", "files-list", "files-read", "ask-then-list"]},
                     "tool": {"type": "string"},
                     "arguments": {"type": "object"},
                     "count": {"type": "integer"},
@@ -75,6 +75,21 @@ impl Tool for Probe {
             // Through the SDK, which asks the host why a path is out of reach (and so tells it of the refusal).
             "files-list" => format!("{} entries", ctx.files().read_dir(target).map_err(err)?.len()),
             "files-read" => format!("read {} bytes", ctx.files().read(target).map_err(err)?.len()),
+            // Asks the user why (a form), then lists through the SDK: an answer, then a refusal, in one call.
+            "ask-then-list" => {
+                let why =
+                    json!({"type": "object", "properties": {"why": {"type": "string"}}, "required": ["why"]});
+                let question = toolwright_sdk::InputRequest::form("why", "Why list?", why);
+                let answers = ctx.ask(&[question]).map_err(ToolError::new)?;
+                let why = answers[0]["content"]["why"]
+                    .as_str()
+                    .unwrap_or("(no answer)")
+                    .to_owned();
+                format!(
+                    "{why}: {} entries",
+                    ctx.files().read_dir(target).map_err(err)?.len()
+                )
+            }
             "spawn" => {
                 let command = Command {
                     program: target.into(),
