@@ -1032,8 +1032,8 @@ fn a_parameter_marked_x_mcp_header_must_match_its_mcp_param_header() {
 }
 
 /// A `subscriptions/listen` stream that asked for `toolsListChanged` hears `notifications/tools/list_changed`
-/// (tagged with its subscription id) when the plugins' tools change; one that asked only for prompts hears no
-/// tool change.
+/// (tagged with its subscription id) when the plugins' tools change; one that asked only for prompts hears
+/// `notifications/prompts/list_changed` (the plugins were loaded again) and no tool change.
 #[test]
 fn a_listen_stream_hears_the_tool_changes_it_asked_for_and_no_others() {
     let ws = workspace();
@@ -1068,10 +1068,10 @@ fn a_listen_stream_hears_the_tool_changes_it_asked_for_and_no_others() {
         json!({"toolsListChanged": true}),
         "notifications/tools/list_changed",
     );
-    // Read until the connection closes (the server is dropped below): nothing may name a tool change.
+    // Read until the prompt change: nothing before it (the tools are told first) may name a tool change.
     let prompts = listen(
         json!({"promptsListChanged": true}),
-        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
     );
     std::thread::sleep(Duration::from_millis(500));
     let (_, wordcount) = toolwright_tests::programs::EXAMPLES
@@ -1094,13 +1094,74 @@ fn a_listen_stream_hears_the_tool_changes_it_asked_for_and_no_others() {
         !changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_null(),
         "{changed}"
     );
-    // Give the other stream time to (wrongly) hear the change, then end it.
-    std::thread::sleep(Duration::from_millis(500));
-    drop(server);
     let heard = prompts.join().unwrap();
+    assert!(
+        heard.body.contains("notifications/prompts/list_changed"),
+        "a prompts stream did not hear the reload: {}",
+        heard.body
+    );
     assert!(
         !heard.body.contains("notifications/tools/list_changed"),
         "a prompts-only stream heard a tool change: {}",
         heard.body
+    );
+    drop(server);
+}
+
+/// A `subscriptions/listen` stream's `resourceSubscriptions` are the resources it may read: a workspace file
+/// is watched and its change heard on the stream; a file outside the workspace is left out of the acknowledged
+/// filter and never heard of.
+#[test]
+fn a_listen_stream_hears_the_workspace_files_it_subscribed_to_and_no_others() {
+    let ws = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    let secret = outside.path().canonicalize().unwrap().join("secret");
+    std::fs::write(&secret, "outside").unwrap();
+    let server = start(&root, &[]);
+    let inside = format!("file://{}", root.join("a.txt").display());
+    let beyond = format!("file://{}", secret.display());
+    let listening = {
+        let url = server.url.clone();
+        let uris = json!([inside, beyond]);
+        std::thread::spawn(move || {
+            let body = json!({"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
+                "params": {"_meta": meta_2026(None), "notifications": {"resourceSubscriptions": uris}}});
+            let headers = [
+                ACCEPT,
+                JSON,
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "subscriptions/listen"),
+            ];
+            send(
+                &url,
+                "POST",
+                "/mcp",
+                &headers,
+                &body.to_string(),
+                Some("notifications/resources/updated"),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(&secret, "changed outside").unwrap();
+    std::fs::write(root.join("a.txt"), "changed\n").unwrap();
+    let heard = listening.join().unwrap();
+    assert_eq!(heard.status, 200, "{}", heard.head);
+    let messages = heard.messages();
+    assert_eq!(
+        messages[0]["params"]["notifications"]["resourceSubscriptions"],
+        json!([inside]),
+        "{messages:?}"
+    );
+    let updated: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/resources/updated")
+        .collect();
+    assert_eq!(updated.len(), 1, "{messages:?}");
+    assert_eq!(updated[0]["params"]["uri"], inside.as_str(), "{messages:?}");
+    assert!(
+        !updated[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_null(),
+        "{messages:?}"
     );
 }

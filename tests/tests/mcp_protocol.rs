@@ -156,7 +156,8 @@ fn the_workspace_is_offered_as_resources_and_nothing_beyond_it() {
     let mut server = Server::start(&root);
     assert_eq!(
         server.init["result"]["capabilities"]["resources"],
-        json!({}),
+        // The plugin directories are watched: their resources may change.
+        json!({"subscribe": true, "listChanged": true}),
         "{}",
         server.init
     );
@@ -293,6 +294,11 @@ fn resources_are_read_under_the_read_tool_s_grants_and_can_be_turned_off() {
 /// A workspace served with two plugins that offer resources and prompts: the conformance plugin (first in load
 /// order) and the probe, whose offers try what a hostile plugin would; the probe may read the workspace only.
 fn offering_server() -> (Server, tempfile::TempDir, std::path::PathBuf) {
+    offering_server_watching("0")
+}
+
+/// Likewise, the plugin directory watched every `interval` ms (`0`: not watched).
+fn offering_server_watching(interval: &str) -> (Server, tempfile::TempDir, std::path::PathBuf) {
     let ws = tempfile::tempdir().unwrap();
     let root = ws.path().canonicalize().unwrap();
     std::fs::write(root.join("a.txt"), "in the workspace\n").unwrap();
@@ -317,7 +323,7 @@ fn offering_server() -> (Server, tempfile::TempDir, std::path::PathBuf) {
             "--policy",
             policy.to_str().unwrap(),
             "--watch-plugins",
-            "0",
+            interval,
         ],
     );
     (server, ws, root)
@@ -517,6 +523,104 @@ fn tool_names(server: &mut Server, id: i64) -> Vec<String> {
         .collect()
 }
 
+/// The notifications read until one of `method` arrives, that one last; the server is killed (and the test
+/// fails) when none has after 60 s.
+fn notifications_until(server: &mut Server, method: &str) -> Vec<Value> {
+    let pid = server.child.id();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                if done.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        })
+    };
+    let mut heard = Vec::new();
+    loop {
+        let message = server.receive();
+        if message.get("id").is_some() {
+            continue;
+        }
+        let last = message["method"] == method;
+        heard.push(message);
+        if last {
+            break;
+        }
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    watchdog.join().unwrap();
+    heard
+}
+
+#[test]
+fn a_subscribed_file_s_changes_are_told_and_nothing_beyond_the_workspace_is_watched() {
+    let outside = tempfile::tempdir().unwrap();
+    let outside_path = outside.path().canonicalize().unwrap();
+    let ws = shipped_workspace(&outside_path);
+    let root = ws.path().canonicalize().unwrap();
+    let mut server = Server::start(&root);
+    let readme = file_url(&root.join("README.md"));
+    let lib = file_url(&root.join("src/lib.rs"));
+    let subscribed = server.request(1, "resources/subscribe", json!({"uri": readme}));
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    // What may not be read may not be watched either: outside the workspace, through `..` or the symlinks a
+    // project ships, a directory, a missing file, a scheme nobody offers.
+    for (id, uri) in [
+        file_url(&outside_path.join("secret")),
+        format!(
+            "file://{}/src/../../{}/secret",
+            root.display(),
+            outside_path.display()
+        ),
+        file_url(&root.join("leak")),
+        file_url(&root.join("src/out/secret")),
+        file_url(&root.join("src")),
+        file_url(&root.join("missing.txt")),
+        "file:///etc/passwd".to_owned(),
+        "test://static-text".to_owned(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let answer = server.request(10 + id as i64, "resources/subscribe", json!({"uri": uri}));
+        assert_eq!(answer["error"]["code"], -32602, "{uri}: {answer}");
+    }
+    std::fs::write(root.join("README.md"), "# changed\n").unwrap();
+    let heard = notifications_until(&mut server, "notifications/resources/updated");
+    assert_eq!(
+        heard.last().unwrap()["params"]["uri"],
+        readme.as_str(),
+        "{heard:?}"
+    );
+    // Unsubscribed, a change is not told: the next update heard is the other file's.
+    let answer = server.request(20, "resources/unsubscribe", json!({"uri": readme}));
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    std::fs::write(root.join("README.md"), "# changed again\n").unwrap();
+    let answer = server.request(21, "resources/subscribe", json!({"uri": lib}));
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    // Outside the workspace, a change is nobody's business: the file a shipped symlink names changes too.
+    std::fs::write(outside_path.join("secret"), "changed outside").unwrap();
+    std::fs::write(root.join("src/lib.rs"), "pub fn g() {}\n").unwrap();
+    let heard = notifications_until(&mut server, "notifications/resources/updated");
+    let updated: Vec<&Value> = heard
+        .iter()
+        .filter(|m| m["method"] == "notifications/resources/updated")
+        .collect();
+    assert_eq!(updated.len(), 1, "{heard:?}");
+    assert_eq!(updated[0]["params"]["uri"], lib.as_str(), "{heard:?}");
+    // A file replaced (an editor's save by rename) is still watched.
+    std::fs::write(root.join("src/lib.rs.new"), "pub fn h() {}\n").unwrap();
+    std::fs::rename(root.join("src/lib.rs.new"), root.join("src/lib.rs")).unwrap();
+    let heard = notifications_until(&mut server, "notifications/resources/updated");
+    assert_eq!(heard.last().unwrap()["params"]["uri"], lib.as_str(), "{heard:?}");
+}
+
 /// Reads messages until the notification `method` arrives.
 fn wait_for(server: &mut Server, method: &str) {
     loop {
@@ -559,6 +663,48 @@ fn adding_and_removing_a_plugin_file_changes_the_list_and_says_so() {
     std::fs::remove_file(&file).unwrap();
     wait_for(&mut server, "notifications/tools/list_changed");
     assert!(!tool_names(&mut server, 4).contains(&"word_count".to_owned()));
+}
+
+#[test]
+fn a_reload_tells_of_the_offered_lists_and_of_the_subscribed_plugin_resources() {
+    let (mut server, _ws, root) = offering_server_watching("100");
+    let capabilities = &server.init["result"]["capabilities"];
+    assert_eq!(
+        capabilities["resources"],
+        json!({"subscribe": true, "listChanged": true}),
+        "{capabilities}"
+    );
+    assert_eq!(
+        capabilities["prompts"],
+        json!({"listChanged": true}),
+        "{capabilities}"
+    );
+    let watched = "test://watched-resource";
+    let answer = server.request(1, "resources/subscribe", json!({"uri": watched}));
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    // A URI no plugin reads is no subscription.
+    let answer = server.request(
+        2,
+        "resources/subscribe",
+        json!({"uri": "test://nobody-offers-it"}),
+    );
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    // Another plugin arrives: the plugins are loaded again.
+    let (_, bytes) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    std::fs::write(root.join(".plugins/c-wordcount.wasm"), bytes).unwrap();
+    let heard = notifications_until(&mut server, "notifications/resources/updated");
+    let methods: Vec<&str> = heard.iter().filter_map(|m| m["method"].as_str()).collect();
+    for told in [
+        "notifications/tools/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/prompts/list_changed",
+    ] {
+        assert!(methods.contains(&told), "{told} not heard: {heard:?}");
+    }
+    assert_eq!(heard.last().unwrap()["params"]["uri"], watched, "{heard:?}");
 }
 
 #[test]

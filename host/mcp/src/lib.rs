@@ -18,6 +18,8 @@
 //!   ([`resources::Workspace`], [`McpServer::serve_resources`]), read through the `read` built-in's grants cut to
 //!   the workspace, and the plugins' resources, prompts and completions ([`resources::Offerings`],
 //!   [`McpServer::serve_offerings`]).
+//! - [`subscriptions`]: resource subscriptions (`resources/subscribe`, a listen stream's `resourceSubscriptions`):
+//!   workspace files watched by their directory (inotify), plugins' resources updated on reloads; bounded.
 //! - `sink`: a call's partial results as `notifications/progress`, its log lines as `notifications/message`.
 //! - `headers`: the `x-mcp-header` marks of a tool's parameters, checked before the tool is listed to a
 //!   2026-07-28 client (one that breaks SEP-2243's rules is left out, with a warning).
@@ -62,6 +64,7 @@ mod input;
 pub mod resources;
 pub mod result;
 mod sink;
+pub mod subscriptions;
 pub mod tasks;
 
 use std::sync::{Arc, Mutex};
@@ -179,6 +182,26 @@ struct Inner {
     /// The workspace's files and the plugins' resources and prompts, as far as the server offers them
     /// ([`McpServer::serve_resources`], [`McpServer::serve_offerings`]).
     served: std::sync::RwLock<Arc<resources::Served>>,
+    /// The clients' resource subscriptions ([`subscriptions`]).
+    subscriptions: subscriptions::Subscriptions,
+}
+
+/// A list the clients are told of when it changes.
+#[derive(Debug, Clone, Copy)]
+enum List {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+impl List {
+    fn method(self) -> &'static str {
+        match self {
+            List::Tools => "notifications/tools/list_changed",
+            List::Resources => "notifications/resources/list_changed",
+            List::Prompts => "notifications/prompts/list_changed",
+        }
+    }
 }
 
 /// Watching the plugin directories while serving: every `interval` (or at once when a call needs it), ask
@@ -323,6 +346,7 @@ impl McpServer {
                 awaiting: ask::AwaitingAnswers::default(),
                 desk: std::sync::OnceLock::new(),
                 rounds: input::Rounds::new(),
+                subscriptions: Default::default(),
             }),
             level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
             client: Client::new(0),
@@ -376,14 +400,42 @@ impl McpServer {
         if !changed {
             return;
         }
+        self.lists_changed(&[List::Tools]).await;
+    }
+
+    /// The plugins were loaded again: when they may offer resources and prompts, tell every client that those
+    /// lists may have changed, and every subscriber of a plugin's resource that it may have.
+    async fn offers_changed(&self) {
+        let offered = self
+            .inner
+            .served
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .offerings
+            .is_some();
+        if offered {
+            self.lists_changed(&[List::Resources, List::Prompts]).await;
+            self.inner.subscriptions.plugins_reloaded().await;
+        }
+    }
+
+    /// Tell the clients in a session, and the listen streams that accepted it, that the lists `changed` changed.
+    async fn lists_changed(&self, changed: &[List]) {
         let peers: Vec<Peer<RoleServer>> = {
             let mut peers = self.inner.peers.lock().unwrap_or_else(|p| p.into_inner());
             peers.retain(|peer| !peer.is_transport_closed());
             peers.clone()
         };
         for peer in peers {
-            if let Err(error) = peer.notify_tool_list_changed().await {
-                tracing::debug!("cannot send tools/list_changed: {error}");
+            for list in changed {
+                let sent = match list {
+                    List::Tools => peer.notify_tool_list_changed().await,
+                    List::Resources => peer.notify_resource_list_changed().await,
+                    List::Prompts => peer.notify_prompt_list_changed().await,
+                };
+                if let Err(error) = sent {
+                    tracing::debug!("cannot send {}: {error}", list.method());
+                }
             }
         }
         let listeners: Vec<(u64, rmcp::service::SubscriptionSink)> = self
@@ -394,25 +446,49 @@ impl McpServer {
             .clone();
         let mut closed = Vec::new();
         for (number, listener) in listeners {
-            let notification =
-                rmcp::model::ServerNotification::ToolListChangedNotification(Default::default());
-            // A client that stops reading its stream must not hold up the others (or the call that changed the
-            // list): it is given up on.
-            match tokio::time::timeout(Duration::from_secs(1), listener.send(notification)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => {
-                    tracing::debug!("cannot send tools/list_changed to a listener: {error}");
-                    closed.push(number);
+            for list in changed {
+                let accepted = listener.accepted();
+                let (wanted, notification) = match list {
+                    List::Tools => (
+                        accepted.tools_list_changed,
+                        rmcp::model::ServerNotification::ToolListChangedNotification(Default::default()),
+                    ),
+                    List::Resources => (
+                        accepted.resources_list_changed,
+                        rmcp::model::ServerNotification::ResourceListChangedNotification(Default::default()),
+                    ),
+                    List::Prompts => (
+                        accepted.prompts_list_changed,
+                        rmcp::model::ServerNotification::PromptListChangedNotification(Default::default()),
+                    ),
+                };
+                if wanted != Some(true) {
+                    continue;
                 }
-                Err(_) => {
-                    tracing::debug!("a listener did not take tools/list_changed within 1 s");
-                    closed.push(number);
+                // A client that stops reading its stream must not hold up the others (or the call that changed
+                // the list): it is given up on.
+                match tokio::time::timeout(Duration::from_secs(1), listener.send(notification)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => {
+                        tracing::debug!("cannot send {} to a listener: {error}", list.method());
+                        closed.push(number);
+                        break;
+                    }
+                    Err(_) => {
+                        tracing::debug!("a listener did not take {} within 1 s", list.method());
+                        closed.push(number);
+                        break;
+                    }
                 }
             }
         }
         if !closed.is_empty() {
             let mut listeners = self.inner.listeners.lock().unwrap_or_else(|p| p.into_inner());
             listeners.retain(|(n, _)| !closed.contains(n));
+            drop(listeners);
+            for number in closed {
+                self.inner.subscriptions.end(subscriptions::Key::Stream(number));
+            }
         }
     }
 
@@ -517,6 +593,7 @@ impl McpServer {
                     .registry()
                     .update(|r| r.set_plugin_tools(tools));
                 self.announce_changes().await;
+                self.offers_changed().await;
             }
             self.inner
                 .passes
@@ -1370,11 +1447,19 @@ impl ServerHandler for McpServer {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        // Lists change when watched plugins are loaded again (the workspace's new files are not announced: the
+        // template reaches them); any resource may be subscribed to ([`subscriptions`]).
+        let reloads = (served.offerings.is_some() && self.inner.waits.get().is_some()).then_some(true);
         if served.has_resources() {
-            capabilities.resources = Some(rmcp::model::ResourcesCapability::default());
+            let mut resources = rmcp::model::ResourcesCapability::default();
+            resources.subscribe = Some(true);
+            resources.list_changed = reloads;
+            capabilities.resources = Some(resources);
         }
         if served.has_prompts() {
-            capabilities.prompts = Some(rmcp::model::PromptsCapability::default());
+            let mut prompts = rmcp::model::PromptsCapability::default();
+            prompts.list_changed = reloads;
+            capabilities.prompts = Some(prompts);
         }
         if served.has_resources() || served.has_prompts() {
             capabilities.completions = Some(Default::default());
@@ -1396,43 +1481,132 @@ impl ServerHandler for McpServer {
         peers.push(context.peer);
     }
 
-    /// 2026-07-28 clients ask for `tools/list_changed` with `subscriptions/listen` (they never complete a
-    /// handshake): the tool list is the only list this server has.
+    /// 2026-07-28 clients ask for list changes and resource updates with `subscriptions/listen` (they never
+    /// complete a handshake): the tool list always; the resource and prompt lists when plugins may offer some;
+    /// the resources asked for that may be watched ([`subscriptions`]).
     fn accepted_subscription_filter(
         &self,
-        _requested: &rmcp::model::SubscriptionFilter,
+        requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        Some(
-            rmcp::model::SubscriptionFilter::builder()
-                .tools_list_changed()
-                .build(),
-        )
+        let served = self
+            .inner
+            .served
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut accepted = rmcp::model::SubscriptionFilter::builder()
+            .tools_list_changed()
+            .build();
+        if served.offerings.is_some() && self.inner.waits.get().is_some() {
+            accepted.resources_list_changed = Some(true);
+            accepted.prompts_list_changed = Some(true);
+        }
+        let wanted: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .take(subscriptions::MAX_PER_SUBSCRIBER)
+            .cloned()
+            .collect();
+        // What may be watched is what may be read now: files are opened, plugins asked (off the async threads
+        // where the runtime has others).
+        let admit = move || -> Vec<String> {
+            wanted
+                .into_iter()
+                .filter(|uri| served.watched(uri).is_ok())
+                .collect()
+        };
+        let watched = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(admit),
+            _ => admit(),
+        };
+        accepted.resource_subscriptions = Some(watched);
+        Some(accepted)
     }
 
     /// Keep the stream until the client closes it (or the server shuts down), told of every change of the
-    /// declared tools.
+    /// declared tools, of the resource and prompt lists, and of the resources it subscribed to.
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
         let sink = context.sink().clone();
         let number = self
             .inner
             .next_listener
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if sink.accepted().tools_list_changed == Some(true) {
-            self.inner
-                .listeners
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push((number, sink));
+        self.inner
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((number, sink.clone()));
+        let key = subscriptions::Key::Stream(number);
+        let served = self
+            .inner
+            .served
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let uris = sink.accepted().resource_subscriptions.clone().unwrap_or_default();
+        let admitted = Self::blocking(served, "subscribe", move |served| {
+            uris.into_iter()
+                .map(|uri| {
+                    let watched = served.watched(&uri);
+                    (uri, watched)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        for (uri, watched) in admitted {
+            let subscribed = watched.map_err(|e| e.message.to_string()).and_then(|watched| {
+                let to = subscriptions::Subscriber::Stream(sink.clone());
+                self.inner
+                    .subscriptions
+                    .subscribe(key, to, &uri, watched, &self.inner.shutdown)
+            });
+            if let Err(error) = subscribed {
+                tracing::debug!(uri, "a listen stream's subscription did not hold: {error}");
+            }
         }
         tokio::select! {
             () = context.cancelled() => {}
             () = self.inner.shutdown.cancelled() => {}
         }
+        self.inner.subscriptions.end(key);
         self.inner
             .listeners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|(n, _)| *n != number);
+        Ok(())
+    }
+
+    /// `resources/subscribe` (2025-11-25): to a resource that may be watched ([`subscriptions`]).
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let served = self.served("resources/subscribe", resources::Served::has_resources)?;
+        let uri = request.uri.clone();
+        let watched = Self::blocking(served, "subscribe", move |s| s.watched(&uri)).await??;
+        let key = subscriptions::Key::Session(self.client.number);
+        let to = subscriptions::Subscriber::Session(context.peer.clone());
+        self.inner
+            .subscriptions
+            .subscribe(key, to, &request.uri, watched, &self.inner.shutdown)
+            .map_err(|error| ErrorData::invalid_params(error, Some(json!({ "uri": request.uri }))))
+    }
+
+    /// `resources/unsubscribe` (2025-11-25): a URI not subscribed to is no error.
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.served("resources/unsubscribe", resources::Served::has_resources)?;
+        let key = subscriptions::Key::Session(self.client.number);
+        self.inner.subscriptions.unsubscribe(key, &request.uri);
         Ok(())
     }
 

@@ -144,6 +144,20 @@ impl Served {
         }
     }
 
+    /// What a subscription to `uri` watches, or why there is nothing to watch: what `resources/read` would read
+    /// now — a workspace file (watched), or a plugin's resource (plugins say nothing of changes: theirs are
+    /// updated when the plugins are loaded again). Blocks (an open, or a plugin's read).
+    pub fn watched(&self, uri: &str) -> Result<crate::subscriptions::Watched, ErrorData> {
+        let is_file = uri.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("file:"));
+        if is_file {
+            return match &self.workspace {
+                Some(workspace) => workspace.watched(uri).map(crate::subscriptions::Watched::File),
+                None => Err(not_found(uri, "this server offers no files")),
+            };
+        }
+        self.read(uri).map(|_| crate::subscriptions::Watched::Plugins)
+    }
+
     /// `prompts/list`.
     pub fn prompts(&self) -> Value {
         let prompts = self
@@ -367,6 +381,26 @@ impl Workspace {
             }),
         };
         Ok(json!({ "contents": [contents] }))
+    }
+
+    /// The file a subscription to `uri` watches: its real path, when the `read` built-in's grants would read it
+    /// and it lies in the workspace.
+    fn watched(&self, uri: &str) -> Result<std::path::PathBuf, ErrorData> {
+        let path = self.path_of(uri).map_err(|why| not_found(uri, &why))?;
+        // Opened and read as a read does (a byte: a directory fails there): through the grants, symlinks
+        // followed only inside them.
+        if let Err(error) = self.files.read_prefix(&path, 1) {
+            return Err(read_error(uri, &path, &error));
+        }
+        let real = std::fs::canonicalize(&path).map_err(|e| read_error(uri, &path, &e))?;
+        let root = std::fs::canonicalize(&self.root).map_err(|e| read_error(uri, &self.root, &e))?;
+        if !real.starts_with(&root) {
+            return Err(not_found(
+                uri,
+                &format!("not a file below the workspace {}", self.root),
+            ));
+        }
+        Ok(real)
     }
 
     /// The absolute path a `file://` URI names inside the workspace, or why it names none (another scheme, a

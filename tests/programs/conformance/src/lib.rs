@@ -521,7 +521,8 @@ toolwright_sdk::export_tool!(
     FIXTURES[25]
 );
 
-/// The suite's fixture resources (`test://static-text`, `test://static-binary`), its template
+/// The suite's fixture resources (`test://static-text`, `test://static-binary`, `test://watched-resource`), its
+/// template
 /// (`test://template/{id}/data`) and its prompts, as a plugin offers them.
 pub struct ConformanceOffers;
 
@@ -537,6 +538,9 @@ impl Offers for ConformanceOffers {
             Resource::new("test://static-binary", "static-binary")
                 .with_description("A static binary resource: a 1x1 PNG (MCP conformance fixture)")
                 .with_mime_type("image/png"),
+            Resource::new("test://watched-resource", "watched-resource")
+                .with_description("A resource to subscribe to (MCP conformance fixture)")
+                .with_mime_type("text/plain"),
         ]
     }
 
@@ -552,6 +556,9 @@ impl Offers for ConformanceOffers {
         match uri {
             "test://static-text" => Ok(vec![
                 ResourceContents::text(uri, STATIC_TEXT).with_mime_type("text/plain"),
+            ]),
+            "test://watched-resource" => Ok(vec![
+                ResourceContents::text(uri, "Watched resource content").with_mime_type("text/plain"),
             ]),
             "test://static-binary" => {
                 use base64::Engine as _;
