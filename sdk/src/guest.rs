@@ -567,20 +567,38 @@ impl Ctx for GuestCtx {
     }
 
     fn ask(&self, questions: &[crate::InputRequest]) -> Result<Vec<serde_json::Value>, String> {
-        let requests: Vec<wit::InputRequest> = questions
-            .iter()
-            .map(|q| wit::InputRequest {
-                key: q.key.clone(),
-                method: q.method.clone(),
-                params: q.params.to_string(),
-            })
-            .collect();
-        let answers = host::ask(&requests)?;
-        // The host wrote them from JSON values.
-        Ok(answers
-            .into_iter()
-            .map(|text| serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
-            .collect())
+        ask_host(questions)
+    }
+}
+
+/// Put `questions` to the client through the host (`host.ask`).
+fn ask_host(questions: &[crate::InputRequest]) -> Result<Vec<serde_json::Value>, String> {
+    let requests: Vec<wit::InputRequest> = questions
+        .iter()
+        .map(|q| wit::InputRequest {
+            key: q.key.clone(),
+            method: q.method.clone(),
+            params: q.params.to_string(),
+        })
+        .collect();
+    let answers = host::ask(&requests)?;
+    // The host wrote them from JSON values.
+    Ok(answers
+        .into_iter()
+        .map(|text| serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+        .collect())
+}
+
+/// The client that asked for a prompt, inside the sandbox.
+struct GuestPromptClient;
+
+impl crate::PromptClient for GuestPromptClient {
+    fn ask(&self, questions: &[crate::InputRequest]) -> Result<Vec<serde_json::Value>, String> {
+        ask_host(questions)
+    }
+
+    fn answers(&self) -> Vec<String> {
+        host::client_answers()
     }
 }
 
@@ -823,7 +841,7 @@ impl<T: OffersPlugin> offers_exports::Guest for T {
         arguments: Vec<(String, String)>,
     ) -> Result<offers_exports::PromptResult, offers_exports::OfferError> {
         let filled = T::offers()
-            .prompt(&name, &arguments)
+            .prompt_asking(&name, &arguments, &GuestPromptClient)
             .map_err(offer_error_to_wit)?;
         Ok(offers_exports::PromptResult {
             description: filled.description,

@@ -263,6 +263,34 @@ pub enum Completing {
     ResourceTemplate,
 }
 
+/// The client that asked for a prompt, to ask back ([`Offers::prompt_asking`]): a form for the user, the client's
+/// model, its roots, as a tool asks through [`Ctx::ask`](crate::Ctx::ask). A 2026-07-28 client answers with its
+/// next `prompts/get`: the prompt is then filled in again from the start, and the same questions get their answers
+/// at once.
+pub trait PromptClient {
+    /// Ask `questions`, answered in order; the error says why not (nobody to ask, a capability the client lacks,
+    /// a refusal).
+    fn ask(&self, questions: &[crate::InputRequest]) -> Result<Vec<Value>, String>;
+    /// The methods that may be asked (`elicitation/create`, `sampling/createMessage`, `roots/list`); empty when
+    /// there is nobody to ask.
+    fn answers(&self) -> Vec<String>;
+}
+
+/// A [`PromptClient`] with nobody behind it: every question is refused with [`crate::NO_CLIENT_TO_ASK`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NobodyToAsk;
+
+impl PromptClient for NobodyToAsk {
+    fn ask(&self, questions: &[crate::InputRequest]) -> Result<Vec<Value>, String> {
+        let _ = questions;
+        Err(crate::NO_CLIENT_TO_ASK.into())
+    }
+
+    fn answers(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 /// The MCP resources and prompts a plugin offers. Every method has a default: offer nothing.
 pub trait Offers: Send + Sync {
     /// The resources offered now.
@@ -290,6 +318,18 @@ pub trait Offers: Send + Sync {
     fn prompt(&self, name: &str, arguments: &[(String, String)]) -> Result<FilledPrompt, OfferError> {
         let _ = (name, arguments);
         Err(OfferError::NotFound)
+    }
+
+    /// Likewise, able to ask the client that wants the prompt (`client`); what the host calls. Defaults to
+    /// [`Offers::prompt`]: implement this one instead to ask.
+    fn prompt_asking(
+        &self,
+        name: &str,
+        arguments: &[(String, String)],
+        client: &dyn PromptClient,
+    ) -> Result<FilledPrompt, OfferError> {
+        let _ = client;
+        self.prompt(name, arguments)
     }
 
     /// Values for `argument` of the prompt (or template) `name` that begin like `value`, best first.

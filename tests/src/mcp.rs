@@ -356,8 +356,18 @@ pub fn conformance_server_args(workspace: &Path, plugins: &Path, cache: &Path) -
 /// POST one 2026-07-28 `tools/call` of `tool` (no arguments) to `url` with `params` merged into its parameters, its
 /// `_meta` declaring `capabilities`: (the HTTP status, the JSON-RPC response).
 pub fn call_2026(url: &str, tool: &str, params: Value, capabilities: Value) -> (u16, Value) {
-    let mut body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": tool, "arguments": {},
+    let mut params = params;
+    if params.get("arguments").is_none() {
+        params["arguments"] = json!({});
+    }
+    request_2026(url, "tools/call", tool, params, capabilities)
+}
+
+/// POST one 2026-07-28 request of `method` for `name` (a tool's, a prompt's) to `url` with `params` merged into its
+/// parameters, its `_meta` declaring `capabilities`: (the HTTP status, the JSON-RPC response).
+pub fn request_2026(url: &str, method: &str, name: &str, params: Value, capabilities: Value) -> (u16, Value) {
+    let mut body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {
+    "name": name,
     "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": capabilities,
@@ -374,7 +384,7 @@ pub fn call_2026(url: &str, tool: &str, params: Value, capabilities: Value) -> (
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-         Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\nContent-Length: {}\r\n\r\n{body}",
+         Mcp-Method: {method}\r\nMcp-Name: {name}\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).expect("send the request");

@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use toolwright_tests::mcp::{
     ASK_POLICY, HttpServer, StdioServer, call_2026, conformance_fixture, conformance_server_args,
+    request_2026,
 };
 
 const BINARY: &str = env!("CARGO_BIN_EXE_toolwright-cli");
@@ -361,4 +362,105 @@ fn exec_ask_puts_a_plugins_forms_on_the_terminal_and_answers_roots_with_the_work
         error && sampled.contains("There is no model to ask on the terminal"),
         "{sampled}"
     );
+}
+
+/// The conformance plugin's prompt that asks the client for its context.
+const ASKING_PROMPT: &str = "test_input_required_result_prompt";
+
+#[test]
+fn a_plugin_s_prompt_asks_the_session_s_client_while_prompts_get_waits() {
+    let mut session = Session::start(true, every_capability());
+    session
+        .server
+        .send(&json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/get",
+        "params": {"name": ASKING_PROMPT}}));
+    let asked = &mut session.asked;
+    let message = session.server.response_answering(1, &mut |method, params| {
+        asked.push((method.to_owned(), params.clone()));
+        json!({"action": "accept", "content": {"context": "the docs"}})
+    });
+    assert_eq!(
+        message["result"]["messages"][0]["content"]["text"], "Use this context: the docs",
+        "{message}"
+    );
+    assert_eq!(session.asked.len(), 1, "{:?}", session.asked);
+    let (method, params) = &session.asked[0];
+    assert_eq!(method, "elicitation/create");
+    assert_eq!(
+        params["message"],
+        format!("The plugin {PLUGIN} asks: What context should the prompt use?")
+    );
+    let prompts: Vec<Value> = session
+        .audit()
+        .into_iter()
+        .filter(|r| r["tool"] == "prompts/get")
+        .collect();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert_eq!(prompts[0]["outcome"], "ok", "{prompts:?}");
+    // A client that cannot answer forms is not sent one: the prompt is not filled in, and says why.
+    let mut mute = Session::start(true, json!({}));
+    mute.server
+        .send(&json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get",
+        "params": {"name": ASKING_PROMPT}}));
+    let message = mute
+        .server
+        .response_answering(2, &mut |method, _| panic!("asked {method}"));
+    assert_eq!(message["error"]["code"], -32603, "{message}");
+}
+
+#[test]
+fn a_plugin_s_prompt_asks_a_2026_request_in_input_required_rounds_bound_to_the_prompt() {
+    let (server, _dirs) = http_server();
+    let all = every_capability();
+    let prompt = |params: Value, capabilities: Value| {
+        request_2026(&server.url, "prompts/get", ASKING_PROMPT, params, capabilities)
+    };
+    let (status, first) = prompt(json!({}), all.clone());
+    assert_eq!(status, 200, "{first}");
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    assert_eq!(
+        result["inputRequests"]["user_context"]["method"], "elicitation/create",
+        "{first}"
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let answer = json!({"user_context": {"action": "accept", "content": {"context": "the docs"}}});
+    let (_, second) = prompt(
+        json!({"requestState": state, "inputResponses": answer}),
+        all.clone(),
+    );
+    assert_eq!(
+        second["result"]["messages"][0]["content"]["text"], "Use this context: the docs",
+        "{second}"
+    );
+    // Altered, the state is refused.
+    let (_, altered) = prompt(
+        json!({"requestState": format!("{state}x"), "inputResponses": answer}),
+        all.clone(),
+    );
+    assert_eq!(altered["error"]["code"], -32602, "{altered}");
+    // A tool call's state is not the prompt's, nor the prompt's a tool call's.
+    let (_, asked) = call_2026(
+        &server.url,
+        "test_input_required_result_elicitation",
+        json!({}),
+        all.clone(),
+    );
+    let tool_state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    let (_, replayed) = prompt(
+        json!({"requestState": tool_state, "inputResponses": answer}),
+        all.clone(),
+    );
+    assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+    let (_, carried) = call_2026(
+        &server.url,
+        "test_input_required_result_elicitation",
+        json!({"requestState": state, "inputResponses": {}}),
+        all.clone(),
+    );
+    assert_eq!(carried["error"]["code"], -32602, "{carried}");
+    // No forms declared: the missing capability, not a question.
+    let (status, undeclared) = prompt(json!({}), json!({}));
+    assert_eq!(status, 400, "{undeclared}");
+    assert_eq!(undeclared["error"]["code"], -32021, "{undeclared}");
 }

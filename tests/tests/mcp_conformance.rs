@@ -82,6 +82,9 @@ fn the_official_conformance_suite_passes_over_http_but_for_the_listed_features()
         "resources-read-text",
         "resources-read-binary",
         "resources-templates-read",
+        // Subscriptions (to the plugin's `test://watched-resource`).
+        "resources-subscribe",
+        "resources-unsubscribe",
         "prompts-list",
         "prompts-get-simple",
         "prompts-get-with-args",

@@ -108,6 +108,8 @@ fn the_2026_07_28_server_requirements_of_the_prerelease_pass_but_for_the_listed_
         "input-required-result-tampered-state",
         "input-required-result-capability-check",
         "input-required-result-ignore-extra-params",
+        // A plugin's prompt asking (`prompts/get` answered `input_required`).
+        "input-required-result-non-tool-request",
         "server-stateless",
         // Questions from a task: `input_required` tasks answered with `tasks/update`, whole and in part.
         "tasks-mrtr-input",

@@ -926,21 +926,33 @@ impl McpServer {
         tool: &str,
         arguments: &Value,
     ) -> Option<Result<CallToolResponse, ErrorData>> {
-        let (stop, known) = round?.take_stop()?;
+        let stopped = self.stopped_round(round?, tool, arguments)?;
+        Some(stopped.map(CallToolResponse::from))
+    }
+
+    /// When the 2026-07-28 request `round` of `bound` (a tool's name, or `prompts/get NAME`) with `arguments`
+    /// stopped at a question for its client: the `input_required` result asking it, the answers so far sealed in
+    /// its request state; or the error of a capability the request did not declare.
+    fn stopped_round(
+        &self,
+        round: &input::RoundInput,
+        bound: &str,
+        arguments: &Value,
+    ) -> Option<Result<rmcp::model::InputRequiredResult, ErrorData>> {
+        let (stop, known) = round.take_stop()?;
         Some(match stop {
             input::Stop::Missing(capability) => Err(input::missing(&capability)),
             input::Stop::Questions(questions) => {
-                tracing::debug!(tool, questions = questions.len(), "the call asks its client");
+                tracing::debug!(bound, questions = questions.len(), "the request asks its client");
                 self.inner
                     .rounds
-                    .seal(tool, arguments, &known)
+                    .seal(bound, arguments, &known)
                     .and_then(|state| input::input_required(&questions, state))
                     .and_then(|body| {
                         serde_json::from_value::<rmcp::model::InputRequiredResult>(body).map_err(|e| {
                             ErrorData::internal_error(format!("cannot encode the questions: {e}"), None)
                         })
                     })
-                    .map(CallToolResponse::from)
             }
         })
     }
@@ -1270,11 +1282,29 @@ impl McpServer {
         started: std::time::SystemTime,
         outcome: Result<(), &ErrorData>,
     ) {
+        self.audit_access_as(
+            method,
+            target,
+            started,
+            outcome.is_ok(),
+            outcome.err().map(|e| e.message.to_string()),
+        );
+    }
+
+    /// Likewise, `allowed` or refused, with `error` when it did not end with its result.
+    fn audit_access_as(
+        &self,
+        method: &str,
+        target: &str,
+        started: std::time::SystemTime,
+        allowed: bool,
+        error: Option<String>,
+    ) {
         use toolwright_core::audit::{AuditRecord, Outcome, Stage, Step, Verdict};
         let Some(audit) = self.inner.dispatcher.pipeline().audit.clone() else {
             return;
         };
-        let verdict = if outcome.is_ok() {
+        let verdict = if allowed {
             Verdict::Allowed
         } else {
             Verdict::Refused
@@ -1293,12 +1323,12 @@ impl McpServer {
             questions: Vec::new(),
             omitted: 0,
             duration_ms: u64::try_from(started.elapsed().unwrap_or_default().as_millis()).unwrap_or(u64::MAX),
-            outcome: if outcome.is_ok() {
+            outcome: if error.is_none() {
                 Outcome::Ok
             } else {
                 Outcome::Error
             },
-            error: outcome.err().map(|e| e.message.to_string()),
+            error,
         };
         audit.record(&record);
     }
@@ -1687,20 +1717,59 @@ impl ServerHandler for McpServer {
         from_json(fresh_for(revision_of(&context), prompts), "list the prompts")
     }
 
+    /// `prompts/get`: the plugin that offers the prompt fills it in, and may ask the client that wants it, as a
+    /// tool's call asks (`input`): a session's client at once, a 2026-07-28 request's with an `input_required`
+    /// result (the prompt is filled in again from the start with the answers of the next round).
     async fn get_prompt(
         &self,
         request: rmcp::model::GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
         let name = request.name.clone();
-        let filled = self
-            .audited("prompts/get", resources::Served::has_prompts, &name, move |s| {
-                s.prompt(&request.name, request.arguments.as_ref())
-            })
-            .await?;
+        let revision = revision_of(&context);
+        let bound = format!("prompts/get {name}");
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let round = match revision {
+            Revision::AnyValue => {
+                let known = self.inner.rounds.known(
+                    &bound,
+                    &arguments,
+                    request.request_state.as_deref(),
+                    request.input_responses.as_ref(),
+                )?;
+                let declared = context.client_capabilities().unwrap_or_default();
+                Some(Arc::new(input::RoundInput::new(declared, known)))
+            }
+            _ => None,
+        };
+        let input: Arc<dyn toolwright_core::client::ClientInput> = match &round {
+            Some(round) => round.clone(),
+            None => Arc::new(input::SessionInput {
+                peer: context.peer.clone(),
+            }),
+        };
+        // The prompt's client is registered at the plugins' desk for as long as the prompt is filled in.
+        let id = format!("{}-prompt", self.call_id());
+        let _asking = self.inner.desk.get().map(|desk| desk.open(&id, input));
+        let client = self.inner.desk.get().map(|_| id);
+        let served = self.served("prompts/get", resources::Served::has_prompts)?;
+        let started = std::time::SystemTime::now();
+        let filled = Self::blocking(served, "answer prompts/get", move |s| {
+            s.prompt(&request.name, request.arguments.as_ref(), client.as_deref())
+        })
+        .await?;
+        if let Some(stopped) = round
+            .as_deref()
+            .and_then(|round| self.stopped_round(round, &bound, &arguments))
+        {
+            let why = "stopped: the prompt asked its client (input_required); it is filled in again with the answers";
+            self.audit_access_as("prompts/get", &name, started, true, Some(why.to_owned()));
+            return stopped.map(rmcp::model::GetPromptResponse::from);
+        }
+        self.audit_access("prompts/get", &name, started, filled.as_ref().map(|_| ()));
         // The plugin's content blocks are checked here, against MCP's types.
-        let result: rmcp::model::GetPromptResult =
-            serde_json::from_value(fresh_for(revision_of(&context), filled)).map_err(|e| {
+        let result: rmcp::model::GetPromptResult = serde_json::from_value(fresh_for(revision, filled?))
+            .map_err(|e| {
                 ErrorData::internal_error(
                     format!("the prompt's plugin answered a malformed prompt: {e}"),
                     None,

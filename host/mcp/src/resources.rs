@@ -37,7 +37,14 @@ pub trait Offerings: Send + Sync {
     fn list_prompts(&self) -> Vec<Value>;
     /// The prompt `name` (of the offerer that lists it first) filled in with `arguments`, refused before it is
     /// filled in when a required argument is missing ([`missing_argument`]); `None` when none offers it.
-    fn get_prompt(&self, name: &str, arguments: &[(String, String)]) -> Result<Option<Value>, PromptError>;
+    /// `client`: the id under which the client that wants it is registered at the plugins' desk
+    /// (`toolwright_core::client::ClientDesk`), for the offerer to ask; none: nobody to ask.
+    fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &[(String, String)],
+        client: Option<&str>,
+    ) -> Result<Option<Value>, PromptError>;
     /// Completions of `value` for `argument` of the prompt (`prompt`) or resource template `name`.
     fn complete(&self, prompt: bool, name: &str, argument: &str, value: &str) -> Vec<String>;
 }
@@ -169,11 +176,12 @@ impl Served {
     }
 
     /// `prompts/get` of `name` with `arguments` (their values as text): a missing required argument is refused
-    /// before any plugin runs.
+    /// before any plugin runs. `client`: as [`Offerings::get_prompt`] says.
     pub fn prompt(
         &self,
         name: &str,
         arguments: Option<&serde_json::Map<String, Value>>,
+        client: Option<&str>,
     ) -> Result<Value, ErrorData> {
         let not_found =
             || ErrorData::invalid_params(format!("Prompt not found: {name}"), Some(json!({ "name": name })));
@@ -189,7 +197,7 @@ impl Served {
                 (key.clone(), text)
             })
             .collect();
-        match offerings.get_prompt(name, &given) {
+        match offerings.get_prompt(name, &given, client) {
             Ok(Some(filled)) => Ok(filled),
             Ok(None) => Err(not_found()),
             Err(PromptError::Missing(argument)) => Err(ErrorData::invalid_params(

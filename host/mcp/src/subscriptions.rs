@@ -6,7 +6,7 @@
 //! file must be readable then, as `resources/read` would read it, and its directory is watched (inotify, through
 //! the `notify` crate, not recursive; the file's real path, which lies in the workspace) — a change, a removal or
 //! a file put in its place is an update, bursts folded into one within [`SETTLE`]. A plugin's resource is updated
-//! when the plugins are loaded again ([`Subscriptions::plugins_reloaded`]): plugins cannot say when their
+//! when the plugins are loaded again (`Subscriptions::plugins_reloaded`): plugins cannot say when their
 //! resources change. A subscriber holds at most [`MAX_PER_SUBSCRIBER`] URIs, the server [`MAX_WATCHED`] files;
 //! beyond, a subscription is refused by name. A session's subscriptions end with it, a stream's with the stream.
 

@@ -149,14 +149,28 @@ impl Plugin {
     }
 
     /// The prompt `name` filled in with `arguments`, in MCP's shape (`description`, `messages`); `None` when the
-    /// plugin has no such prompt.
+    /// plugin has no such prompt. `client`: the id under which the client that wants the prompt is registered at
+    /// the grants' desk ([`WasmGrants::client`]), for the plugin to ask (`host.ask`) as a tool's call would; none:
+    /// nobody to ask.
     pub fn get_prompt(
         &self,
         grants: &WasmGrants,
         name: &str,
         arguments: &[(String, String)],
+        client: Option<&str>,
     ) -> Result<Option<Value>, String> {
-        let got = self.enter(grants, "get-prompt", |guest, store| {
+        let client = client.and_then(|id| {
+            grants.client.clone().map(|desk| crate::state::CallClient {
+                desk,
+                call_id: id.to_owned(),
+                sampling: grants.sampling,
+            })
+        });
+        let entry = Entry {
+            client,
+            ..Entry::bare("get-prompt")
+        };
+        let got = self.enter_with(grants, entry, |guest, store| {
             guest.call_get_prompt(store, name, arguments)
         })?;
         let filled = match got {
@@ -212,15 +226,25 @@ impl Plugin {
         Ok(values)
     }
 
-    /// Run one `offers` export in a fresh instance under `grants`.
+    /// Run one `offers` export in a fresh instance under `grants`, with nobody to ask.
     fn enter<T>(
         &self,
         grants: &WasmGrants,
         export: &'static str,
         call: impl FnOnce(&wit::Guest, &mut wasmtime::Store<crate::state::PluginState>) -> wasmtime::Result<T>,
     ) -> Result<T, String> {
+        self.enter_with(grants, Entry::bare(export), call)
+    }
+
+    /// Run one `offers` export in a fresh instance under `grants`, as `entry` says.
+    fn enter_with<T>(
+        &self,
+        grants: &WasmGrants,
+        entry: Entry,
+        call: impl FnOnce(&wit::Guest, &mut wasmtime::Store<crate::state::PluginState>) -> wasmtime::Result<T>,
+    ) -> Result<T, String> {
         let inner = &self.inner;
-        gate::enter(&**inner, grants, Entry::bare(export), |store, instance| {
+        gate::enter(&**inner, grants, entry, |store, instance| {
             let linked = inner.linked().map_err(|e| wasmtime::format_err!("{e}"))?;
             let indices = linked.offers.as_ref().ok_or_else(|| {
                 wasmtime::format_err!("the plugin {} offers no resources or prompts", inner.name)

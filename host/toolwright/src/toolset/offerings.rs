@@ -97,7 +97,12 @@ impl Offerings for PluginOfferings {
         self.listed("name", |plugin, grants| plugin.list_prompts(grants))
     }
 
-    fn get_prompt(&self, name: &str, arguments: &[(String, String)]) -> Result<Option<Value>, PromptError> {
+    fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &[(String, String)],
+        client: Option<&str>,
+    ) -> Result<Option<Value>, PromptError> {
         // The plugin that lists the prompt first fills it in, once its declared arguments are there.
         for (plugin, grants) in self.offering() {
             let listed = plugin.list_prompts(&grants).unwrap_or_default();
@@ -107,9 +112,11 @@ impl Offerings for PluginOfferings {
             if let Some(argument) = missing_argument(declaration, arguments) {
                 return Err(PromptError::Missing(argument));
             }
-            return plugin.get_prompt(&grants, name, arguments).map_err(|error| {
-                PromptError::Failed(format!("the plugin {} failed: {error}", plugin.metadata.name))
-            });
+            return plugin
+                .get_prompt(&grants, name, arguments, client)
+                .map_err(|error| {
+                    PromptError::Failed(format!("the plugin {} failed: {error}", plugin.metadata.name))
+                });
         }
         Ok(None)
     }

@@ -592,7 +592,33 @@ impl Offers for ConformanceOffers {
                 .with_description("A prompt with an embedded resource")
                 .with_argument("resourceUri", "URI of the resource to embed", true),
             Prompt::new("test_prompt_with_image").with_description("A prompt with an image"),
+            Prompt::new("test_input_required_result_prompt")
+                .with_description("A prompt that asks the client for its context (MCP conformance fixture)"),
         ]
+    }
+
+    /// `test_input_required_result_prompt` asks the client (a form for `user_context`); the others are filled in
+    /// at once.
+    fn prompt_asking(
+        &self,
+        name: &str,
+        arguments: &[(String, String)],
+        client: &dyn toolwright_sdk::PromptClient,
+    ) -> Result<FilledPrompt, OfferError> {
+        if name != "test_input_required_result_prompt" {
+            return self.prompt(name, arguments);
+        }
+        let question = form(
+            "user_context",
+            "What context should the prompt use?",
+            "context",
+            "string",
+        );
+        let answers = client.ask(&[question]).map_err(OfferError::Failed)?;
+        let context = field(&answers[0], "context");
+        Ok(FilledPrompt::new(vec![PromptMessage::user_text(format!(
+            "Use this context: {context}"
+        ))]))
     }
 
     fn prompt(&self, name: &str, arguments: &[(String, String)]) -> Result<FilledPrompt, OfferError> {
