@@ -29,7 +29,7 @@
 //
 // It may also offer MCP resources and prompts, which `toolwright mcp` serves (`plugin.resource`,
 // `plugin.resourceTemplate`, `plugin.prompt`; build with the world `tool-offers-plugin` and
-// `export const offers = plugin.offersExports()`).
+// `export const offers = plugin.offersExports({ host })`).
 //
 // A tool function gets the validated arguments and a `Context`, and returns a string, `ctx.result(…)`, or a
 // promise of either. A handler plugin declares `plugin.onToolCall((tool, args) => …)` (return nothing to allow,
@@ -460,8 +460,10 @@ export class Plugin {
   }
 
   /** Offer the MCP prompt `declaration.name` (with `description`, `title`, `arguments`: [{name, description,
-   * required}]): `fill(args)` returns a string (one user message) or a list of messages, each a string (the
-   * user's text) or `{role: "user" | "assistant", content: {MCP content block}}`. */
+   * required}]): `fill(args, ctx)` returns a string (one user message) or a list of messages, each a string (the
+   * user's text) or `{role: "user" | "assistant", content: {MCP content block}}`. `ctx` asks the client that
+   * wants the prompt (`ctx.ask(form(...))`, `ctx.clientAnswers()`) when the offers were exported with the host
+   * (`offersExports({ host })`); a 2026-07-28 client answers with its next round, the prompt filled in again. */
   prompt(declaration, fill) {
     if (!declaration?.name) throw new Error("a prompt needs a name");
     (this.prompts ??= new Map()).set(declaration.name, { declaration, fill });
@@ -482,18 +484,20 @@ export class Plugin {
     return null;
   }
 
-  /** Fill in an offered prompt (the export, and unit tests): its messages `[{role, content}]`, or `null`. */
-  getPrompt(name, args) {
+  /** Fill in an offered prompt (the export, and unit tests): its messages `[{role, content}]`, or `null`. `ctx`:
+   * what the prompt may ask the client through (a `Context`). */
+  getPrompt(name, args, ctx = null) {
     const prompt = this.prompts?.get(name);
     if (!prompt) return null;
-    const out = prompt.fill(args);
+    const out = prompt.fill(args, ctx);
     return (typeof out === "string" ? [out] : out).map((m) =>
       typeof m === "string" ? { role: "user", content: { type: "text", text: m } } : m,
     );
   }
 
-  /** The object to export as `offers` (world `tool-offers-plugin`). */
-  offersExports() {
+  /** The object to export as `offers` (world `tool-offers-plugin`); with the `host` import, prompts may ask the
+   * client that wants them. */
+  offersExports({ host = null } = {}) {
     const plugin = this;
     const info = (d, uri) => ({
       uri,
@@ -535,7 +539,8 @@ export class Plugin {
       getPrompt(name, args) {
         let messages;
         try {
-          messages = plugin.getPrompt(name, Object.fromEntries(args));
+          const ctx = host ? new Context({ host, fs: null, cwd: () => host.cwd() }) : null;
+          messages = plugin.getPrompt(name, Object.fromEntries(args), ctx);
         } catch (error) {
           throw failed(error);
         }

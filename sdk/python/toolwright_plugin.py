@@ -649,7 +649,9 @@ class Plugin:
     def prompt(self, description=None, arguments=(), name=None, title=None):
         """Offer the decorated function `f(args)` as an MCP prompt; `arguments` are `(name, description,
         required)`. It returns a `str` (one user message) or a list of messages: each a `str` (the user's text) or
-        `{"role": "user" | "assistant", "content": {MCP content block}}`."""
+        `{"role": "user" | "assistant", "content": {MCP content block}}`. A function `f(args, ctx)` may ask the
+        client that wants the prompt (`ctx.ask(form(...))`, `ctx.client_answers()`); a 2026-07-28 client answers
+        with its next round, the prompt filled in again from the start."""
 
         def declare(function):
             key = name or function.__name__
@@ -672,13 +674,16 @@ class Plugin:
                     return template.mime_type, contents
         return None
 
-    def get_prompt(self, name, args):
+    def get_prompt(self, name, args, ctx=None):
         """Fill in an offered prompt (the export, and unit tests): its messages as `(role, content)`, or `None`
-        when there is no such prompt."""
+        when there is no such prompt. `ctx`: what a prompt that takes it may ask the client through."""
         prompt = self.prompts.get(name)
         if prompt is None:
             return None
-        out = prompt.function(dict(args))
+        function = prompt.function
+        takes_ctx = getattr(getattr(function, "__code__", None), "co_argcount", 1) >= 2
+        out = function(dict(args), ctx if ctx is not None else Context.for_tests(os.getcwd())) if takes_ctx \
+            else function(dict(args))
         messages = [out] if isinstance(out, str) else list(out)
         filled = []
         for message in messages:
@@ -732,8 +737,10 @@ class Plugin:
                         for p in plugin.prompts.values()]
 
             def get_prompt(self, name, arguments):
+                from wit_world.imports import host
+
                 try:
-                    filled = plugin.get_prompt(name, arguments)
+                    filled = plugin.get_prompt(name, arguments, Context(host))
                 except Exception as failure:  # noqa: BLE001 - a failed prompt is the client's to read
                     raise error(o.OfferError_Failed(f"{type(failure).__name__}: {failure}")) from None
                 if filled is None:

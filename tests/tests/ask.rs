@@ -624,6 +624,54 @@ fn a_refused_connection_or_name_is_asked_for_as_the_plugin_requested_it() {
     assert!(error);
 }
 
+/// A local HTTP server that answers every request `200 hello`.
+fn web_greeter() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut head = [0u8; 4096];
+            let _ = std::io::Read::read(&mut stream, &mut head);
+            let _ = stream.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+        }
+    });
+    port
+}
+
+#[test]
+fn a_host_the_proxy_refused_a_plugin_s_program_is_asked_for_and_then_reached() {
+    // The probe may start python3 but reach no host; it requests `localhost:*`. Its program reaches hosts only
+    // through the sandbox's proxy, which refuses `localhost:PORT`: that is asked about, and once allowed the call
+    // runs again and the program gets through.
+    let policy = format!("{ASK}[plugins.toolwright-test-probe]\nspawn = [\"/usr/bin/python3\"]\n");
+    let setup = Setup::new(Some(&policy));
+    let port = web_greeter();
+    let mut client = setup.start(true);
+    // (`localhost` inside the sandbox is its own loopback, which `NO_PROXY` names: the program asks the proxy
+    // for the host's, as it would for any other name.)
+    let fetch = json!({"action": "spawn", "target": "/usr/bin/python3", "strict": true, "args": ["-c",
+        format!("import os, urllib.request; [os.environ.pop(k, None) for k in ('NO_PROXY', 'no_proxy')]; \
+                 print(urllib.request.urlopen('http://localhost:{port}/', timeout=20).read().decode())")]});
+    let (error, text) = client.call(1, fetch.clone(), &mut answering("session"));
+    assert!(!error && text.contains("hello"), "{text}");
+    assert_eq!(
+        client.questions[0]["message"],
+        format!(
+            "plugin `toolwright-test-probe` wants to connect to `localhost:{port}` (because: connects to local servers \
+             by name). Allowing grants connections to `localhost:{port}`."
+        )
+    );
+    // Allowed for the session: not asked again.
+    let (error, text) = client.call(2, fetch, &mut never_asked);
+    assert!(!error && text.contains("hello"), "{text}");
+    // A host it did not request is never asked for, and stays out of reach.
+    let elsewhere = json!({"action": "spawn", "target": "/usr/bin/python3", "strict": true, "args": ["-c",
+        "import urllib.request; urllib.request.urlopen('http://example.invalid/', timeout=20)"]});
+    let (error, text) = client.call(3, elsewhere, &mut never_asked);
+    assert!(error && text.contains("403"), "{text}");
+    assert_eq!(client.questions.len(), 1);
+}
+
 #[test]
 fn a_hostile_path_cannot_shape_the_question() {
     let setup = Setup::new(Some(ASK));

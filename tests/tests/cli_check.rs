@@ -112,7 +112,7 @@ fn a_plugin_s_offers_are_listed() {
     let report: Value = serde_json::from_slice(&check(&file, true).stdout).unwrap();
     assert_eq!(
         report["offers"]["prompts"].as_array().unwrap().len(),
-        4,
+        5,
         "{report}"
     );
     // A plugin without the export lists nothing of the kind.

@@ -1100,7 +1100,7 @@ fn python_and_javascript_plugins_ask_the_client_in_input_required_rounds() {
 
 /// A Python plugin offering MCP resources, a template and a prompt beside its tool (world `tool-offers-plugin`).
 const PY_OFFERS: &str = r##"
-from toolwright_plugin import Plugin
+from toolwright_plugin import Plugin, form
 
 plugin = Plugin("py-offers", "0.1.0", "Offers notes.")
 
@@ -1126,6 +1126,11 @@ def day(uri, date):
 def summarise(args):
     return [f"Summarise {args['topic']}.", {"role": "assistant", "content": {"type": "text", "text": "Sure."}}]
 
+@plugin.prompt(description="Asks the client why.", name="py_why")
+def why(args, ctx):
+    answer, = ctx.ask(form("why", "Why?", {"type": "object", "properties": {"why": {"type": "string"}}}))
+    return f"Because {answer['content']['why']}."
+
 try:
     Tool = plugin.export()
     Offers = plugin.export_offers()
@@ -1135,7 +1140,7 @@ except ImportError:
 
 /// The same offers in JavaScript.
 const JS_OFFERS: &str = r##"
-import { Plugin } from "./toolwright.js";
+import { Plugin, form } from "./toolwright.js";
 
 export const plugin = new Plugin({ name: "js-offers", description: "Offers notes." });
 plugin.tool({ name: "js_noop", description: "Nothing.", parameters: { type: "object", properties: {} } }, () => "ok");
@@ -1149,6 +1154,10 @@ plugin.prompt(
   { name: "summarise_js", description: "Summarise a topic.", arguments: [{ name: "topic", required: true }] },
   (args) => [`Summarise ${args.topic}.`, { role: "assistant", content: { type: "text", text: "Sure." } }],
 );
+plugin.prompt({ name: "js_why", description: "Asks the client why." }, (args, ctx) => {
+  const [answer] = ctx.ask(form("why", "Why?", { type: "object", properties: { why: { type: "string" } } }));
+  return `Because ${answer.content.why}.`;
+});
 "##;
 
 const JS_OFFERS_ENTRY: &str = r#"
@@ -1156,7 +1165,7 @@ import * as host from "toolwright:plugin/host@0.1.0";
 import { plugin } from "./app.js";
 
 export const tool = plugin.exports({ host });
-export const offers = plugin.offersExports();
+export const offers = plugin.offersExports({ host });
 "#;
 
 const JS_OFFERS_BUILD: &str = r#"
@@ -1280,6 +1289,31 @@ fn python_and_javascript_plugins_offer_resources_and_prompts() {
                 {"role": "assistant", "content": {"type": "text", "text": "Sure."}},
             ]),
             "{lang}: {filled}"
+        );
+    }
+    drop(server);
+    // A prompt that asks the client: a 2026-07-28 request in rounds, in both languages.
+    let args: Vec<&str> = args[..args.len() - 1].iter().map(String::as_str).collect();
+    let http = toolwright_tests::mcp::HttpServer::start(Path::new(BINARY), &args);
+    let forms = json!({"elicitation": {}});
+    for prompt in ["py_why", "js_why"] {
+        let (_, first) =
+            toolwright_tests::mcp::request_2026(&http.url, "prompts/get", prompt, json!({}), forms.clone());
+        let result = &first["result"];
+        assert_eq!(result["resultType"], "input_required", "{prompt}: {first}");
+        assert_eq!(
+            result["inputRequests"]["why"]["method"], "elicitation/create",
+            "{prompt}: {first}"
+        );
+        let retry = json!({
+            "requestState": result["requestState"],
+            "inputResponses": {"why": {"action": "accept", "content": {"why": "testing"}}},
+        });
+        let (_, second) =
+            toolwright_tests::mcp::request_2026(&http.url, "prompts/get", prompt, retry, forms.clone());
+        assert_eq!(
+            second["result"]["messages"][0]["content"]["text"], "Because testing.",
+            "{prompt}: {second}"
         );
     }
 }

@@ -297,8 +297,9 @@ impl ProgramGrant {
     /// A third-party plugin's programs under its policy decision: resolved on the host's `PATH` (`host_path`),
     /// never inside its writable grants, only the variables the policy names settable, confined by Landlock to
     /// its granted directories, in a network namespace of their own that reaches its granted hosts through the
-    /// host's proxy.
-    pub fn for_plugin(effective: &Effective, host_path: &str) -> ProgramGrant {
+    /// host's proxy. `proxied`: the proxy serves them even with no host granted (refusing every one), so that
+    /// what they try is recorded, to be asked about (`toolwright_core::ask`).
+    pub fn for_plugin(effective: &Effective, host_path: &str, proxied: bool) -> ProgramGrant {
         let (write, read): (Vec<_>, Vec<_>) = effective.dirs.iter().partition(|d| d.write);
         let paths = |list: Vec<&toolwright_core::policy::DirGrant>| -> Vec<PathBuf> {
             list.into_iter().map(|d| d.path.clone()).collect()
@@ -311,13 +312,13 @@ impl ProgramGrant {
             programs: Vec::new(),
             // No network of their own: the granted hosts, by name, through the host's proxy (the only TCP
             // Landlock lets them open is the proxy's port on their namespace's loopback).
-            tcp: if effective.network.is_empty() {
+            tcp: if effective.network.is_empty() && !proxied {
                 Tcp::None
             } else {
                 Tcp::Ports(vec![crate::sandbox::PROXY_PORT])
             },
             own_network: true,
-            proxy: (!effective.network.is_empty()).then(|| crate::sandbox::Hosts {
+            proxy: (!effective.network.is_empty() || proxied).then(|| crate::sandbox::Hosts {
                 allow: effective.network.clone(),
                 deny: effective.network_deny.clone(),
             }),

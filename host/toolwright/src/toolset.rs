@@ -661,17 +661,20 @@ fn runtime_grants(
         return Err(error);
     }
     let env = host.vars_granted(&existing.env, &[]);
-    let programs = ProgramGrant::for_plugin(&existing, &host.path);
-    let mut grants = WasmGrants::from_effective(&existing, &options.cwd, env, programs);
-    grants.know_home(host.home.as_deref());
-    if policy.ask.grants() {
-        grants.refusals = Some(options.refusals.clone());
-        // Sockets on, refusing everything not granted, so that what it tries can be asked about.
-        grants.network_asked = plugin
+    // Sockets on and its programs' proxy serving, refusing everything not granted, so that what it tries can be
+    // asked about.
+    let network_asked = policy.ask.grants()
+        && plugin
             .metadata
             .capabilities
             .iter()
             .any(|c| matches!(c.capability, toolwright_sdk::Capability::Network(_)));
+    let programs = ProgramGrant::for_plugin(&existing, &host.path, network_asked);
+    let mut grants = WasmGrants::from_effective(&existing, &options.cwd, env, programs);
+    grants.know_home(host.home.as_deref());
+    if policy.ask.grants() {
+        grants.refusals = Some(options.refusals.clone());
+        grants.network_asked = network_asked;
     }
     grants.client = Some(options.client.clone());
     grants.sampling = policy.ask.samples(&plugin.metadata.name);

@@ -248,6 +248,7 @@ impl PluginInner {
             audit,
             names: crate::name_lookup::NameGate::of(&grants.network),
             net_refused,
+            child_refused: Vec::new(),
             cancel_seen: None,
             processes: toolwright_native::CallScope::new(),
             started: None,
@@ -346,6 +347,7 @@ impl PluginInner {
         state.carried = budget::Carried::new(grants.result_cap);
         state.cancel_seen = None;
         state.refused.clear();
+        state.child_refused.clear();
         state.output_from = (state.stdout.contents().len(), state.stderr.contents().len());
         self.arm(store, grants)
     }

@@ -36,6 +36,12 @@ impl wit::Host for PluginState {
         match NativeProcess::spawn_for(&command, &launch, &self.processes, updates.clone()) {
             Ok(process) => {
                 updates.spawned(&command.program, &command.args, None);
+                // What its proxy refuses it is the call's to ask about, as what the host refuses the plugin.
+                if let Some(refused) = process.proxy_refusals()
+                    && self.child_refused.len() < toolwright_core::ask::MAX_REFUSALS_PER_CALL
+                {
+                    self.child_refused.push(refused);
+                }
                 Ok(Ok(self.table.push(process)?))
             }
             Err(e) => {

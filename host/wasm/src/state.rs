@@ -144,6 +144,9 @@ pub struct PluginState {
     pub(super) names: crate::name_lookup::NameGate,
     /// The connections its socket check refused during the current call (the check runs apart from the store).
     pub(super) net_refused: Arc<std::sync::Mutex<Vec<toolwright_core::ask::Refused>>>,
+    /// What the proxies of the programs the current call started refused them (`host:port`, filled while they
+    /// run; read when the call ends).
+    pub(super) child_refused: Vec<Arc<std::sync::Mutex<Vec<String>>>>,
     /// The instance's exports, type-checked at its first call and kept for the calls a reused instance serves
     /// after it (a store holds one instance).
     pub(super) exports: Exports,

@@ -149,6 +149,20 @@ async fn execute(
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
         refused.extend(connections);
+        // What its programs' proxies refused them: a host by name, on its port.
+        for targets in std::mem::take(&mut store.data_mut().child_refused) {
+            let targets = targets
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            for address in targets {
+                let connect = toolwright_core::ask::Refused::Connect { address };
+                if refused.len() < toolwright_core::ask::MAX_REFUSALS_PER_CALL && !refused.contains(&connect)
+                {
+                    refused.push(connect);
+                }
+            }
+        }
         if let Some(book) = &book {
             book.record(&call_id, &inner.name, refused);
         }

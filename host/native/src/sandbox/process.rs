@@ -108,6 +108,8 @@ pub struct NativeProcess {
     watch: Option<Watch>,
     /// The proxy its sandbox reaches hosts through, serving while it lives.
     _proxy: Option<proxy::Proxy>,
+    /// What that proxy refused (`host:port`, each once).
+    proxy_refused: Option<std::sync::Arc<std::sync::Mutex<Vec<String>>>>,
 }
 
 /// The lines of a sandboxed process's output that report a refusal, kept to be explained once it exits
@@ -224,8 +226,15 @@ impl NativeProcess {
             exited: None,
             killed: false,
             watch,
+            proxy_refused: proxy.as_ref().map(proxy::Proxy::refused),
             _proxy: proxy,
         })
+    }
+
+    /// What its sandbox's proxy refused it so far (`host:port`, each once; filled while it runs): none when it
+    /// has no proxy.
+    pub fn proxy_refusals(&self) -> Option<std::sync::Arc<std::sync::Mutex<Vec<String>>>> {
+        self.proxy_refused.clone()
     }
 
     fn poll_exit(&mut self) -> io::Result<()> {

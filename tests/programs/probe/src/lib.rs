@@ -34,6 +34,7 @@ impl Tool for Probe {
                     "arguments": {"type": "object"},
                     "count": {"type": "integer"},
                     "target": {"type": "string"},
+                    "strict": {"type": "boolean"},
                     "data": {"type": "string"},
                     "mib": {"type": "integer"},
                     "ms": {"type": "integer"},
@@ -113,14 +114,22 @@ impl Tool for Probe {
                 };
                 let mut child = ctx.spawn(&command).map_err(|e| ToolError::new(e.to_string()))?;
                 let mut out = Vec::new();
-                loop {
+                let status = loop {
                     match child.next(std::time::Duration::from_secs(5)).map_err(err)? {
                         ProcessEvent::Output(bytes) => out.extend(bytes),
-                        ProcessEvent::Exited(_) => break,
+                        ProcessEvent::Exited(status) => break status,
                         ProcessEvent::Idle => {}
                     }
+                };
+                let out = String::from_utf8_lossy(&out).into_owned();
+                // `strict`: a program that failed fails the call, as a careful plugin reports it.
+                if args["strict"] == true && status.code != Some(0) {
+                    return Err(ToolError::new(format!(
+                        "{target} failed ({:?}): {out}",
+                        status.code
+                    )));
                 }
-                String::from_utf8_lossy(&out).into_owned()
+                out
             }
             "env" => std::env::var(target).map_err(|e| ToolError::new(format!("{target}: {e}")))?,
             "connect" => {
