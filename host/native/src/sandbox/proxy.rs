@@ -176,7 +176,8 @@ fn handle(mut client: TcpStream, hosts: &Hosts, sink: &CallSink) -> Option<Strin
             "403 Forbidden",
             &format!(
                 "Toolwright's sandbox: {target} is not granted (granted: {granted}). `network = [\"{target}\"]` in \
-                 the [builtins] section of toolwright.toml would allow it.\n",
+                 toolwright.toml would allow it (the [builtins] section for the built-ins' commands, the plugin's \
+                 own section for a plugin's programs).\n",
                 target = request.target,
                 granted = hosts.describe()
             ),
