@@ -238,6 +238,13 @@ pub const MAX_READ_BYTES: usize = 8 << 20;
 /// The template of a workspace file's URI (RFC 6570: `{+path}` keeps the path's slashes).
 pub const TEMPLATE: &str = "file://{+path}";
 
+/// How long a walk of the workspace serves the later pages of its listing (those with a cursor) and completions:
+/// a first page walks again.
+pub const WALK_KEPT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The latest walk of a workspace: when, and the files it found, sorted.
+type Walked = Option<(std::time::Instant, Arc<Vec<String>>)>;
+
 /// The workspace's files, read through the `read` built-in's grants.
 #[derive(Clone)]
 pub struct Workspace {
@@ -245,6 +252,8 @@ pub struct Workspace {
     root: String,
     /// The `read` built-in's files.
     files: Arc<dyn Files + Send + Sync>,
+    /// The latest walk ([`WALK_KEPT`]).
+    walked: Arc<std::sync::Mutex<Walked>>,
 }
 
 impl std::fmt::Debug for Workspace {
@@ -261,6 +270,7 @@ impl Workspace {
         Workspace {
             root: paths::normalize(&root.to_string_lossy()),
             files,
+            walked: Arc::default(),
         }
     }
 
@@ -280,8 +290,8 @@ impl Workspace {
                 )
             })?),
         };
-        let mut listed = self.walk();
-        listed.sort();
+        // A first page walks; the pages after it are cut from that walk while it is fresh.
+        let listed = self.walked(after.is_none());
         let start = after.map_or(0, |after| listed.partition_point(|path| *path <= after));
         let page: Vec<&String> = listed.iter().skip(start).take(PAGE).collect();
         let resources: Vec<Value> = page.iter().filter_map(|path| self.resource(path)).collect();
@@ -292,6 +302,23 @@ impl Workspace {
             result["nextCursor"] = json!(encode_cursor(last));
         }
         Ok(result)
+    }
+
+    /// The workspace's files, sorted: the latest walk while it is younger than [`WALK_KEPT`] (unless `fresh`),
+    /// else a new one.
+    fn walked(&self, fresh: bool) -> Arc<Vec<String>> {
+        let mut walked = self.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !fresh
+            && let Some((at, files)) = &*walked
+            && at.elapsed() < WALK_KEPT
+        {
+            return files.clone();
+        }
+        let mut files = self.walk();
+        files.sort();
+        let files = Arc::new(files);
+        *walked = Some((std::time::Instant::now(), files.clone()));
+        files
     }
 
     /// The paths of the workspace's files (absolute), walked as `find` walks, at most [`MAX_LISTED`], those the
@@ -352,10 +379,13 @@ impl Workspace {
 
     /// Completions of the template's `path`: the listed files whose path begins with `value`, at most 100.
     pub fn complete(&self, value: &str) -> Vec<String> {
-        let mut found: Vec<String> = self.walk().into_iter().filter(|p| p.starts_with(value)).collect();
-        found.sort();
-        found.truncate(100);
-        found
+        // Completions come while the user types: a fresh walk serves them all.
+        self.walked(false)
+            .iter()
+            .filter(|p| p.starts_with(value))
+            .take(100)
+            .cloned()
+            .collect()
     }
 
     /// `resources/read` of `uri` (as JSON): the file's text, or its bytes in base64 when it is not UTF-8.
@@ -660,6 +690,14 @@ mod tests {
         assert!(second.get("nextCursor").is_none());
         let error = ws.list(Some("%%%")).unwrap_err();
         assert_eq!(error.code.0, -32602);
+        // The later pages are cut from the first page's walk (a listing is one snapshot, walked once); a first
+        // page walks again.
+        std::fs::write(root.join("f9999.txt"), "x").unwrap();
+        let again = ws.list(Some(cursor)).unwrap();
+        assert_eq!(again["resources"].as_array().unwrap().len(), 3);
+        let first = ws.list(None).unwrap();
+        let again = ws.list(Some(first["nextCursor"].as_str().unwrap())).unwrap();
+        assert_eq!(again["resources"].as_array().unwrap().len(), 4);
     }
 
     #[test]
