@@ -833,6 +833,44 @@ fn a_2026_07_28_call_keeps_its_plugins_answers_through_the_grants_question() {
 }
 
 #[test]
+fn a_2026_07_28_grant_allowed_once_holds_for_the_call_s_later_rounds_and_no_other_call() {
+    let setup = Setup::new(Some(ASK));
+    let data = setup.data();
+    let mut client = setup.start_at("2026-07-28", true);
+    // The probe lists (refused: our question), then asks why (its question).
+    let first = call_2026_to(&mut client, 1, "list-then-ask", &data, None);
+    assert!(first["result"]["inputRequests"]["grant"].is_object(), "{first}");
+    let once = json!({"grant": {"action": "accept", "content": {"answer": "once"}}});
+    let state = first["result"]["requestState"].clone();
+    let second = call_2026_to(&mut client, 2, "list-then-ask", &data, Some((state, once)));
+    let asked = &second["result"]["inputRequests"];
+    assert!(
+        asked["why"].is_object() && asked.get("grant").is_none(),
+        "{second}"
+    );
+    // The next round runs with the grant allowed once, not asking for it again.
+    let state = second["result"]["requestState"].clone();
+    let why = json!({"why": {"action": "accept", "content": {"why": "to count"}}});
+    let third = call_2026_to(
+        &mut client,
+        3,
+        "list-then-ask",
+        &data,
+        Some((state.clone(), why.clone())),
+    );
+    assert_eq!(
+        toolwright_tests::text_of(&third["result"]["content"]),
+        "to count: 2 entries",
+        "{third}"
+    );
+    // The grant was this call's: the same state again has nothing left, and another call is asked again.
+    let again = call_2026_to(&mut client, 4, "list-then-ask", &data, Some((state, why)));
+    assert!(again["result"]["inputRequests"]["grant"].is_object(), "{again}");
+    let other = call_2026_to(&mut client, 5, "list-then-ask", &data, None);
+    assert!(other["result"]["inputRequests"]["grant"].is_object(), "{other}");
+}
+
+#[test]
 fn a_grant_allowed_for_the_session_outlives_a_reload_of_the_plugins() {
     let setup = Setup::new(Some(ASK));
     let data = setup.data();

@@ -129,19 +129,70 @@ pub(crate) struct Awaiting {
     pub(crate) at: std::time::Instant,
 }
 
-/// The questions put to 2026-07-28 clients, by request state: at most [`MAX_AWAITING`], each for
-/// [`ANSWER_WAIT`], each answered once. The state is an unguessable handle (SipHash of a counter and the time
-/// under the process's random keys, 128 bits): it carries nothing, so a client can neither forge nor alter a
-/// question, only answer one it was given, for the same call.
-#[derive(Default)]
-pub(crate) struct AwaitingAnswers(std::sync::Mutex<(u64, Vec<(String, Awaiting)>)>);
+/// What is kept for a 2026-07-28 call between its rounds: about which call, since when.
+pub(crate) trait HeldForCall {
+    fn tool(&self) -> &str;
+    fn arguments(&self) -> &serde_json::Value;
+    fn at(&self) -> std::time::Instant;
+}
 
-/// The questions kept for 2026-07-28 clients at once; the oldest goes first.
+impl HeldForCall for Awaiting {
+    fn tool(&self) -> &str {
+        &self.tool
+    }
+    fn arguments(&self) -> &serde_json::Value {
+        &self.arguments
+    }
+    fn at(&self) -> std::time::Instant {
+        self.at
+    }
+}
+
+/// A grant allowed once for a 2026-07-28 call whose run with it stopped at a plugin's question: its widened tools,
+/// for the call's next round (the sealed request state carries only the handle).
+pub(crate) struct OnceGrant {
+    pub(crate) tool: String,
+    pub(crate) arguments: serde_json::Value,
+    pub(crate) tools: Vec<ToolDefinition>,
+    pub(crate) at: std::time::Instant,
+}
+
+impl HeldForCall for OnceGrant {
+    fn tool(&self) -> &str {
+        &self.tool
+    }
+    fn arguments(&self) -> &serde_json::Value {
+        &self.arguments
+    }
+    fn at(&self) -> std::time::Instant {
+        self.at
+    }
+}
+
+/// What is kept for 2026-07-28 calls between rounds, by handle: at most [`MAX_AWAITING`], each for
+/// [`ANSWER_WAIT`], each taken once. The handle is unguessable (SipHash of a counter and the time under the
+/// process's random keys, 128 bits): it carries nothing, so a client can neither forge nor alter what is kept, only
+/// hand back a handle it was given, for the same call.
+pub(crate) struct HeldForCalls<T>(std::sync::Mutex<(u64, Vec<(String, T)>)>);
+
+impl<T> Default for HeldForCalls<T> {
+    fn default() -> Self {
+        HeldForCalls(std::sync::Mutex::new((0, Vec::new())))
+    }
+}
+
+/// The questions put to 2026-07-28 clients, by request state.
+pub(crate) type AwaitingAnswers = HeldForCalls<Awaiting>;
+
+/// The grants allowed once for calls that go on in another round, by the handle their sealed state carries.
+pub(crate) type OnceGrants = HeldForCalls<OnceGrant>;
+
+/// The questions (and once-grants) kept for 2026-07-28 clients at once; the oldest goes first.
 pub const MAX_AWAITING: usize = 64;
 
-impl AwaitingAnswers {
-    /// Keep `awaiting`; its request state.
-    pub(crate) fn keep(&self, awaiting: Awaiting) -> String {
+impl<T: HeldForCall> HeldForCalls<T> {
+    /// Keep `held`; its handle.
+    pub(crate) fn keep(&self, held: T) -> String {
         use std::hash::{BuildHasher, Hasher};
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         kept.0 += 1;
@@ -156,20 +207,19 @@ impl AwaitingAnswers {
             hasher.write_u128(nanos);
             state.push_str(&format!("{:016x}", hasher.finish()));
         }
-        kept.1.retain(|(_, a)| a.at.elapsed() < ANSWER_WAIT);
+        kept.1.retain(|(_, a)| a.at().elapsed() < ANSWER_WAIT);
         if kept.1.len() >= MAX_AWAITING {
             kept.1.remove(0);
         }
-        kept.1.push((state.clone(), awaiting));
+        kept.1.push((state.clone(), held));
         state
     }
 
-    /// The question kept under `state`, taken, if it is about a call of `tool` with `arguments` and still awaits an
-    /// answer.
-    pub(crate) fn take(&self, state: &str, tool: &str, arguments: &serde_json::Value) -> Option<Awaiting> {
+    /// What is kept under `handle`, taken, if it is about a call of `tool` with `arguments` and still fresh.
+    pub(crate) fn take(&self, handle: &str, tool: &str, arguments: &serde_json::Value) -> Option<T> {
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let at = kept.1.iter().position(|(s, a)| {
-            s == state && a.tool == tool && a.arguments == *arguments && a.at.elapsed() < ANSWER_WAIT
+            s == handle && a.tool() == tool && a.arguments() == arguments && a.at().elapsed() < ANSWER_WAIT
         })?;
         Some(kept.1.remove(at).1)
     }

@@ -181,6 +181,10 @@ pub(crate) struct Known {
     /// The plugin that asked each question, by key: only it gets the answer (a plugin the call led to cannot read
     /// the answer to another's question by asking under the same key).
     pub(crate) owners: BTreeMap<String, String>,
+    /// The handle of a grant allowed once for this call (`crate::ask::OnceGrants`), which its next round runs
+    /// with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) once: Option<String>,
 }
 
 /// The client of one 2026-07-28 request: answers from the request's state and `inputResponses`, questions kept
@@ -466,6 +470,7 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), v.clone()))
                 .collect(),
             owners: BTreeMap::new(),
+            once: None,
         }
     }
 

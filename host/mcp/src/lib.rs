@@ -174,6 +174,8 @@ struct Inner {
     asking: std::sync::OnceLock<ask::Asking>,
     /// The questions put to 2026-07-28 clients as `input_required` results, by request state.
     awaiting: ask::AwaitingAnswers,
+    /// The grants allowed once for 2026-07-28 calls that go on in another round.
+    once: ask::OnceGrants,
     /// Where the server registers each call's client, for plugins' questions ([`input`]); shared with the
     /// toolset that loaded the plugins (none: plugins have nobody to ask).
     desk: std::sync::OnceLock<toolwright_core::client::ClientDesk>,
@@ -344,6 +346,7 @@ impl McpServer {
                 asking: std::sync::OnceLock::new(),
                 served: Default::default(),
                 awaiting: ask::AwaitingAnswers::default(),
+                once: ask::OnceGrants::default(),
                 desk: std::sync::OnceLock::new(),
                 rounds: input::Rounds::new(),
                 subscriptions: Default::default(),
@@ -792,7 +795,7 @@ impl McpServer {
             .or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
         let level = self.log_level(&context, revision);
         // A 2026-07-28 client answering a question of ours (`input_required`): its answer decides first.
-        let answered = match self.answered(&request, &name, &arguments) {
+        let mut answered = match self.answered(&request, &name, &arguments) {
             ask::Answered::Refusal(result) => return Ok(CallToolResponse::from(*result)),
             ask::Answered::Rerun(rerun, known) => Some((rerun, known)),
             ask::Answered::Nothing => None,
@@ -801,7 +804,7 @@ impl McpServer {
         // (its answers so far in the request state and `inputResponses`).
         let round = match revision {
             Revision::AnyValue => {
-                let known = match &answered {
+                let mut known = match &answered {
                     // The answers the plugins had before the question of ours.
                     Some((_, known)) => known.clone(),
                     None => self.inner.rounds.known(
@@ -811,11 +814,20 @@ impl McpServer {
                         request.input_responses.as_ref(),
                     )?,
                 };
+                // A grant allowed once in an earlier round of this call holds for this one too.
+                if let Some(handle) = known.once.take()
+                    && answered.is_none()
+                    && let Some(held) = self.inner.once.take(&handle, &name, &arguments)
+                {
+                    answered = Some(((self.call_id(), Some(held.tools)), known.clone()));
+                }
                 let declared = context.client_capabilities().unwrap_or_default();
                 Some(Arc::new(input::RoundInput::new(declared, known)))
             }
             _ => None,
         };
+        // The tools of a grant allowed once, which this call's next round must run with too.
+        let once = answered.as_ref().and_then(|((_, tools), _)| tools.clone());
         let input: Arc<dyn toolwright_core::client::ClientInput> = match &round {
             Some(round) => round.clone(),
             None => Arc::new(input::SessionInput {
@@ -883,7 +895,7 @@ impl McpServer {
             }
         };
         for _ in 0..ask::MAX_QUESTIONS_PER_CALL {
-            if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments) {
+            if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments, once.as_ref()) {
                 return stopped;
             }
             match self.ask_grant(&id, &name, &outcome, &context).await {
@@ -910,7 +922,7 @@ impl McpServer {
                 }
             }
         }
-        if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments) {
+        if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments, once.as_ref()) {
             return stopped;
         }
         self.result_of(outcome, relayed, revision)
@@ -920,13 +932,25 @@ impl McpServer {
     /// When a 2026-07-28 call of `tool` with `arguments` stopped at a question for its client ([`input`]): the
     /// `input_required` result asking it (the answers so far in the request state), or the error of a capability
     /// the request did not declare.
+    /// `once`: the tools of a grant allowed once the call ran with, kept for its next round.
     fn stopped_to_ask(
         &self,
         round: Option<&input::RoundInput>,
         tool: &str,
         arguments: &Value,
+        once: Option<&Vec<toolwright_core::ToolDefinition>>,
     ) -> Option<Result<CallToolResponse, ErrorData>> {
-        let stopped = self.stopped_round(round?, tool, arguments)?;
+        let keep_once = |known: &mut input::Known| {
+            known.once = once.map(|tools| {
+                self.inner.once.keep(ask::OnceGrant {
+                    tool: tool.to_owned(),
+                    arguments: arguments.clone(),
+                    tools: tools.clone(),
+                    at: std::time::Instant::now(),
+                })
+            });
+        };
+        let stopped = self.stopped_round_with(round?, tool, arguments, keep_once)?;
         Some(stopped.map(CallToolResponse::from))
     }
 
@@ -939,11 +963,23 @@ impl McpServer {
         bound: &str,
         arguments: &Value,
     ) -> Option<Result<rmcp::model::InputRequiredResult, ErrorData>> {
-        let (stop, known) = round.take_stop()?;
+        self.stopped_round_with(round, bound, arguments, |_| {})
+    }
+
+    /// Likewise, `carry` adding to what the state carries.
+    fn stopped_round_with(
+        &self,
+        round: &input::RoundInput,
+        bound: &str,
+        arguments: &Value,
+        carry: impl FnOnce(&mut input::Known),
+    ) -> Option<Result<rmcp::model::InputRequiredResult, ErrorData>> {
+        let (stop, mut known) = round.take_stop()?;
         Some(match stop {
             input::Stop::Missing(capability) => Err(input::missing(&capability)),
             input::Stop::Questions(questions) => {
                 tracing::debug!(bound, questions = questions.len(), "the request asks its client");
+                carry(&mut known);
                 self.inner
                     .rounds
                     .seal(bound, arguments, &known)

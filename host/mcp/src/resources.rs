@@ -4,7 +4,8 @@
 //!
 //! A workspace resource is a file, named by its `file://` URL. The list holds the files the `ignore` crate walks
 //! (`.gitignore`d and hidden ones left out, as the `find` and `grep` built-ins leave them), sorted by path,
-//! [`PAGE`] at a time, at most [`MAX_LISTED`] in all; the template `file://{+path}` reaches any other file of the
+//! [`PAGE`] at a time, at most [`MAX_LISTED`] in all, the later pages of a listing cut from its first page's walk
+//! ([`WALK_KEPT`]); the template `file://{+path}` reaches any other file of the
 //! workspace. Reading goes through the grants of the `read` built-in (the `[builtins]` section of the policy, or
 //! its defaults) cut to the workspace, opened with cap-std (`toolwright::toolset::builtin_read_files`): what
 //! `read` may not read, no client reads as a resource either, and files outside the workspace are not resources,
@@ -307,7 +308,10 @@ impl Workspace {
     /// The workspace's files, sorted: the latest walk while it is younger than [`WALK_KEPT`] (unless `fresh`),
     /// else a new one.
     fn walked(&self, fresh: bool) -> Arc<Vec<String>> {
-        let mut walked = self.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut walked = self
+            .walked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !fresh
             && let Some((at, files)) = &*walked
             && at.elapsed() < WALK_KEPT

@@ -29,7 +29,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call", "image", "files-list", "files-read", "ask-then-list"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call", "image", "files-list", "files-read", "ask-then-list", "list-then-ask"]},
                     "tool": {"type": "string"},
                     "arguments": {"type": "object"},
                     "count": {"type": "integer"},
@@ -90,6 +90,19 @@ impl Tool for Probe {
                     "{why}: {} entries",
                     ctx.files().read_dir(target).map_err(err)?.len()
                 )
+            }
+            // Lists through the SDK, then asks the user why (a form): a refusal, then a question, in one call.
+            "list-then-ask" => {
+                let entries = ctx.files().read_dir(target).map_err(err)?.len();
+                let why =
+                    json!({"type": "object", "properties": {"why": {"type": "string"}}, "required": ["why"]});
+                let question = toolwright_sdk::InputRequest::form("why", "Why list?", why);
+                let answers = ctx.ask(&[question]).map_err(ToolError::new)?;
+                let why = answers[0]["content"]["why"]
+                    .as_str()
+                    .unwrap_or("(no answer)")
+                    .to_owned();
+                format!("{why}: {entries} entries")
             }
             "spawn" => {
                 let command = Command {
