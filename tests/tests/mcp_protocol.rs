@@ -523,24 +523,49 @@ fn tool_names(server: &mut Server, id: i64) -> Vec<String> {
         .collect()
 }
 
+/// Kills the server (so that a read of its output ends, and the test fails) unless dropped within `limit`.
+struct Watchdog {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn new(server: &Server, limit: Duration) -> Watchdog {
+        let pid = server.child.id();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + limit;
+                while Instant::now() < deadline {
+                    if done.load(std::sync::atomic::Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            })
+        };
+        Watchdog {
+            done,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The notifications read until one of `method` arrives, that one last; the server is killed (and the test
 /// fails) when none has after 60 s.
 fn notifications_until(server: &mut Server, method: &str) -> Vec<Value> {
-    let pid = server.child.id();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watchdog = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < deadline {
-                if done.load(std::sync::atomic::Ordering::Relaxed) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        })
-    };
+    let _watchdog = Watchdog::new(server, Duration::from_secs(60));
     let mut heard = Vec::new();
     loop {
         let message = server.receive();
@@ -553,8 +578,6 @@ fn notifications_until(server: &mut Server, method: &str) -> Vec<Value> {
             break;
         }
     }
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    watchdog.join().unwrap();
     heard
 }
 
@@ -619,6 +642,84 @@ fn a_subscribed_file_s_changes_are_told_and_nothing_beyond_the_workspace_is_watc
     std::fs::rename(root.join("src/lib.rs.new"), root.join("src/lib.rs")).unwrap();
     let heard = notifications_until(&mut server, "notifications/resources/updated");
     assert_eq!(heard.last().unwrap()["params"]["uri"], lib.as_str(), "{heard:?}");
+}
+
+#[test]
+fn a_watched_directory_moved_out_of_the_workspace_is_watched_no_more() {
+    let outside = tempfile::tempdir().unwrap();
+    let outside_path = outside.path().canonicalize().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("sub/f.txt"), "f\n").unwrap();
+    std::fs::write(root.join("sentinel.txt"), "s\n").unwrap();
+    let mut server = Server::start(&root);
+    let moved = file_url(&root.join("sub/f.txt"));
+    let sentinel = file_url(&root.join("sentinel.txt"));
+    for (id, uri) in [(1, &moved), (2, &sentinel)] {
+        let answer = server.request(id, "resources/subscribe", json!({"uri": uri}));
+        assert_eq!(answer["result"], json!({}), "{answer}");
+    }
+    // Moved away: its subscriber is told once, and the subscription ends.
+    std::fs::rename(root.join("sub"), outside_path.join("sub")).unwrap();
+    let heard = notifications_until(&mut server, "notifications/resources/updated");
+    assert_eq!(
+        heard.last().unwrap()["params"]["uri"],
+        moved.as_str(),
+        "{heard:?}"
+    );
+    // What now changes outside the workspace is nobody's business: the next update is the sentinel's.
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(outside_path.join("sub/f.txt"), "changed outside\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(root.join("sentinel.txt"), "changed\n").unwrap();
+    let heard = notifications_until(&mut server, "notifications/resources/updated");
+    let updated: Vec<&Value> = heard
+        .iter()
+        .filter(|m| m["method"] == "notifications/resources/updated")
+        .collect();
+    assert_eq!(updated.len(), 1, "{heard:?}");
+    assert_eq!(updated[0]["params"]["uri"], sentinel.as_str(), "{heard:?}");
+}
+
+#[test]
+fn subscribing_while_watched_files_change_never_stalls_the_server() {
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    for dir in ["a", "b"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+        for n in 0..20 {
+            std::fs::write(root.join(format!("{dir}/f{n}.txt")), "x").unwrap();
+        }
+    }
+    let mut server = Server::start(&root);
+    let _watchdog = Watchdog::new(&server, Duration::from_secs(120));
+    // Files change all the time in both directories while their watches come and go.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, root) = (stop.clone(), root.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for dir in ["a", "b"] {
+                    let _ = std::fs::write(root.join(format!("{dir}/f{}.txt", n % 20)), n.to_string());
+                }
+                n += 1;
+            }
+        })
+    };
+    for round in 0..100i64 {
+        let dir = if round % 2 == 0 { "a" } else { "b" };
+        let uri = file_url(&root.join(format!("{dir}/f{}.txt", round % 20)));
+        let answer = server.request(1000 + round * 2, "resources/subscribe", json!({"uri": uri}));
+        assert_eq!(answer["result"], json!({}), "{answer}");
+        let answer = server.request(1001 + round * 2, "resources/unsubscribe", json!({"uri": uri}));
+        assert_eq!(answer["result"], json!({}), "{answer}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let answer = server.request(5000, "resources/list", json!({}));
+    assert!(answer["result"]["resources"].is_array(), "{answer}");
 }
 
 /// Reads messages until the notification `method` arrives.

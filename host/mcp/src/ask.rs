@@ -109,7 +109,7 @@ pub(crate) enum Answered {
     /// Denied or not answered: the refusal, as it was.
     Refusal(Box<rmcp::model::CallToolResult>),
     /// Allowed: run the call again, its plugins knowing the answers they were given before the question.
-    Rerun(Rerun, crate::input::Known),
+    Rerun(Rerun, crate::input::Known, Box<Question>),
     /// No question of ours: the call runs as any other.
     Nothing,
 }
@@ -148,12 +148,13 @@ impl HeldForCall for Awaiting {
     }
 }
 
-/// A grant allowed once for a 2026-07-28 call whose run with it stopped at a plugin's question: its widened tools,
-/// for the call's next round (the sealed request state carries only the handle).
+/// A grant allowed once for a 2026-07-28 call whose run with it stopped at a plugin's question: the question
+/// answered, whose tools the call's next round is given again from the plugins loaded then (a reload in between,
+/// a narrowed policy or a changed pin, holds), the sealed request state carrying only the handle.
 pub(crate) struct OnceGrant {
     pub(crate) tool: String,
     pub(crate) arguments: serde_json::Value,
-    pub(crate) tools: Vec<ToolDefinition>,
+    pub(crate) question: Question,
     pub(crate) at: std::time::Instant,
 }
 

@@ -118,13 +118,22 @@ struct Client {
     /// Whether it completed the handshake (a 2025-11-25 session, or stdio): its tasks are then its own; else
     /// each request is stateless and a task is anyone's who knows its id.
     session: std::sync::atomic::AtomicBool,
+    /// The server's subscriptions: the session's end with it (when its last clone is dropped).
+    subscriptions: Arc<subscriptions::Subscriptions>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.subscriptions.end(subscriptions::Key::Session(self.number));
+    }
 }
 
 impl Client {
-    fn new(number: u64) -> Arc<Self> {
+    fn new(number: u64, subscriptions: Arc<subscriptions::Subscriptions>) -> Arc<Self> {
         Arc::new(Client {
             number,
             session: std::sync::atomic::AtomicBool::new(false),
+            subscriptions,
         })
     }
 
@@ -185,7 +194,7 @@ struct Inner {
     /// ([`McpServer::serve_resources`], [`McpServer::serve_offerings`]).
     served: std::sync::RwLock<Arc<resources::Served>>,
     /// The clients' resource subscriptions ([`subscriptions`]).
-    subscriptions: subscriptions::Subscriptions,
+    subscriptions: Arc<subscriptions::Subscriptions>,
 }
 
 /// A list the clients are told of when it changes.
@@ -325,6 +334,7 @@ impl McpServer {
     /// A server for `dispatcher`'s tools, structured results as `structured` says, tasks kept as `tasks` says.
     pub fn with_limits(dispatcher: Dispatcher, structured: Structured, tasks: TaskLimits) -> Self {
         let announced = dispatcher.registry().read(|r| (r.revision(), r.declarations()));
+        let subscriptions = Arc::new(subscriptions::Subscriptions::default());
         McpServer {
             inner: Arc::new(Inner {
                 dispatcher,
@@ -349,10 +359,10 @@ impl McpServer {
                 once: ask::OnceGrants::default(),
                 desk: std::sync::OnceLock::new(),
                 rounds: input::Rounds::new(),
-                subscriptions: Default::default(),
+                subscriptions: subscriptions.clone(),
             }),
             level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
-            client: Client::new(0),
+            client: Client::new(0, subscriptions),
         }
     }
 
@@ -365,7 +375,7 @@ impl McpServer {
         McpServer {
             inner: self.inner.clone(),
             level: Arc::new(Mutex::new(DEFAULT_LOG_LEVEL)),
-            client: Client::new(number),
+            client: Client::new(number, self.inner.subscriptions.clone()),
         }
     }
 
@@ -418,7 +428,7 @@ impl McpServer {
             .is_some();
         if offered {
             self.lists_changed(&[List::Resources, List::Prompts]).await;
-            self.inner.subscriptions.plugins_reloaded().await;
+            self.inner.subscriptions.plugins_reloaded();
         }
     }
 
@@ -797,7 +807,7 @@ impl McpServer {
         // A 2026-07-28 client answering a question of ours (`input_required`): its answer decides first.
         let mut answered = match self.answered(&request, &name, &arguments) {
             ask::Answered::Refusal(result) => return Ok(CallToolResponse::from(*result)),
-            ask::Answered::Rerun(rerun, known) => Some((rerun, known)),
+            ask::Answered::Rerun(rerun, known, question) => Some((rerun, known, Some(*question))),
             ask::Answered::Nothing => None,
         };
         // How the call's plugins ask the client: a session's at once, a 2026-07-28 request's with the next round
@@ -806,7 +816,7 @@ impl McpServer {
             Revision::AnyValue => {
                 let mut known = match &answered {
                     // The answers the plugins had before the question of ours.
-                    Some((_, known)) => known.clone(),
+                    Some((_, known, _)) => known.clone(),
                     None => self.inner.rounds.known(
                         &name,
                         &arguments,
@@ -818,16 +828,33 @@ impl McpServer {
                 if let Some(handle) = known.once.take()
                     && answered.is_none()
                     && let Some(held) = self.inner.once.take(&handle, &name, &arguments)
+                    && let Some(tools) = self.inner.asking.get().and_then(|a| a.asker.once(&held.question))
                 {
-                    answered = Some(((self.call_id(), Some(held.tools)), known.clone()));
+                    let rerun = self.call_id();
+                    // The call run again with it is recorded beside the answer it rests on.
+                    let audit = self.inner.dispatcher.pipeline().audit.clone();
+                    let answer = toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once);
+                    let by = "the MCP client, in an earlier round of the call";
+                    ask::record(
+                        audit.as_ref(),
+                        by,
+                        &rerun,
+                        &name,
+                        &held.question,
+                        answer,
+                        Some(&rerun),
+                    );
+                    answered = Some(((rerun, Some(tools)), known.clone(), Some(held.question)));
                 }
                 let declared = context.client_capabilities().unwrap_or_default();
                 Some(Arc::new(input::RoundInput::new(declared, known)))
             }
             _ => None,
         };
-        // The tools of a grant allowed once, which this call's next round must run with too.
-        let once = answered.as_ref().and_then(|((_, tools), _)| tools.clone());
+        // The question of a grant allowed once, which this call's next round must run with too.
+        let once = answered
+            .as_ref()
+            .and_then(|((_, tools), _, question)| tools.as_ref().and(question.clone()));
         let input: Arc<dyn toolwright_core::client::ClientInput> = match &round {
             Some(round) => round.clone(),
             None => Arc::new(input::SessionInput {
@@ -870,7 +897,7 @@ impl McpServer {
             return self.start_task(call).map(CallToolResponse::Task);
         }
         let (mut id, mut outcome) = match answered {
-            Some((rerun, _)) => {
+            Some((rerun, _, _)) => {
                 let id = rerun.0.clone();
                 (
                     id,
@@ -932,20 +959,20 @@ impl McpServer {
     /// When a 2026-07-28 call of `tool` with `arguments` stopped at a question for its client ([`input`]): the
     /// `input_required` result asking it (the answers so far in the request state), or the error of a capability
     /// the request did not declare.
-    /// `once`: the tools of a grant allowed once the call ran with, kept for its next round.
+    /// `once`: the question of a grant allowed once the call ran with, kept for its next round.
     fn stopped_to_ask(
         &self,
         round: Option<&input::RoundInput>,
         tool: &str,
         arguments: &Value,
-        once: Option<&Vec<toolwright_core::ToolDefinition>>,
+        once: Option<&toolwright_core::ask::Question>,
     ) -> Option<Result<CallToolResponse, ErrorData>> {
         let keep_once = |known: &mut input::Known| {
-            known.once = once.map(|tools| {
+            known.once = once.map(|question| {
                 self.inner.once.keep(ask::OnceGrant {
                     tool: tool.to_owned(),
                     arguments: arguments.clone(),
-                    tools: tools.clone(),
+                    question: question.clone(),
                     at: std::time::Instant::now(),
                 })
             });
@@ -1253,7 +1280,7 @@ impl McpServer {
             .get()
             .and_then(|asking| ask::approved(&*asking.asker, &awaiting.question, answer));
         match self.settle_answer(&awaiting.call_id, tool, &awaiting.question, answer, approved) {
-            Some(rerun) => ask::Answered::Rerun(rerun, awaiting.known),
+            Some(rerun) => ask::Answered::Rerun(rerun, awaiting.known, Box::new(awaiting.question)),
             None => ask::Answered::Refusal(Box::new(awaiting.refused)),
         }
     }

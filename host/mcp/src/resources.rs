@@ -253,8 +253,9 @@ pub struct Workspace {
     root: String,
     /// The `read` built-in's files.
     files: Arc<dyn Files + Send + Sync>,
-    /// The latest walk ([`WALK_KEPT`]).
+    /// The latest walk, and how long it serves ([`WALK_KEPT`]).
     walked: Arc<std::sync::Mutex<Walked>>,
+    walk_kept: std::time::Duration,
 }
 
 impl std::fmt::Debug for Workspace {
@@ -272,6 +273,7 @@ impl Workspace {
             root: paths::normalize(&root.to_string_lossy()),
             files,
             walked: Arc::default(),
+            walk_kept: WALK_KEPT,
         }
     }
 
@@ -314,7 +316,7 @@ impl Workspace {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !fresh
             && let Some((at, files)) = &*walked
-            && at.elapsed() < WALK_KEPT
+            && at.elapsed() < self.walk_kept
         {
             return files.clone();
         }
@@ -383,7 +385,7 @@ impl Workspace {
 
     /// Completions of the template's `path`: the listed files whose path begins with `value`, at most 100.
     pub fn complete(&self, value: &str) -> Vec<String> {
-        // Completions come while the user types: a fresh walk serves them all.
+        // Completions come while the user types: the latest walk (at most WALK_KEPT old) serves them.
         self.walked(false)
             .iter()
             .filter(|p| p.starts_with(value))
@@ -400,14 +402,7 @@ impl Workspace {
             Err(error) => return Err(read_error(uri, &path, &error)),
         };
         if bytes.len() > MAX_READ_BYTES {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "Resource too large: {uri} is larger than {} MiB, the most read as a resource (the read tool \
-                     reads it in parts)",
-                    MAX_READ_BYTES >> 20
-                ),
-                Some(json!({ "uri": uri })),
-            ));
+            return Err(too_large(uri));
         }
         let mime = mime_type(&path);
         let contents = match String::from_utf8(bytes) {
@@ -430,9 +425,16 @@ impl Workspace {
     fn watched(&self, uri: &str) -> Result<std::path::PathBuf, ErrorData> {
         let path = self.path_of(uri).map_err(|why| not_found(uri, &why))?;
         // Opened and read as a read does (a byte: a directory fails there): through the grants, symlinks
-        // followed only inside them.
+        // followed only inside them; no larger than a read reads.
         if let Err(error) = self.files.read_prefix(&path, 1) {
             return Err(read_error(uri, &path, &error));
+        }
+        if self
+            .files
+            .metadata(&path)
+            .is_ok_and(|m| m.len > MAX_READ_BYTES as u64)
+        {
+            return Err(too_large(uri));
         }
         let real = std::fs::canonicalize(&path).map_err(|e| read_error(uri, &path, &e))?;
         let root = std::fs::canonicalize(&self.root).map_err(|e| read_error(uri, &self.root, &e))?;
@@ -478,6 +480,18 @@ fn relative(root: &str, path: &str) -> Option<String> {
         rest.strip_prefix('/')?
     };
     Some(rest.to_owned())
+}
+
+/// The error for a file larger than [`MAX_READ_BYTES`].
+fn too_large(uri: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "Resource too large: {uri} is larger than {} MiB, the most read as a resource (the read tool reads it in \
+             parts)",
+            MAX_READ_BYTES >> 20
+        ),
+        Some(json!({ "uri": uri })),
+    )
 }
 
 /// SEP-2164's error for a URI that names no resource, and why.
@@ -679,7 +693,9 @@ mod tests {
         for n in 0..PAGE + 3 {
             std::fs::write(root.join(format!("f{n:04}.txt")), "x").unwrap();
         }
-        let ws = workspace(&[Grant::read_only(&root)], &root);
+        let mut ws = workspace(&[Grant::read_only(&root)], &root);
+        // However slow the machine, the walk is kept for the whole test.
+        ws.walk_kept = std::time::Duration::from_secs(3600);
         let first = ws.list(None).unwrap();
         assert_eq!(first["resources"].as_array().unwrap().len(), PAGE);
         let cursor = first["nextCursor"].as_str().unwrap();
