@@ -1165,3 +1165,55 @@ fn a_listen_stream_hears_the_workspace_files_it_subscribed_to_and_no_others() {
         "{messages:?}"
     );
 }
+
+/// A listen stream subscribed to a plugin's resource is acknowledged only what a plugin reads, and hears it
+/// updated when the plugins are loaded again.
+#[test]
+fn a_listen_stream_hears_a_plugin_s_resource_updated_when_the_plugins_reload() {
+    let ws = workspace();
+    let plugins = tempfile::tempdir().unwrap();
+    let server = start_with_fixtures(ws.path(), plugins.path());
+    let listening = {
+        let url = server.url.clone();
+        std::thread::spawn(move || {
+            let uris = json!(["test://watched-resource", "test://nobody-offers-it"]);
+            let body = json!({"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
+                "params": {"_meta": meta_2026(None), "notifications": {"resourceSubscriptions": uris}}});
+            let headers = [
+                ACCEPT,
+                JSON,
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "subscriptions/listen"),
+            ];
+            send(
+                &url,
+                "POST",
+                "/mcp",
+                &headers,
+                &body.to_string(),
+                Some("notifications/resources/updated"),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, wordcount) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    std::fs::write(plugins.path().join("wordcount.wasm"), wordcount).unwrap();
+    let heard = listening.join().unwrap();
+    let messages = heard.messages();
+    assert_eq!(
+        messages[0]["params"]["notifications"]["resourceSubscriptions"],
+        json!(["test://watched-resource"]),
+        "{messages:?}"
+    );
+    let updated = messages
+        .iter()
+        .find(|m| m["method"] == "notifications/resources/updated")
+        .unwrap_or_else(|| panic!("no update heard: {messages:?}"));
+    assert_eq!(
+        updated["params"]["uri"], "test://watched-resource",
+        "{messages:?}"
+    );
+}

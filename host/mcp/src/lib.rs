@@ -1641,7 +1641,7 @@ impl ServerHandler for McpServer {
         let admitted = Self::blocking(served, "subscribe", move |served| {
             uris.into_iter()
                 .map(|uri| {
-                    let watched = served.watched(&uri);
+                    let watched = served.watched_again(&uri);
                     (uri, watched)
                 })
                 .collect::<Vec<_>>()

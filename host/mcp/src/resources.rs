@@ -166,6 +166,16 @@ impl Served {
         self.read(uri).map(|_| crate::subscriptions::Watched::Plugins)
     }
 
+    /// What a subscription to `uri` watches, `uri` having been found readable a moment ago (a listen stream's
+    /// acknowledged filter): a file is checked again (it is one open), a plugin's resource is not read again.
+    pub fn watched_again(&self, uri: &str) -> Result<crate::subscriptions::Watched, ErrorData> {
+        let is_file = uri.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("file:"));
+        match &self.offerings {
+            Some(_) if !is_file => Ok(crate::subscriptions::Watched::Plugins),
+            _ => self.watched(uri),
+        }
+    }
+
     /// `prompts/list`.
     pub fn prompts(&self) -> Value {
         let prompts = self
