@@ -82,12 +82,17 @@ pub fn fixtures_in(dir: &str) -> Vec<(String, Fixture)> {
         .collect()
 }
 
-/// A cache for compiled components shared by every test run (compiling in a debug build takes seconds).
+/// A cache for compiled components shared by every test run (compiling in a debug build takes seconds): in the
+/// target directory the tests were built with (`CARGO_TARGET_DIR` when it was set, so that a clone's tree gets
+/// nothing written into it), else the workspace's `target/`.
 pub fn test_cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("target")
-        .join("toolwright-test-cache")
+    match option_env!("CARGO_TARGET_DIR").filter(|dir| Path::new(dir).is_absolute()) {
+        Some(dir) => PathBuf::from(dir).join("toolwright-test-cache"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("target")
+            .join("toolwright-test-cache"),
+    }
 }
 
 /// A fresh workspace with `fixture`'s files, and its path as given and as resolved (what normalising replaces).
