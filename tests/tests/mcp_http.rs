@@ -1031,6 +1031,23 @@ fn a_parameter_marked_x_mcp_header_must_match_its_mcp_param_header() {
     }
 }
 
+/// A 2026-07-28 `subscriptions/listen` stream (id 3) asking for `notifications`, read on a thread until `until`
+/// is heard (or the connection ends).
+fn listen_2026(url: &str, notifications: Value, until: &'static str) -> std::thread::JoinHandle<Reply> {
+    let url = url.to_owned();
+    std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
+            "params": {"_meta": meta_2026(None), "notifications": notifications}});
+        let headers = [
+            ACCEPT,
+            JSON,
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "subscriptions/listen"),
+        ];
+        send(&url, "POST", "/mcp", &headers, &body.to_string(), Some(until))
+    })
+}
+
 /// A `subscriptions/listen` stream that asked for `toolsListChanged` hears `notifications/tools/list_changed`
 /// (tagged with its subscription id) when the plugins' tools change; one that asked only for prompts hears
 /// `notifications/prompts/list_changed` (the plugins were loaded again) and no tool change.
@@ -1050,20 +1067,7 @@ fn a_listen_stream_hears_the_tool_changes_it_asked_for_and_no_others() {
             "100",
         ],
     );
-    let listen = |notifications: Value, until: &'static str| {
-        let url = server.url.clone();
-        std::thread::spawn(move || {
-            let body = json!({"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
-                "params": {"_meta": meta_2026(None), "notifications": notifications}});
-            let headers = [
-                ACCEPT,
-                JSON,
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "subscriptions/listen"),
-            ];
-            send(&url, "POST", "/mcp", &headers, &body.to_string(), Some(until))
-        })
-    };
+    let listen = |notifications: Value, until: &'static str| listen_2026(&server.url, notifications, until);
     let tools = listen(
         json!({"toolsListChanged": true}),
         "notifications/tools/list_changed",
@@ -1121,28 +1125,11 @@ fn a_listen_stream_hears_the_workspace_files_it_subscribed_to_and_no_others() {
     let server = start(&root, &[]);
     let inside = format!("file://{}", root.join("a.txt").display());
     let beyond = format!("file://{}", secret.display());
-    let listening = {
-        let url = server.url.clone();
-        let uris = json!([inside, beyond]);
-        std::thread::spawn(move || {
-            let body = json!({"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
-                "params": {"_meta": meta_2026(None), "notifications": {"resourceSubscriptions": uris}}});
-            let headers = [
-                ACCEPT,
-                JSON,
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "subscriptions/listen"),
-            ];
-            send(
-                &url,
-                "POST",
-                "/mcp",
-                &headers,
-                &body.to_string(),
-                Some("notifications/resources/updated"),
-            )
-        })
-    };
+    let listening = listen_2026(
+        &server.url,
+        json!({"resourceSubscriptions": [inside, beyond]}),
+        "notifications/resources/updated",
+    );
     std::thread::sleep(Duration::from_millis(500));
     std::fs::write(&secret, "changed outside").unwrap();
     std::fs::write(root.join("a.txt"), "changed\n").unwrap();
@@ -1173,28 +1160,11 @@ fn a_listen_stream_hears_a_plugin_s_resource_updated_when_the_plugins_reload() {
     let ws = workspace();
     let plugins = tempfile::tempdir().unwrap();
     let server = start_with_fixtures(ws.path(), plugins.path());
-    let listening = {
-        let url = server.url.clone();
-        std::thread::spawn(move || {
-            let uris = json!(["test://watched-resource", "test://nobody-offers-it"]);
-            let body = json!({"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
-                "params": {"_meta": meta_2026(None), "notifications": {"resourceSubscriptions": uris}}});
-            let headers = [
-                ACCEPT,
-                JSON,
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "subscriptions/listen"),
-            ];
-            send(
-                &url,
-                "POST",
-                "/mcp",
-                &headers,
-                &body.to_string(),
-                Some("notifications/resources/updated"),
-            )
-        })
-    };
+    let listening = listen_2026(
+        &server.url,
+        json!({"resourceSubscriptions": ["test://watched-resource", "test://nobody-offers-it"]}),
+        "notifications/resources/updated",
+    );
     std::thread::sleep(Duration::from_millis(500));
     let (_, wordcount) = toolwright_tests::programs::EXAMPLES
         .iter()

@@ -119,62 +119,27 @@ pub(crate) struct Awaiting {
     pub(crate) question: Question,
     /// The refused call.
     pub(crate) call_id: String,
-    pub(crate) tool: String,
-    pub(crate) arguments: serde_json::Value,
     /// Its result, to give back unchanged when the answer is no approval.
     pub(crate) refused: rmcp::model::CallToolResult,
     /// The answers its plugins had been given in the rounds before (the request state of their questions), for
     /// the call run again.
     pub(crate) known: crate::input::Known,
-    pub(crate) at: std::time::Instant,
-}
-
-/// What is kept for a 2026-07-28 call between its rounds: about which call, since when.
-pub(crate) trait HeldForCall {
-    fn tool(&self) -> &str;
-    fn arguments(&self) -> &serde_json::Value;
-    fn at(&self) -> std::time::Instant;
-}
-
-impl HeldForCall for Awaiting {
-    fn tool(&self) -> &str {
-        &self.tool
-    }
-    fn arguments(&self) -> &serde_json::Value {
-        &self.arguments
-    }
-    fn at(&self) -> std::time::Instant {
-        self.at
-    }
-}
-
-/// A grant allowed once for a 2026-07-28 call whose run with it stopped at a plugin's question: the question
-/// answered, whose tools the call's next round is given again from the plugins loaded then (a reload in between,
-/// a narrowed policy or a changed pin, holds), the sealed request state carrying only the handle.
-pub(crate) struct OnceGrant {
-    pub(crate) tool: String,
-    pub(crate) arguments: serde_json::Value,
-    pub(crate) question: Question,
-    pub(crate) at: std::time::Instant,
-}
-
-impl HeldForCall for OnceGrant {
-    fn tool(&self) -> &str {
-        &self.tool
-    }
-    fn arguments(&self) -> &serde_json::Value {
-        &self.arguments
-    }
-    fn at(&self) -> std::time::Instant {
-        self.at
-    }
 }
 
 /// What is kept for 2026-07-28 calls between rounds, by handle: at most [`MAX_AWAITING`], each for
 /// [`ANSWER_WAIT`], each taken once. The handle is unguessable (SipHash of a counter and the time under the
 /// process's random keys, 128 bits): it carries nothing, so a client can neither forge nor alter what is kept, only
-/// hand back a handle it was given, for the same call.
-pub(crate) struct HeldForCalls<T>(std::sync::Mutex<(u64, Vec<(String, T)>)>);
+/// hand back a handle it was given, for the same call (the tool and its arguments).
+pub(crate) struct HeldForCalls<T>(std::sync::Mutex<(u64, Vec<Held<T>>)>);
+
+/// One thing kept: its handle, the call it is for, since when.
+struct Held<T> {
+    handle: String,
+    tool: String,
+    arguments: serde_json::Value,
+    at: std::time::Instant,
+    held: T,
+}
 
 impl<T> Default for HeldForCalls<T> {
     fn default() -> Self {
@@ -185,15 +150,17 @@ impl<T> Default for HeldForCalls<T> {
 /// The questions put to 2026-07-28 clients, by request state.
 pub(crate) type AwaitingAnswers = HeldForCalls<Awaiting>;
 
-/// The grants allowed once for calls that go on in another round, by the handle their sealed state carries.
-pub(crate) type OnceGrants = HeldForCalls<OnceGrant>;
+/// The grants allowed once for calls that go on in another round, by the handle their sealed state carries: the
+/// question answered, whose tools the call's next round is given again from the plugins loaded then (a reload in
+/// between, a narrowed policy or a changed pin, holds).
+pub(crate) type OnceGrants = HeldForCalls<Question>;
 
 /// The questions (and once-grants) kept for 2026-07-28 clients at once; the oldest goes first.
 pub const MAX_AWAITING: usize = 64;
 
-impl<T: HeldForCall> HeldForCalls<T> {
-    /// Keep `held`; its handle.
-    pub(crate) fn keep(&self, held: T) -> String {
+impl<T> HeldForCalls<T> {
+    /// Keep `held` for the call of `tool` with `arguments`; its handle.
+    pub(crate) fn keep(&self, tool: &str, arguments: &serde_json::Value, held: T) -> String {
         use std::hash::{BuildHasher, Hasher};
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         kept.0 += 1;
@@ -208,21 +175,27 @@ impl<T: HeldForCall> HeldForCalls<T> {
             hasher.write_u128(nanos);
             state.push_str(&format!("{:016x}", hasher.finish()));
         }
-        kept.1.retain(|(_, a)| a.at().elapsed() < ANSWER_WAIT);
+        kept.1.retain(|h| h.at.elapsed() < ANSWER_WAIT);
         if kept.1.len() >= MAX_AWAITING {
             kept.1.remove(0);
         }
-        kept.1.push((state.clone(), held));
+        kept.1.push(Held {
+            handle: state.clone(),
+            tool: tool.to_owned(),
+            arguments: arguments.clone(),
+            at: std::time::Instant::now(),
+            held,
+        });
         state
     }
 
     /// What is kept under `handle`, taken, if it is about a call of `tool` with `arguments` and still fresh.
     pub(crate) fn take(&self, handle: &str, tool: &str, arguments: &serde_json::Value) -> Option<T> {
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let at = kept.1.iter().position(|(s, a)| {
-            s == handle && a.tool() == tool && a.arguments() == arguments && a.at().elapsed() < ANSWER_WAIT
+        let at = kept.1.iter().position(|h| {
+            h.handle == handle && h.tool == tool && h.arguments == *arguments && h.at.elapsed() < ANSWER_WAIT
         })?;
-        Some(kept.1.remove(at).1)
+        Some(kept.1.remove(at).held)
     }
 }
 

@@ -419,13 +419,7 @@ impl McpServer {
     /// The plugins were loaded again: when they may offer resources and prompts, tell every client that those
     /// lists may have changed, and every subscriber of a plugin's resource that it may have.
     async fn offers_changed(&self) {
-        let offered = self
-            .inner
-            .served
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .offerings
-            .is_some();
+        let offered = self.served_now().offerings.is_some();
         if offered {
             self.lists_changed(&[List::Resources, List::Prompts]).await;
             self.inner.subscriptions.plugins_reloaded();
@@ -827,24 +821,16 @@ impl McpServer {
                 // A grant allowed once in an earlier round of this call holds for this one too.
                 if let Some(handle) = known.once.take()
                     && answered.is_none()
-                    && let Some(held) = self.inner.once.take(&handle, &name, &arguments)
-                    && let Some(tools) = self.inner.asking.get().and_then(|a| a.asker.once(&held.question))
+                    && let Some(question) = self.inner.once.take(&handle, &name, &arguments)
+                    && let Some(tools) = self.inner.asking.get().and_then(|a| a.asker.once(&question))
                 {
                     let rerun = self.call_id();
                     // The call run again with it is recorded beside the answer it rests on.
                     let audit = self.inner.dispatcher.pipeline().audit.clone();
                     let answer = toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once);
                     let by = "the MCP client, in an earlier round of the call";
-                    ask::record(
-                        audit.as_ref(),
-                        by,
-                        &rerun,
-                        &name,
-                        &held.question,
-                        answer,
-                        Some(&rerun),
-                    );
-                    answered = Some(((rerun, Some(tools)), known.clone(), Some(held.question)));
+                    ask::record(audit.as_ref(), by, &rerun, &name, &question, answer, Some(&rerun));
+                    answered = Some(((rerun, Some(tools)), known.clone(), Some(question)));
                 }
                 let declared = context.client_capabilities().unwrap_or_default();
                 Some(Arc::new(input::RoundInput::new(declared, known)))
@@ -933,13 +919,10 @@ impl McpServer {
                     let asked = ask::Awaiting {
                         question: *question,
                         call_id: id,
-                        tool: name,
-                        arguments,
                         refused,
                         known,
-                        at: std::time::Instant::now(),
                     };
-                    return Ok(self.input_required(asked));
+                    return Ok(self.input_required(&name, &arguments, asked));
                 }
                 Some(ask::Asked::Rerun(rerun)) => {
                     id = rerun.0.clone();
@@ -968,14 +951,7 @@ impl McpServer {
         once: Option<&toolwright_core::ask::Question>,
     ) -> Option<Result<CallToolResponse, ErrorData>> {
         let keep_once = |known: &mut input::Known| {
-            known.once = once.map(|question| {
-                self.inner.once.keep(ask::OnceGrant {
-                    tool: tool.to_owned(),
-                    arguments: arguments.clone(),
-                    question: question.clone(),
-                    at: std::time::Instant::now(),
-                })
-            });
+            known.once = once.map(|question| self.inner.once.keep(tool, arguments, question.clone()));
         };
         let stopped = self.stopped_round_with(round?, tool, arguments, keep_once)?;
         Some(stopped.map(CallToolResponse::from))
@@ -1246,14 +1222,14 @@ impl McpServer {
         Some((rerun, None))
     }
 
-    /// The `input_required` result asking the question of `asked` (a 2026-07-28 client): kept under an
-    /// unguessable request state, with the refusal to answer if it is denied and the answers the call's plugins
-    /// had.
-    fn input_required(&self, asked: ask::Awaiting) -> CallToolResponse {
+    /// The `input_required` result asking the question of `asked` about a call of `tool` with `arguments` (a
+    /// 2026-07-28 client): kept under an unguessable request state, with the refusal to answer if it is denied and
+    /// the answers the call's plugins had.
+    fn input_required(&self, tool: &str, arguments: &Value, asked: ask::Awaiting) -> CallToolResponse {
         let Some(request) = ask::input_request(&asked.question) else {
             return CallToolResponse::from(asked.refused);
         };
-        let state = self.inner.awaiting.keep(asked);
+        let state = self.inner.awaiting.keep(tool, arguments, asked);
         let mut requests = rmcp::model::InputRequests::new();
         requests.insert(ask::INPUT_KEY.to_owned(), request);
         CallToolResponse::from(rmcp::model::InputRequiredResult::new(Some(requests), Some(state)))
@@ -1312,18 +1288,22 @@ impl McpServer {
         *served = Arc::new(changed);
     }
 
+    /// What is served besides the tools now.
+    fn served_now(&self) -> Arc<resources::Served> {
+        self.inner
+            .served
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// What is served besides the tools, for one request; `-32601` when `wanted` says it is not offered.
     fn served(
         &self,
         method: &str,
         wanted: impl Fn(&resources::Served) -> bool,
     ) -> Result<Arc<resources::Served>, ErrorData> {
-        let served = self
-            .inner
-            .served
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let served = self.served_now();
         if wanted(&served) {
             Ok(served)
         } else {
@@ -1534,12 +1514,7 @@ impl ServerHandler for McpServer {
             .enable_logging()
             .enable_tasks()
             .build();
-        let served = self
-            .inner
-            .served
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let served = self.served_now();
         // Lists change when watched plugins are loaded again (the workspace's new files are not announced: the
         // template reaches them); any resource may be subscribed to ([`subscriptions`]).
         let reloads = (served.offerings.is_some() && self.inner.waits.get().is_some()).then_some(true);
@@ -1581,12 +1556,7 @@ impl ServerHandler for McpServer {
         &self,
         requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        let served = self
-            .inner
-            .served
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let served = self.served_now();
         let mut accepted = rmcp::model::SubscriptionFilter::builder()
             .tools_list_changed()
             .build();
@@ -1631,12 +1601,7 @@ impl ServerHandler for McpServer {
             .unwrap_or_else(|p| p.into_inner())
             .push((number, sink.clone()));
         let key = subscriptions::Key::Stream(number);
-        let served = self
-            .inner
-            .served
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let served = self.served_now();
         let uris = sink.accepted().resource_subscriptions.clone().unwrap_or_default();
         let admitted = Self::blocking(served, "subscribe", move |served| {
             uris.into_iter()

@@ -464,14 +464,18 @@ async fn tell(shared: Shared, told: Vec<(Key, Subscriber, Vec<String>)>) {
 mod tests {
     use super::*;
 
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn a_subscriber_is_held_to_its_bound_and_unsubscribing_frees_a_place() {
         let subscriptions = Subscriptions::default();
         let key = Key::Stream(1);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = runtime();
         let _entered = runtime.enter();
         let shutdown = CancellationToken::new();
         // A subscriber that is never told: only the bookkeeping is tried here.
@@ -501,10 +505,7 @@ mod tests {
     #[test]
     fn a_file_whose_directory_cannot_be_watched_is_not_subscribed_to() {
         let subscriptions = Subscriptions::default();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = runtime();
         let _entered = runtime.enter();
         let shutdown = CancellationToken::new();
         let missing = PathBuf::from("/nonexistent-toolwright-dir/file.txt");

@@ -78,14 +78,7 @@ impl Tool for Probe {
             "files-read" => format!("read {} bytes", ctx.files().read(target).map_err(err)?.len()),
             // Asks the user why (a form), then lists through the SDK: an answer, then a refusal, in one call.
             "ask-then-list" => {
-                let why =
-                    json!({"type": "object", "properties": {"why": {"type": "string"}}, "required": ["why"]});
-                let question = toolwright_sdk::InputRequest::form("why", "Why list?", why);
-                let answers = ctx.ask(&[question]).map_err(ToolError::new)?;
-                let why = answers[0]["content"]["why"]
-                    .as_str()
-                    .unwrap_or("(no answer)")
-                    .to_owned();
+                let why = ask_why(ctx)?;
                 format!(
                     "{why}: {} entries",
                     ctx.files().read_dir(target).map_err(err)?.len()
@@ -94,15 +87,7 @@ impl Tool for Probe {
             // Lists through the SDK, then asks the user why (a form): a refusal, then a question, in one call.
             "list-then-ask" => {
                 let entries = ctx.files().read_dir(target).map_err(err)?.len();
-                let why =
-                    json!({"type": "object", "properties": {"why": {"type": "string"}}, "required": ["why"]});
-                let question = toolwright_sdk::InputRequest::form("why", "Why list?", why);
-                let answers = ctx.ask(&[question]).map_err(ToolError::new)?;
-                let why = answers[0]["content"]["why"]
-                    .as_str()
-                    .unwrap_or("(no answer)")
-                    .to_owned();
-                format!("{why}: {entries} entries")
+                format!("{}: {entries} entries", ask_why(ctx)?)
             }
             "spawn" => {
                 let command = Command {
@@ -353,6 +338,17 @@ static KEPT: std::sync::Mutex<(u64, String)> = std::sync::Mutex::new((0, String:
 fn recurse(depth: u64) -> u64 {
     let frame = std::hint::black_box([depth; 64]);
     recurse(depth + 1) + frame[depth as usize % 64]
+}
+
+/// Ask the user why (a form with one field `why`): the answer, or `(no answer)`.
+fn ask_why(ctx: &dyn Ctx) -> Result<String, ToolError> {
+    let why = json!({"type": "object", "properties": {"why": {"type": "string"}}, "required": ["why"]});
+    let question = toolwright_sdk::InputRequest::form("why", "Why list?", why);
+    let answers = ctx.ask(&[question]).map_err(ToolError::new)?;
+    Ok(answers[0]["content"]["why"]
+        .as_str()
+        .unwrap_or("(no answer)")
+        .to_owned())
 }
 
 toolwright_sdk::export_tool!(Probe; capabilities = [
