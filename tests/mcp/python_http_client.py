@@ -1,5 +1,6 @@
 """Drives `toolwright mcp --http` with the official MCP Python SDK (`mcp` from PyPI), as a 2025-11-25 client
-(`initialize`, a session) or a 2026-07-28 one (`server/discover`, stateless).
+(`initialize`, a session) or a 2026-07-28 one (`server/discover`, stateless). The server runs with `--poll-after 1`:
+a session's call still running after a second has its stream closed, and the SDK reconnects for the answer.
 
 Usage: python_http_client.py TOOLWRIGHT WORKSPACE PLUGIN_DIR CACHE_DIR legacy|modern
 
@@ -29,7 +30,8 @@ warnings.simplefilter("ignore")  # logging/setLevel is deprecated as of 2026-07-
 def start_server(binary, workspace, plugins, cache):
     server = subprocess.Popen(
         [binary, "mcp", "--http", "127.0.0.1:0", "--cwd", workspace, "--no-default-plugins", "--plugins", plugins,
-         "--cache-dir", cache, "--expose", "test_simple_text=deferred", "--allow", "+tool_search"],
+         "--cache-dir", cache, "--expose", "test_simple_text=deferred", "--allow", "+tool_search",
+         "--poll-after", "1"],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     line = server.stdout.readline()
     check(line.startswith("Listening on http://127.0.0.1:"), f"the server printed {line!r}")
@@ -91,6 +93,11 @@ async def main(binary, workspace, plugins, cache, mode):
                 result = await session.call_tool("bash", {"command": "echo hi; exit 3"})
                 check(result.is_error, f"a non-zero exit is an error result: {result}")
                 check(result.structured_content["exit_code"] == 3, f"bash's structuredContent {result.structured_content}")
+
+                # A call that outlasts --poll-after: a session's stream is closed after a second and the SDK
+                # reconnects with Last-Event-ID for the answer (SEP-1699); a stateless request's is never closed.
+                result = await session.call_tool("bash", {"command": "sleep 2; echo polled"})
+                check(not result.is_error and result.content[0].text == "polled\n", f"a polled call: {result}")
 
                 # A wasm plugin's tool over HTTP, as over stdio.
                 result = await session.call_tool("word_count", {"text": "one two three"})

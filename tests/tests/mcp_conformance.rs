@@ -23,12 +23,13 @@ fn the_official_conformance_suite_passes_over_http_but_for_the_listed_features()
     let tools = node_tools(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let (workspace, plugins) = conformance_fixture();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    // `test_reconnection` (3 s) outlasts `--poll-after 2`: its stream is closed mid-call, and the answer comes on
+    // the client's reconnection before that is closed in turn (SEP-1699's polling).
+    let mut args = conformance_server_args(workspace.path(), plugins.path(), &cache);
+    args.extend(["--poll-after".into(), "2".into()]);
     let server = HttpServer::start(
         Path::new(BINARY),
-        &conformance_server_args(workspace.path(), plugins.path(), &cache)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
     );
     let baseline = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/conformance-baseline.yml");
     let out = node_command(&tools, "conformance")

@@ -4,7 +4,9 @@
 //! start; `tools/list_changed` reaches every connected session and every `subscriptions/listen` stream that asked
 //! for it; SIGTERM during a running call cancels it, kills its processes and exits cleanly; two clients sending the
 //! same request ids each hear only their own call; a 2026-07-28 request hears log lines only at the level its
-//! `_meta` sets, and must mirror `x-mcp-header` parameters in matching headers; and floods (idle connections
+//! `_meta` sets, and must mirror `x-mcp-header` parameters in matching headers; with `--poll-after`, a session's
+//! long call has its stream closed and its answer, even one that came meanwhile, on the reconnection of that
+//! session only; and floods (idle connections
 //! without the token, silent ones, handshakes) leave the client with the token served and the server's memory
 //! bounded.
 
@@ -1185,5 +1187,90 @@ fn a_listen_stream_hears_a_plugin_s_resource_updated_when_the_plugins_reload() {
     assert_eq!(
         updated["params"]["uri"], "test://watched-resource",
         "{messages:?}"
+    );
+}
+
+/// The id of the last SSE event in `body`.
+fn last_event_id(body: &str) -> Option<String> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("id:"))
+        .map(|id| id.trim().to_owned())
+        .next_back()
+}
+
+/// With `--poll-after 1`, a session's call still running after a second has its stream closed with no answer
+/// (SEP-1699's polling); the answer, which came while the client was away, is on the session's reconnection with
+/// `Last-Event-ID`, and on no other session's. A call that never outlasts the bound is answered on its stream.
+#[test]
+fn a_long_call_s_stream_is_closed_and_its_answer_comes_on_the_session_s_reconnection_only() {
+    let ws = workspace();
+    let server = start(ws.path(), &["--poll-after", "1"]);
+    let url = server.url.clone();
+    let id = session(&url, &[]);
+    let other = session(&url, &[]);
+    let headers = |session: &str| {
+        vec![
+            ("mcp-session-id", session.to_owned()),
+            ("mcp-protocol-version", "2025-11-25".to_owned()),
+        ]
+    };
+    let call = |session: &str, command: &str| {
+        let headers = headers(session);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        post(
+            &url,
+            &headers,
+            &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "bash", "arguments": {"command": command}}})
+            .to_string(),
+        )
+    };
+    // The call waits for a file the test writes only after its stream was closed.
+    let reply = call(
+        &id,
+        "while [ ! -e go ]; do sleep 0.05; done; echo polled-answer; touch done",
+    );
+    assert_eq!(reply.status, 200, "{}", reply.head);
+    assert!(
+        !reply.messages().iter().any(|m| m["id"] == 7),
+        "the stream was closed before the answer: {}",
+        reply.body
+    );
+    let last = last_event_id(&reply.body).unwrap_or_else(|| panic!("no event id: {}", reply.body));
+    std::fs::write(ws.path().join("go"), "").unwrap();
+    wait_for("the call to end", Duration::from_secs(10), || {
+        ws.path().join("done").exists()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let resume = |session: &str| {
+        let mut headers = headers(session);
+        headers.push(("Accept", "text/event-stream".to_owned()));
+        headers.push(("Last-Event-ID", last.clone()));
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        send(&url, "GET", "/mcp", &headers, "", Some("polled-answer"))
+    };
+    // Another session naming the event gets nothing of it.
+    let foreign = resume(&other);
+    assert!(!foreign.body.contains("polled-answer"), "{}", foreign.body);
+    let resumed = resume(&id);
+    assert_eq!(resumed.status, 200, "{}", resumed.head);
+    let answer = resumed
+        .messages()
+        .into_iter()
+        .find(|m| m["id"] == 7)
+        .unwrap_or_else(|| panic!("no answer on the reconnection: {}", resumed.body));
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "polled-answer\n",
+        "{answer}"
+    );
+    // A quick call is answered on its own stream.
+    let quick = call(&id, "echo quick");
+    assert!(
+        quick
+            .messages()
+            .iter()
+            .any(|m| m["id"] == 7 && m["result"]["content"][0]["text"] == "quick\n"),
+        "{}",
+        quick.body
     );
 }

@@ -17,6 +17,7 @@
 //!   every running call (their processes are killed) and waits for them, then closes the connections.
 
 mod connections;
+mod polling;
 mod sessions;
 
 use std::convert::Infallible;
@@ -65,6 +66,9 @@ pub struct HttpOptions {
     pub header_timeout: Duration,
     /// How long a connection may move no byte either way, mid-request ([`IDLE_TIMEOUT`]).
     pub idle_timeout: Duration,
+    /// When set, a session's request still unanswered after this long has its event stream closed, and the
+    /// client reconnects with `Last-Event-ID` for the rest (2025-11-25's polling, SEP-1699).
+    pub poll_after: Option<Duration>,
 }
 
 impl Default for HttpOptions {
@@ -77,6 +81,7 @@ impl Default for HttpOptions {
             max_sessions: DEFAULT_MAX_SESSIONS,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
+            poll_after: None,
         }
     }
 }
@@ -182,7 +187,7 @@ impl McpServer {
         let server = self.clone();
         let service = StreamableHttpService::new(
             move || Ok(server.session()),
-            Arc::new(BoundedSessions::new(options.max_sessions)),
+            Arc::new(BoundedSessions::new(options.max_sessions, options.poll_after)),
             config,
         );
         let max_connections = connection_bound(options.max_connections);

@@ -52,6 +52,11 @@ pub struct McpArgs {
     /// connection) before the connection is closed.
     #[arg(long, value_name = "SECS", requires = "http", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs())]
     header_timeout: u64,
+    /// Close a session's event stream when its request is still unanswered after SECS, for the client to
+    /// reconnect with `Last-Event-ID` and get the rest (2025-11-25's polling): long calls then hold no
+    /// connection. Clients that do not reconnect lose such answers, so it is off unless given.
+    #[arg(long, value_name = "SECS", requires = "http", value_parser = clap::value_parser!(u64).range(1..))]
+    poll_after: Option<u64>,
     /// Also accept this `Host` header (`name` or `name:port`) over HTTP; loopback names always pass.
     #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
     allow_hosts: Vec<String>,
@@ -151,6 +156,7 @@ fn http_options(args: &McpArgs, addr: SocketAddr) -> anyhow::Result<toolwright::
         max_connections: args.max_connections,
         max_sessions: args.max_sessions,
         header_timeout: Duration::from_secs(args.header_timeout.max(1)),
+        poll_after: args.poll_after.map(Duration::from_secs),
         ..Default::default()
     })
 }

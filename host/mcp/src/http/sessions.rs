@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -17,6 +17,8 @@ use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
 };
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+
+use super::polling::Polling;
 
 /// Why a session could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +53,8 @@ pub(super) struct BoundedSessions {
     table: Arc<Mutex<HashMap<SessionId, Use>>>,
     /// Makes room and creates one session at a time, so concurrent handshakes cannot pass the bound together.
     creating: tokio::sync::Mutex<()>,
+    /// Request streams closed for polling, with `--poll-after`.
+    polling: Option<Arc<Polling>>,
 }
 
 fn lock(table: &Mutex<HashMap<SessionId, Use>>) -> MutexGuard<'_, HashMap<SessionId, Use>> {
@@ -73,13 +77,14 @@ impl Drop for Running {
 }
 
 impl BoundedSessions {
-    /// At most `max` sessions (at least one).
-    pub(super) fn new(max: usize) -> Self {
+    /// At most `max` sessions (at least one); a request's stream closed for polling after `poll_after`.
+    pub(super) fn new(max: usize, poll_after: Option<Duration>) -> Self {
         BoundedSessions {
             local: LocalSessionManager::default(),
             max: max.max(1),
             table: Arc::default(),
             creating: tokio::sync::Mutex::new(()),
+            polling: poll_after.map(Polling::new),
         }
     }
 
@@ -178,11 +183,15 @@ impl SessionManager for BoundedSessions {
                 id: id.clone(),
             }
         };
-        let stream = self.local.create_stream(id, message).await?;
-        Ok(stream.map(move |message| {
+        let stream = self.local.create_stream(id, message).await?.map(move |message| {
             let _running = &running;
             message
-        }))
+        });
+        Ok(match &self.polling {
+            // The stream, and with it the session's running request, lasts until rmcp ends it.
+            Some(polling) => polling.hold(id.clone(), stream).left_stream(),
+            None => stream.right_stream(),
+        })
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
@@ -204,7 +213,14 @@ impl SessionManager for BoundedSessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.touch(id);
-        Ok(self.local.resume(id, last_event_id).await?)
+        if let Some(held) = self
+            .polling
+            .as_ref()
+            .and_then(|polling| polling.resume(id, &last_event_id))
+        {
+            return Ok(held.left_stream());
+        }
+        Ok(self.local.resume(id, last_event_id).await?.right_stream())
     }
 }
 
@@ -214,7 +230,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_least_recently_used_idle_session_makes_room() {
-        let sessions = BoundedSessions::new(2);
+        let sessions = BoundedSessions::new(2, None);
         let (first, _t1) = sessions.create_session().await.unwrap();
         let (second, _t2) = sessions.create_session().await.unwrap();
         sessions.touch(&first);
@@ -227,7 +243,7 @@ mod tests {
 
     #[tokio::test]
     async fn with_every_session_busy_a_new_one_is_refused() {
-        let sessions = BoundedSessions::new(1);
+        let sessions = BoundedSessions::new(1, None);
         let (only, _t) = sessions.create_session().await.unwrap();
         lock(&sessions.table).get_mut(&only).unwrap().running = 1;
         let refused = sessions.create_session().await.err().unwrap();

@@ -32,7 +32,7 @@ pub struct Fixture {
 }
 
 /// The fixture tools.
-pub const FIXTURES: [Fixture; 26] = [
+pub const FIXTURES: [Fixture; 27] = [
     Fixture {
         name: "test_simple_text",
         description: "Returns a simple text response (MCP conformance fixture).",
@@ -66,6 +66,12 @@ pub const FIXTURES: [Fixture; 26] = [
     Fixture {
         name: "test_custom_headers",
         description: "Echoes its arguments; `region` and `priority` are mirrored in Mcp-Param headers (MCP conformance fixture, SEP-2243).",
+    },
+    // SEP-1699's polling: the call outlasts the server's `--poll-after 2`, so its stream is closed mid-call and the
+    // client reconnects with `Last-Event-ID` for the answer.
+    Fixture {
+        name: "test_reconnection",
+        description: "Answers after 3 s, so a server run with --poll-after 2 closes its stream mid-call (MCP conformance fixture, SEP-1699).",
     },
     // Not the suite's: Toolwright's own tests of log levels and titles (its label differs from its name).
     Fixture {
@@ -288,6 +294,10 @@ impl Tool for Fixture {
     fn execute(&self, _call_id: &str, args: Value, ctx: &dyn Ctx) -> Result<ToolResult, ToolError> {
         Ok(match self.name {
             "test_simple_text" => ToolResult::text("This is a simple text response for testing."),
+            "test_reconnection" => {
+                std::thread::sleep(std::time::Duration::from_secs(3));
+                ToolResult::text("Reconnection test completed")
+            }
             "test_image_content" => ToolResult {
                 content: vec![Content::image(RED_PIXEL_PNG, "image/png")],
                 ..Default::default()
@@ -518,7 +528,8 @@ toolwright_sdk::export_tool!(
     FIXTURES[22],
     FIXTURES[23],
     FIXTURES[24],
-    FIXTURES[25]
+    FIXTURES[25],
+    FIXTURES[26]
 );
 
 /// The suite's fixture resources (`test://static-text`, `test://static-binary`, `test://watched-resource`), its
