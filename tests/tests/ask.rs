@@ -399,6 +399,47 @@ fn allowed_once_only_that_call_has_the_grant() {
     assert_eq!(client.questions.len(), 2);
 }
 
+/// `other/` beside `data/` in the workspace (one file), for a call refused two directories.
+fn other_dir(setup: &Setup) -> String {
+    let other = setup.ws.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("b.txt"), "b").unwrap();
+    other.to_string_lossy().into_owned()
+}
+
+/// A call refused a second grant after the first was allowed once runs again with both (regression: with the
+/// second alone, and was refused the first again); a grant then allowed for the session holds for it too, and
+/// only that one for later calls.
+#[test]
+fn grants_allowed_once_in_one_call_hold_together_for_its_runs_again() {
+    let setup = Setup::new(Some(ASK));
+    let (data, other) = (setup.data(), other_dir(&setup));
+    let mut client = setup.start(true);
+    let both = json!({"action": "files-list-two", "target": data, "data": other});
+    let mut choices = ["once", "once"].into_iter();
+    let mut answer = |q: &Value| vec![reply(q, "accept", choices.next())];
+    assert_eq!(
+        client.call(1, both.clone(), &mut answer),
+        (false, "2 and 1 entries".into())
+    );
+    assert_eq!(client.questions.len(), 2, "{:?}", client.questions);
+    let mut choices = ["once", "session"].into_iter();
+    let mut answer = |q: &Value| vec![reply(q, "accept", choices.next())];
+    assert_eq!(
+        client.call(2, both.clone(), &mut answer),
+        (false, "2 and 1 entries".into())
+    );
+    assert_eq!(client.questions.len(), 4, "{:?}", client.questions);
+    // `other` was allowed for the session: a later call is asked about `data` alone.
+    assert_eq!(
+        client.call(3, both, &mut answering("once")),
+        (false, "2 and 1 entries".into())
+    );
+    assert_eq!(client.questions.len(), 5, "{:?}", client.questions);
+    let last = client.questions[4]["message"].as_str().unwrap();
+    assert!(last.contains(&data) && !last.contains(&other), "{last}");
+}
+
 #[test]
 fn allowed_always_writes_the_users_policy_file_pinned_to_the_plugin() {
     let setup = Setup::new(Some(ASK));
@@ -868,6 +909,54 @@ fn a_2026_07_28_grant_allowed_once_holds_for_the_call_s_later_rounds_and_no_othe
     assert!(again["result"]["inputRequests"]["grant"].is_object(), "{again}");
     let other = call_2026_to(&mut client, 5, "list-then-ask", &data, None);
     assert!(other["result"]["inputRequests"]["grant"].is_object(), "{other}");
+}
+
+/// A 2026-07-28 call refused a second grant after the first was allowed once (a round each) runs again with both.
+#[test]
+fn a_2026_07_28_call_s_grants_allowed_once_in_two_rounds_hold_together() {
+    let setup = Setup::new(Some(ASK));
+    let (data, other) = (setup.data(), other_dir(&setup));
+    let mut client = setup.start_at("2026-07-28", true);
+    let once = json!({"grant": {"action": "accept", "content": {"answer": "once"}}});
+    let call = |client: &mut Client, id: i64, retry: Option<(Value, Value)>| {
+        let mut params = json!({"name": "probe",
+        "arguments": {"action": "files-list-two", "target": data, "data": other},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
+        }});
+        if let Some((state, responses)) = retry {
+            params["requestState"] = state;
+            params["inputResponses"] = responses;
+        }
+        client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+        loop {
+            let message = client.next();
+            if message["id"] == json!(id) {
+                return message;
+            }
+        }
+    };
+    let first = call(&mut client, 1, None);
+    let asked = |reply: &Value| reply["result"]["inputRequests"]["grant"]["params"]["message"].clone();
+    assert!(asked(&first).as_str().unwrap().contains(&data), "{first}");
+    let second = call(
+        &mut client,
+        2,
+        Some((first["result"]["requestState"].clone(), once.clone())),
+    );
+    assert!(asked(&second).as_str().unwrap().contains(&other), "{second}");
+    let third = call(
+        &mut client,
+        3,
+        Some((second["result"]["requestState"].clone(), once)),
+    );
+    assert_eq!(
+        toolwright_tests::text_of(&third["result"]["content"]),
+        "2 and 1 entries",
+        "{third}"
+    );
 }
 
 #[test]

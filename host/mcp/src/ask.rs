@@ -30,8 +30,9 @@ pub const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(600)
 pub trait GrantAsker: Send + Sync {
     /// The question about what a call of `plugin` was refused, none when nothing may be asked.
     fn question(&self, plugin: &str, refused: &[Refused]) -> Option<Question>;
-    /// The plugin's tools with the question's grant, for one call.
-    fn once(&self, question: &Question) -> Option<Vec<ToolDefinition>>;
+    /// The plugin's tools with every grant kept for it and the grants of `questions`, for one call: the grants
+    /// allowed once so far in the call, all about the called tool's own plugin.
+    fn once(&self, questions: &[Question]) -> Option<Vec<ToolDefinition>>;
     /// Keep the question's grant while the server runs: the plugin's tools with every grant kept for it.
     fn session(&self, question: &Question) -> Option<Vec<ToolDefinition>>;
     /// Write the question's grant to the user's policy file (the editor `toolwright plugins add` uses, pinning the
@@ -108,8 +109,9 @@ pub(crate) type Rerun = (String, Option<Vec<ToolDefinition>>);
 pub(crate) enum Answered {
     /// Denied or not answered: the refusal, as it was.
     Refusal(Box<rmcp::model::CallToolResult>),
-    /// Allowed: run the call again, its plugins knowing the answers they were given before the question.
-    Rerun(Rerun, crate::input::Known, Box<Question>),
+    /// Allowed: run the call again, its plugins knowing the answers they were given before the question; with
+    /// the grants allowed once in the call so far.
+    Rerun(Rerun, crate::input::Known, Vec<Question>),
     /// No question of ours: the call runs as any other.
     Nothing,
 }
@@ -124,6 +126,8 @@ pub(crate) struct Awaiting {
     /// The answers its plugins had been given in the rounds before (the request state of their questions), for
     /// the call run again.
     pub(crate) known: crate::input::Known,
+    /// The grants allowed once in the call before the question, which its run again keeps.
+    pub(crate) once: Vec<Question>,
 }
 
 /// What is kept for 2026-07-28 calls between rounds, by handle: at most [`MAX_AWAITING`], each for
@@ -151,9 +155,9 @@ impl<T> Default for HeldForCalls<T> {
 pub(crate) type AwaitingAnswers = HeldForCalls<Awaiting>;
 
 /// The grants allowed once for calls that go on in another round, by the handle their sealed state carries: the
-/// question answered, whose tools the call's next round is given again from the plugins loaded then (a reload in
+/// questions answered, whose tools the call's next round is given again from the plugins loaded then (a reload in
 /// between, a narrowed policy or a changed pin, holds).
-pub(crate) type OnceGrants = HeldForCalls<Question>;
+pub(crate) type OnceGrants = HeldForCalls<Vec<Question>>;
 
 /// The questions (and once-grants) kept for 2026-07-28 clients at once; the oldest goes first.
 pub const MAX_AWAITING: usize = 64;
@@ -249,10 +253,20 @@ pub(crate) fn answer_of(response: &serde_json::Value) -> Answer {
 /// Who answers the questions of an MCP server, in the audit log.
 pub const ASKED_THROUGH_CLIENT: &str = "the user, asked through the MCP client";
 
-/// The tools an answer puts in place (none: the refusal stands).
-pub fn approved(asker: &dyn GrantAsker, question: &Question, answer: Answer) -> Option<Vec<ToolDefinition>> {
+/// The tools an answer puts in place (none: the refusal stands); `earlier`: the grants allowed once before in the
+/// same call, which a grant allowed once joins.
+pub fn approved(
+    asker: &dyn GrantAsker,
+    question: &Question,
+    answer: Answer,
+    earlier: &[Question],
+) -> Option<Vec<ToolDefinition>> {
     match answer {
-        Answer::Allow(Scope::Once) => asker.once(question),
+        Answer::Allow(Scope::Once) => {
+            let mut questions = earlier.to_vec();
+            questions.push(question.clone());
+            asker.once(&questions)
+        }
         Answer::Allow(Scope::Session) => asker.session(question),
         Answer::Allow(Scope::Always) => match asker.always(question) {
             Ok(tools) => Some(tools),

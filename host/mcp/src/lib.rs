@@ -801,7 +801,7 @@ impl McpServer {
         // A 2026-07-28 client answering a question of ours (`input_required`): its answer decides first.
         let mut answered = match self.answered(&request, &name, &arguments) {
             ask::Answered::Refusal(result) => return Ok(CallToolResponse::from(*result)),
-            ask::Answered::Rerun(rerun, known, question) => Some((rerun, known, Some(*question))),
+            ask::Answered::Rerun(rerun, known, once) => Some((rerun, known, once)),
             ask::Answered::Nothing => None,
         };
         // How the call's plugins ask the client: a session's at once, a 2026-07-28 request's with the next round
@@ -818,29 +818,32 @@ impl McpServer {
                         request.input_responses.as_ref(),
                     )?,
                 };
-                // A grant allowed once in an earlier round of this call holds for this one too.
+                // The grants allowed once in earlier rounds of this call hold for this one too.
                 if let Some(handle) = known.once.take()
                     && answered.is_none()
-                    && let Some(question) = self.inner.once.take(&handle, &name, &arguments)
-                    && let Some(tools) = self.inner.asking.get().and_then(|a| a.asker.once(&question))
+                    && let Some(questions) = self.inner.once.take(&handle, &name, &arguments)
+                    && let Some(tools) = self.inner.asking.get().and_then(|a| a.asker.once(&questions))
                 {
                     let rerun = self.call_id();
-                    // The call run again with it is recorded beside the answer it rests on.
+                    // The call run again with them is recorded beside the answers it rests on.
                     let audit = self.inner.dispatcher.pipeline().audit.clone();
                     let answer = toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once);
                     let by = "the MCP client, in an earlier round of the call";
-                    ask::record(audit.as_ref(), by, &rerun, &name, &question, answer, Some(&rerun));
-                    answered = Some(((rerun, Some(tools)), known.clone(), Some(question)));
+                    for question in &questions {
+                        ask::record(audit.as_ref(), by, &rerun, &name, question, answer, Some(&rerun));
+                    }
+                    answered = Some(((rerun, Some(tools)), known.clone(), questions));
                 }
                 let declared = context.client_capabilities().unwrap_or_default();
                 Some(Arc::new(input::RoundInput::new(declared, known)))
             }
             _ => None,
         };
-        // The question of a grant allowed once, which this call's next round must run with too.
-        let once = answered
+        // The grants allowed once in this call, which its runs again and its next round must have too.
+        let mut once = answered
             .as_ref()
-            .and_then(|((_, tools), _, question)| tools.as_ref().and(question.clone()));
+            .map(|(_, _, once)| once.clone())
+            .unwrap_or_default();
         let input: Arc<dyn toolwright_core::client::ClientInput> = match &round {
             Some(round) => round.clone(),
             None => Arc::new(input::SessionInput {
@@ -908,10 +911,10 @@ impl McpServer {
             }
         };
         for _ in 0..ask::MAX_QUESTIONS_PER_CALL {
-            if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments, once.as_ref()) {
+            if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments, &once) {
                 return stopped;
             }
-            match self.ask_grant(&id, &name, &outcome, &context).await {
+            match self.ask_grant(&id, &name, &outcome, &context, &mut once).await {
                 None => break,
                 Some(ask::Asked::InputRequired(question)) => {
                     let refused = self.result_of(outcome, relayed, revision)?;
@@ -921,6 +924,7 @@ impl McpServer {
                         call_id: id,
                         refused,
                         known,
+                        once,
                     };
                     return Ok(self.input_required(&name, &arguments, asked));
                 }
@@ -932,7 +936,7 @@ impl McpServer {
                 }
             }
         }
-        if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments, once.as_ref()) {
+        if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments, &once) {
             return stopped;
         }
         self.result_of(outcome, relayed, revision)
@@ -942,16 +946,16 @@ impl McpServer {
     /// When a 2026-07-28 call of `tool` with `arguments` stopped at a question for its client ([`input`]): the
     /// `input_required` result asking it (the answers so far in the request state), or the error of a capability
     /// the request did not declare.
-    /// `once`: the question of a grant allowed once the call ran with, kept for its next round.
+    /// `once`: the questions of the grants allowed once the call ran with, kept for its next round.
     fn stopped_to_ask(
         &self,
         round: Option<&input::RoundInput>,
         tool: &str,
         arguments: &Value,
-        once: Option<&toolwright_core::ask::Question>,
+        once: &[toolwright_core::ask::Question],
     ) -> Option<Result<CallToolResponse, ErrorData>> {
         let keep_once = |known: &mut input::Known| {
-            known.once = once.map(|question| self.inner.once.keep(tool, arguments, question.clone()));
+            known.once = (!once.is_empty()).then(|| self.inner.once.keep(tool, arguments, once.to_vec()));
         };
         let stopped = self.stopped_round_with(round?, tool, arguments, keep_once)?;
         Some(stopped.map(CallToolResponse::from))
@@ -1145,12 +1149,14 @@ impl McpServer {
     /// When the call `id` of `tool` ended refused a grant the user may give ([`ask`]): ask through the client,
     /// record the question and the answer, and on approval put the plugin's widened tools in place (for a grant
     /// of this call only, return them instead). The id to run the call again under; none: the refusal stands.
+    /// `once`: the grants allowed once in the call so far, which a grant allowed once joins.
     async fn ask_grant(
         &self,
         id: &str,
         tool: &str,
         outcome: &toolwright_core::pipeline::BatchOutcome,
         context: &RequestContext<RoleServer>,
+        once: &mut Vec<toolwright_core::ask::Question>,
     ) -> Option<ask::Asked> {
         let asking = self.inner.asking.get()?;
         // Whatever happens next, this call's refusals are not kept.
@@ -1185,17 +1191,22 @@ impl McpServer {
         let asker = asking.asker.clone();
         let approved = {
             let question = question.clone();
-            tokio::task::spawn_blocking(move || ask::approved(&*asker, &question, answer))
+            let earlier = once.clone();
+            tokio::task::spawn_blocking(move || ask::approved(&*asker, &question, answer, &earlier))
                 .await
                 .ok()
                 .flatten()
         };
-        self.settle_answer(id, tool, &question, answer, approved)
-            .map(ask::Asked::Rerun)
+        let rerun = self.settle_answer(id, tool, &question, answer, approved, once)?;
+        if answer == toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once) {
+            once.push(question);
+        }
+        Some(ask::Asked::Rerun(rerun))
     }
 
     /// Record the answer to `question` about the call `id` of `tool`, and put the approved tools in place: the id
-    /// to run the call again under, with the tools for that call alone when allowed once; none: the refusal stands.
+    /// to run the call again under, with the tools for that call alone when allowed once, now or before (`once`:
+    /// the grants allowed once in the call before); none: the refusal stands.
     fn settle_answer(
         &self,
         id: &str,
@@ -1203,6 +1214,7 @@ impl McpServer {
         question: &toolwright_core::ask::Question,
         answer: toolwright_core::ask::Answer,
         approved: Option<Vec<toolwright_core::ToolDefinition>>,
+        once: &[toolwright_core::ask::Question],
     ) -> Option<ask::Rerun> {
         let audit = self.inner.dispatcher.pipeline().audit.clone();
         let by = ask::ASKED_THROUGH_CLIENT;
@@ -1219,7 +1231,11 @@ impl McpServer {
             .dispatcher
             .registry()
             .update(|r| r.replace_extension_tools(tools));
-        Some((rerun, None))
+        // The grants allowed once before still hold for this call, beside the one kept now.
+        let earlier = (!once.is_empty())
+            .then(|| self.inner.asking.get().and_then(|a| a.asker.once(once)))
+            .flatten();
+        Some((rerun, earlier))
     }
 
     /// The `input_required` result asking the question of `asked` about a call of `tool` with `arguments` (a
@@ -1254,10 +1270,22 @@ impl McpServer {
             .inner
             .asking
             .get()
-            .and_then(|asking| ask::approved(&*asking.asker, &awaiting.question, answer));
-        match self.settle_answer(&awaiting.call_id, tool, &awaiting.question, answer, approved) {
-            Some(rerun) => ask::Answered::Rerun(rerun, awaiting.known, Box::new(awaiting.question)),
-            None => ask::Answered::Refusal(Box::new(awaiting.refused)),
+            .and_then(|asking| ask::approved(&*asking.asker, &awaiting.question, answer, &awaiting.once));
+        let ask::Awaiting {
+            question,
+            call_id,
+            refused,
+            known,
+            mut once,
+        } = awaiting;
+        match self.settle_answer(&call_id, tool, &question, answer, approved, &once) {
+            Some(rerun) => {
+                if answer == toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once) {
+                    once.push(question);
+                }
+                ask::Answered::Rerun(rerun, known, once)
+            }
+            None => ask::Answered::Refusal(Box::new(refused)),
         }
     }
 

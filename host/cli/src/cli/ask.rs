@@ -51,7 +51,7 @@ impl Kept {
     }
 
     /// The grants kept for `plugin`, with `extra`.
-    fn with(&self, plugin: &str, extra: Option<&Grant>) -> Vec<Grant> {
+    fn with<'a>(&self, plugin: &str, extra: impl IntoIterator<Item = &'a Grant>) -> Vec<Grant> {
         let mut grants = self
             .grants
             .lock()
@@ -59,7 +59,11 @@ impl Kept {
             .get(plugin)
             .cloned()
             .unwrap_or_default();
-        grants.extend(extra.cloned());
+        for grant in extra {
+            if !grants.contains(grant) {
+                grants.push(grant.clone());
+            }
+        }
         grants
     }
 
@@ -85,14 +89,16 @@ impl GrantAsker for CliAsker {
         self.kept.regrants().question(plugin, refused)
     }
 
-    fn once(&self, question: &Question) -> Option<Vec<ToolDefinition>> {
-        let grants = self.kept.with(&question.plugin, Some(&question.grant));
-        self.kept.regrants().tools_with(&question.plugin, &grants)
+    fn once(&self, questions: &[Question]) -> Option<Vec<ToolDefinition>> {
+        let plugin = &questions.last()?.plugin;
+        let own = questions.iter().filter(|q| &q.plugin == plugin);
+        let grants = self.kept.with(plugin, own.map(|q| &q.grant));
+        self.kept.regrants().tools_with(plugin, &grants)
     }
 
     fn session(&self, question: &Question) -> Option<Vec<ToolDefinition>> {
         self.kept.keep(question);
-        let grants = self.kept.with(&question.plugin, None);
+        let grants = self.kept.with(&question.plugin, []);
         self.kept.regrants().tools_with(&question.plugin, &grants)
     }
 
@@ -156,7 +162,7 @@ pub async fn ask_on_terminal(
             continue;
         };
         let answer = prompt(&question);
-        let tools = toolwright::mcp::ask::approved(&asker, &question, answer);
+        let tools = toolwright::mcp::ask::approved(&asker, &question, answer, &[]);
         let rerun = tools.as_ref().map(|_| call.id.as_str());
         toolwright::mcp::ask::record(
             audit.as_ref(),

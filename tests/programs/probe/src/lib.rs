@@ -29,7 +29,7 @@ impl Tool for Probe {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call", "image", "files-list", "files-read", "ask-then-list", "list-then-ask"]},
+                    "action": {"enum": ["read", "write", "list", "spawn", "env", "connect", "loop", "alloc", "panic", "recurse", "flood", "logflood", "print", "sleep", "utf8", "spin", "big", "renderloop", "start-and-leave", "start-flood", "remember", "recall", "scatter", "gather", "cwd", "chdir", "call", "image", "files-list", "files-list-two", "files-read", "ask-then-list", "list-then-ask"]},
                     "tool": {"type": "string"},
                     "arguments": {"type": "object"},
                     "count": {"type": "integer"},
@@ -76,6 +76,13 @@ impl Tool for Probe {
             // Through the SDK, which asks the host why a path is out of reach (and so tells it of the refusal).
             "files-list" => format!("{} entries", ctx.files().read_dir(target).map_err(err)?.len()),
             "files-read" => format!("read {} bytes", ctx.files().read(target).map_err(err)?.len()),
+            // Two directories in one call: two refusals, one after the other.
+            "files-list-two" => {
+                let second = args["data"].as_str().unwrap_or_default();
+                let first = ctx.files().read_dir(target).map_err(err)?.len();
+                let other = ctx.files().read_dir(second).map_err(err)?.len();
+                format!("{first} and {other} entries")
+            }
             // Asks the user why (a form), then lists through the SDK: an answer, then a refusal, in one call.
             "ask-then-list" => {
                 let why = ask_why(ctx)?;
