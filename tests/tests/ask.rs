@@ -477,11 +477,16 @@ fn exec_ask(setup: &Setup, tty: bool, stdin: &str) -> (bool, String, String) {
 
 /// Likewise, for the probe's `action`.
 fn exec_ask_to(setup: &Setup, action: &str, tty: bool, stdin: &str) -> (bool, String, String) {
+    let arguments = json!({"action": action, "target": setup.data()});
+    exec_ask_with(setup, &arguments, tty, stdin)
+}
+
+/// Likewise, for the probe's `arguments`.
+fn exec_ask_with(setup: &Setup, arguments: &Value, tty: bool, stdin: &str) -> (bool, String, String) {
     let calls = setup.config.path().join("calls.json");
-    let data = setup.data();
     std::fs::write(
         &calls,
-        json!([{"id": "c1", "name": "probe", "arguments": {"action": action, "target": data}}]).to_string(),
+        json!([{"id": "c1", "name": "probe", "arguments": arguments}]).to_string(),
     )
     .unwrap();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
@@ -679,6 +684,13 @@ fn web_greeter() -> u16 {
     port
 }
 
+/// The probe's arguments for python3 fetching `http://localhost:PORT/` through the sandbox's proxy.
+fn fetch_from(port: u16) -> Value {
+    json!({"action": "spawn", "target": "/usr/bin/python3", "strict": true, "args": ["-c",
+        format!("import os, urllib.request; [os.environ.pop(k, None) for k in ('NO_PROXY', 'no_proxy')]; \
+                 print(urllib.request.urlopen('http://localhost:{port}/', timeout=20).read().decode())")]})
+}
+
 #[test]
 fn a_host_the_proxy_refused_a_plugin_s_program_is_asked_for_and_then_reached() {
     // The probe may start python3 but reach no host; it requests `localhost:*`. Its program reaches hosts only
@@ -690,9 +702,7 @@ fn a_host_the_proxy_refused_a_plugin_s_program_is_asked_for_and_then_reached() {
     let mut client = setup.start(true);
     // (`localhost` inside the sandbox is its own loopback, which `NO_PROXY` names: the program asks the proxy
     // for the host's, as it would for any other name.)
-    let fetch = json!({"action": "spawn", "target": "/usr/bin/python3", "strict": true, "args": ["-c",
-        format!("import os, urllib.request; [os.environ.pop(k, None) for k in ('NO_PROXY', 'no_proxy')]; \
-                 print(urllib.request.urlopen('http://localhost:{port}/', timeout=20).read().decode())")]});
+    let fetch = fetch_from(port);
     let (error, text) = client.call(1, fetch.clone(), &mut answering("session"));
     assert!(!error && text.contains("hello"), "{text}");
     assert_eq!(
@@ -711,6 +721,22 @@ fn a_host_the_proxy_refused_a_plugin_s_program_is_asked_for_and_then_reached() {
     let (error, text) = client.call(3, elsewhere, &mut never_asked);
     assert!(error && text.contains("403"), "{text}");
     assert_eq!(client.questions.len(), 1);
+    // `exec --ask` asks the same on the terminal, and the call run again gets through.
+    let (success, out, _) = exec_ask_with(&setup, &fetch_from(port), true, "o\n");
+    assert!(success, "{out}");
+    assert!(
+        out.contains(&format!(
+            "plugin `toolwright-test-probe` wants to connect to `localhost:{port}`"
+        )),
+        "{out}"
+    );
+    let ends = execution_ends(&out);
+    assert_eq!(ends.len(), 2, "{out}");
+    assert_eq!(ends[0]["isError"], true, "{out}");
+    assert!(
+        ends[1]["isError"] == false && ends[1]["result"].to_string().contains("hello"),
+        "{out}"
+    );
 }
 
 #[test]
