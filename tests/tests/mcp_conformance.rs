@@ -23,10 +23,11 @@ fn the_official_conformance_suite_passes_over_http_but_for_the_listed_features()
     let tools = node_tools(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let (workspace, plugins) = conformance_fixture();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
-    // `test_reconnection` (3 s) outlasts `--poll-after 2`: its stream is closed mid-call, and the answer comes on
-    // the client's reconnection before that is closed in turn (SEP-1699's polling).
+    // `test_reconnection` (3.3 s) outlasts `--poll-after 3`: its stream is ended mid-call, and the answer comes on
+    // the client's reconnection, which is ended in turn only 3 s later (SEP-1699's polling). No other fixture
+    // runs that long.
     let mut args = conformance_server_args(workspace.path(), plugins.path(), &cache);
-    args.extend(["--poll-after".into(), "2".into()]);
+    args.extend(["--poll-after".into(), "3".into()]);
     let server = HttpServer::start(
         Path::new(BINARY),
         &args.iter().map(String::as_str).collect::<Vec<_>>(),

@@ -1198,13 +1198,13 @@ fn last_event_id(body: &str) -> Option<String> {
         .next_back()
 }
 
-/// With `--poll-after 1`, a session's call still running after a second has its stream closed with no answer
+/// With `--poll-after 3`, a session's call still running after 3 s has its stream ended with no answer
 /// (SEP-1699's polling); the answer, which came while the client was away, is on the session's reconnection with
 /// `Last-Event-ID`, and on no other session's. A call that never outlasts the bound is answered on its stream.
 #[test]
 fn a_long_call_s_stream_is_closed_and_its_answer_comes_on_the_session_s_reconnection_only() {
     let ws = workspace();
-    let server = start(ws.path(), &["--poll-after", "1"]);
+    let server = start(ws.path(), &["--poll-after", "3"]);
     let url = server.url.clone();
     let id = session(&url, &[]);
     let other = session(&url, &[]);
@@ -1249,7 +1249,7 @@ fn a_long_call_s_stream_is_closed_and_its_answer_comes_on_the_session_s_reconnec
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         send(&url, "GET", "/mcp", &headers, "", Some("polled-answer"))
     };
-    // Another session naming the event gets nothing of it.
+    // Another session naming the event gets nothing of it (an empty stream).
     let foreign = resume(&other);
     assert!(!foreign.body.contains("polled-answer"), "{}", foreign.body);
     let resumed = resume(&id);

@@ -66,7 +66,7 @@ pub struct HttpOptions {
     pub header_timeout: Duration,
     /// How long a connection may move no byte either way, mid-request ([`IDLE_TIMEOUT`]).
     pub idle_timeout: Duration,
-    /// When set, a session's request still unanswered after this long has its event stream closed, and the
+    /// When set, a session's request still unanswered after this long has its event stream ended, and the
     /// client reconnects with `Last-Event-ID` for the rest (2025-11-25's polling, SEP-1699).
     pub poll_after: Option<Duration>,
 }

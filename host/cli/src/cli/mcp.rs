@@ -52,9 +52,10 @@ pub struct McpArgs {
     /// connection) before the connection is closed.
     #[arg(long, value_name = "SECS", requires = "http", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs())]
     header_timeout: u64,
-    /// Close a session's event stream when its request is still unanswered after SECS, for the client to
-    /// reconnect with `Last-Event-ID` and get the rest (2025-11-25's polling): long calls then hold no
-    /// connection. Clients that do not reconnect lose such answers, so it is off unless given.
+    /// End a session's event stream when its request is still unanswered after SECS, for the client to
+    /// reconnect with `Last-Event-ID` and get the rest (2025-11-25's polling): a long call then holds a
+    /// connection at most SECS at a time. Clients that do not reconnect lose such answers, so it is off unless
+    /// given.
     #[arg(long, value_name = "SECS", requires = "http", value_parser = clap::value_parser!(u64).range(1..))]
     poll_after: Option<u64>,
     /// Also accept this `Host` header (`name` or `name:port`) over HTTP; loopback names always pass.

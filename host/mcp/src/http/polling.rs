@@ -1,16 +1,21 @@
 //! Polling (2025-11-25, SEP-1699): with `--poll-after SECS`, a request of a session whose answer has not come
-//! after SECS has its event stream closed, and the client reconnects (`GET` with `Last-Event-ID`) for the rest.
-//! A long call then holds no connection (each counts against `--max-connections`) while it runs.
+//! after SECS has its event stream ended, and the client reconnects (`GET` with `Last-Event-ID`) for the rest. A
+//! long call then holds a connection at most SECS at a time (each counts against `--max-connections`).
 //!
-//! rmcp's session manager can close a request's stream itself, but it forgets the stream once its answer is
-//! sent, so an answer that comes while the client is away is lost. So the server reads each request's stream
-//! itself ([`Polling::hold`]): what it reads goes to the client's current connection, if any, and into a short
-//! record of the stream's last events; a reconnection naming one of them ([`Polling::resume`]) gets those after
-//! it, then the rest as it comes. A stream's record is kept [`KEPT_AFTER_END`] after its answer, for a client
-//! that reconnects late; at most [`MAX_HELD`] streams are held (a new one drops the oldest ended one; while all
-//! run, the new one is served without polling).
+//! rmcp's session manager can end a request's stream itself, but it forgets the stream once its answer is sent, so
+//! an answer that comes while the client is away is lost. So the server reads each request's stream itself
+//! ([`Polling::hold`]): what it reads goes to the client's current connection, if any, and into a record of the
+//! stream's last events; a reconnection naming one of them ([`Polling::resume`]) gets those after it, then the
+//! rest as it comes. A client that stops reading has its stream ended too (the record keeps what it missed).
 //!
-//! Streams are a session's: a reconnection of another session never finds them.
+//! Bounded: a stream's record keeps its last [`KEPT_EVENTS`] events and at most [`KEPT_BYTES_PER_STREAM`] (the
+//! last event always); an answered stream's record is dropped [`KEPT_AFTER_END`] after its answer, with its
+//! session, or sooner to keep every record under [`KEPT_BYTES`] together; a session holds at most
+//! [`MAX_HELD_PER_SESSION`] streams and the server [`MAX_HELD`] (the oldest answered one makes room, the session's
+//! own first; while all run, a new stream is served without polling).
+//!
+//! Streams are a session's: a reconnection of another session never finds them. Event ids are rmcp's
+//! (`INDEX/REQUEST`, no event store is configured: its ids would be opaque and nothing would be polled).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::pending;
@@ -27,11 +32,20 @@ use tokio_stream::wrappers::ReceiverStream;
 /// The last events of a stream kept for a reconnection (the answer is the last, so it is always among them).
 pub(super) const KEPT_EVENTS: usize = 64;
 
-/// How long an ended stream's record is kept for a client that reconnects late.
+/// The bytes of one stream's kept events: older ones go first, the last one stays.
+pub(super) const KEPT_BYTES_PER_STREAM: usize = 16 << 20;
+
+/// The bytes of every stream's kept events together: the oldest answered records go first.
+pub(super) const KEPT_BYTES: usize = 64 << 20;
+
+/// How long an answered stream's record is kept for a client that reconnects late.
 pub(super) const KEPT_AFTER_END: Duration = Duration::from_secs(60);
 
 /// At most this many streams held.
 pub(super) const MAX_HELD: usize = 1024;
+
+/// At most this many streams of one session held.
+pub(super) const MAX_HELD_PER_SESSION: usize = 64;
 
 /// A held stream: (session, rmcp's number of the HTTP request, from its event ids).
 type Key = (SessionId, u64);
@@ -53,18 +67,55 @@ struct Held {
 
 #[derive(Debug, Default)]
 struct State {
-    /// The last events read, oldest first.
-    events: VecDeque<ServerSseMessage>,
+    /// The last events read, oldest first, with their sizes.
+    events: VecDeque<(ServerSseMessage, usize)>,
+    /// Their bytes.
+    bytes: usize,
     /// The client's current connection.
     live: Option<mpsc::Sender<ServerSseMessage>>,
-    /// When the current connection is to be closed.
+    /// When the current connection is to be ended.
     deadline: Option<Instant>,
     /// When the answer came (rmcp ended the stream).
     ended: Option<Instant>,
 }
 
+impl State {
+    /// Keep `event`, dropping the oldest beyond the bounds; its size.
+    fn keep(&mut self, event: ServerSseMessage) -> usize {
+        let size = size_of_event(&event);
+        self.events.push_back((event, size));
+        self.bytes += size;
+        while self.events.len() > 1 && (self.events.len() > KEPT_EVENTS || self.bytes > KEPT_BYTES_PER_STREAM)
+        {
+            if let Some((_, size)) = self.events.pop_front() {
+                self.bytes -= size;
+            }
+        }
+        size
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The bytes an event's message takes as JSON (counted, not kept).
+fn size_of_event(event: &ServerSseMessage) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(64);
+    if let Some(message) = &event.message {
+        let _ = serde_json::to_writer(&mut count, message.as_ref());
+    }
+    count.0
 }
 
 /// The (index, HTTP request number) of one of rmcp's request-stream event ids (`INDEX/REQUEST`).
@@ -86,8 +137,19 @@ fn connection() -> (mpsc::Sender<ServerSseMessage>, mpsc::Receiver<ServerSseMess
     mpsc::channel(KEPT_EVENTS + 16)
 }
 
+/// What a reconnection gets.
+pub(super) enum Resumed {
+    /// A held stream's rest.
+    Held(ReceiverStream<ServerSseMessage>),
+    /// A request stream's event that no held stream of the session has: nothing (rmcp's resumption would take the
+    /// stream from under its reader).
+    Unknown,
+    /// Not a request stream's event id: rmcp's to resume (the session's standalone stream).
+    NotOurs,
+}
+
 impl Polling {
-    /// Streams closed after `after`.
+    /// Streams ended after `after`.
     pub(super) fn new(after: Duration) -> Arc<Self> {
         Arc::new(Polling {
             after,
@@ -109,13 +171,15 @@ impl Polling {
         ReceiverStream::new(rx)
     }
 
-    /// Reads rmcp's stream to its end, passing each event to the client's connection and keeping the last ones.
+    /// Reads rmcp's stream to its end, passing each event to the client's connection and keeping the last ones;
+    /// then keeps the record [`KEPT_AFTER_END`].
     async fn read<S>(self: Arc<Self>, session: SessionId, held: Arc<Held>, stream: S)
     where
         S: Stream<Item = ServerSseMessage> + Send + 'static,
     {
         let mut stream = std::pin::pin!(stream);
-        let mut registered = false;
+        let mut key = None;
+        let mut tried = false;
         loop {
             let deadline = lock(&held.state).deadline;
             let event = tokio::select! {
@@ -136,78 +200,109 @@ impl Polling {
                 }
                 () = held.wake.notified() => continue,
             };
-            let Some(event) = event else {
-                let mut state = lock(&held.state);
-                state.ended = Some(Instant::now());
+            let Some(event) = event else { break };
+            if !tried && let Some((_, request)) = event.event_id.as_deref().and_then(parse_event_id) {
+                tried = true;
+                let candidate = (session.clone(), request);
+                if self.register(candidate.clone(), &held) {
+                    lock(&held.state).deadline = Some(Instant::now() + self.after);
+                    key = Some(candidate);
+                }
+            }
+            let mut state = lock(&held.state);
+            if key.is_some() {
+                // A big event may take the bytes past the budget: older answered records make room.
+                if state.keep(event.clone()) > 1 << 20 {
+                    drop(state);
+                    self.make_room(Some(&held));
+                    state = lock(&held.state);
+                }
+            }
+            // A client that does not read has its stream ended: it reconnects for what it missed.
+            if let Some(live) = &state.live
+                && live.try_send(event).is_err()
+            {
                 state.live = None;
                 state.deadline = None;
-                return;
-            };
-            if !registered && let Some((_, request)) = event.event_id.as_deref().and_then(parse_event_id) {
-                registered = self.register((session.clone(), request), &held);
-                if registered {
-                    lock(&held.state).deadline = Some(Instant::now() + self.after);
-                }
             }
-            let live = {
-                let mut state = lock(&held.state);
-                if state.events.len() == KEPT_EVENTS {
-                    state.events.pop_front();
-                }
-                state.events.push_back(event.clone());
-                state.live.clone()
-            };
-            if let Some(live) = live {
-                // A client gone is no error: the event is kept for its reconnection.
-                let _ = live.send(event).await;
-            }
+        }
+        {
+            let mut state = lock(&held.state);
+            state.ended = Some(Instant::now());
+            state.live = None;
+            state.deadline = None;
+        }
+        let Some(key) = key else { return };
+        self.make_room(None);
+        tokio::time::sleep(KEPT_AFTER_END).await;
+        let mut streams = lock(&self.held);
+        if streams.get(&key).is_some_and(|kept| Arc::ptr_eq(kept, &held)) {
+            streams.remove(&key);
         }
     }
 
-    /// Records a stream under `key`; false when [`MAX_HELD`] streams run (it is then served without polling).
+    /// Records a stream under `key`; false when it cannot be held (it is then served without polling).
     fn register(&self, key: Key, held: &Arc<Held>) -> bool {
         let mut streams = lock(&self.held);
-        streams.retain(|_, held| {
-            lock(&held.state)
-                .ended
-                .is_none_or(|at| at.elapsed() < KEPT_AFTER_END)
-        });
-        if streams.len() >= MAX_HELD {
-            let oldest_ended = streams
+        let session = key.0.clone();
+        let room = |streams: &mut HashMap<Key, Arc<Held>>, own: bool| {
+            let oldest = streams
                 .iter()
+                .filter(|(key, _)| !own || key.0 == session)
                 .filter_map(|(key, held)| lock(&held.state).ended.map(|at| (at, key.clone())))
                 .min_by_key(|(at, _)| *at)
                 .map(|(_, key)| key);
-            match oldest_ended {
-                Some(key) => {
-                    streams.remove(&key);
-                }
-                None => {
-                    tracing::warn!(
-                        max = MAX_HELD,
-                        "{MAX_HELD} event streams are held for polling: one more is not"
-                    );
-                    return false;
-                }
+            oldest.is_some_and(|key| streams.remove(&key).is_some())
+        };
+        while streams.keys().filter(|key| key.0 == session).count() >= MAX_HELD_PER_SESSION {
+            if !room(&mut streams, true) {
+                tracing::warn!(
+                    "a session holds {MAX_HELD_PER_SESSION} event streams for polling: one more is not"
+                );
+                return false;
+            }
+        }
+        while streams.len() >= MAX_HELD {
+            if !room(&mut streams, false) {
+                tracing::warn!("{MAX_HELD} event streams are held for polling: one more is not");
+                return false;
             }
         }
         streams.insert(key, held.clone());
         true
     }
 
+    /// Drops the oldest answered records (but `keep`) until every record's events take at most [`KEPT_BYTES`].
+    fn make_room(&self, keep: Option<&Arc<Held>>) {
+        let mut streams = lock(&self.held);
+        let mut total: usize = streams.values().map(|held| lock(&held.state).bytes).sum();
+        while total > KEPT_BYTES {
+            let oldest = streams
+                .iter()
+                .filter(|(_, held)| keep.is_none_or(|keep| !Arc::ptr_eq(keep, held)))
+                .filter_map(|(key, held)| {
+                    let state = lock(&held.state);
+                    state.ended.map(|at| (at, key.clone(), state.bytes))
+                })
+                .min_by_key(|(at, _, _)| *at);
+            let Some((_, key, bytes)) = oldest else { break };
+            streams.remove(&key);
+            total -= bytes;
+        }
+    }
+
     /// The rest of the held stream `last_event_id` names, for `session` reconnecting: the kept events after it,
-    /// then the others as they come (until this connection too is closed, or the answer came). `None` when no
-    /// held stream of the session has that event (rmcp's own streams are resumed by rmcp).
-    pub(super) fn resume(
-        &self,
-        session: &SessionId,
-        last_event_id: &str,
-    ) -> Option<ReceiverStream<ServerSseMessage>> {
-        let (after, request) = parse_event_id(last_event_id)?;
-        let held = lock(&self.held).get(&(session.clone(), request))?.clone();
+    /// then the others as they come (until this connection too is ended, or the answer came).
+    pub(super) fn resume(&self, session: &SessionId, last_event_id: &str) -> Resumed {
+        let Some((after, request)) = parse_event_id(last_event_id) else {
+            return Resumed::NotOurs;
+        };
+        let Some(held) = lock(&self.held).get(&(session.clone(), request)).cloned() else {
+            return Resumed::Unknown;
+        };
         let (tx, rx) = connection();
         let mut state = lock(&held.state);
-        for event in &state.events {
+        for (event, _) in &state.events {
             if index_of(event).is_some_and(|index| index > after) {
                 // The channel has room for every kept event.
                 let _ = tx.try_send(event.clone());
@@ -218,7 +313,12 @@ impl Polling {
             state.deadline = Some(Instant::now() + self.after);
             held.wake.notify_one();
         }
-        Some(ReceiverStream::new(rx))
+        Resumed::Held(ReceiverStream::new(rx))
+    }
+
+    /// Forgets the streams of `session` (it was closed).
+    pub(super) fn forget(&self, session: &SessionId) {
+        lock(&self.held).retain(|key, _| &key.0 != session);
     }
 
     /// How many streams are held.
@@ -241,6 +341,14 @@ mod tests {
         ));
         event.event_id = Some(format!("{index}/{request}"));
         event
+    }
+
+    fn held(resumed: Resumed) -> ReceiverStream<ServerSseMessage> {
+        match resumed {
+            Resumed::Held(stream) => stream,
+            Resumed::Unknown => panic!("an unknown stream"),
+            Resumed::NotOurs => panic!("not a request stream's event"),
+        }
     }
 
     fn ids(events: &[ServerSseMessage]) -> Vec<String> {
@@ -266,21 +374,83 @@ mod tests {
         drop(rmcp_tx);
         tokio::time::sleep(Duration::from_millis(10)).await;
         // Another session does not find the stream.
-        assert!(polling.resume(&"other".to_owned().into(), "1/7").is_none());
-        let again: Vec<_> = polling.resume(&session, "1/7").unwrap().collect().await;
+        assert!(matches!(
+            polling.resume(&"other".to_owned().into(), "1/7"),
+            Resumed::Unknown
+        ));
+        let again: Vec<_> = held(polling.resume(&session, "1/7")).collect().await;
         assert_eq!(ids(&again), ["2/7"]);
         // Kept a while for a client that missed it, then dropped.
-        let late: Vec<_> = polling.resume(&session, "0/7").unwrap().collect().await;
+        let late: Vec<_> = held(polling.resume(&session, "0/7")).collect().await;
         assert_eq!(ids(&late), ["1/7", "2/7"]);
+        assert_eq!(polling.held(), 1);
         tokio::time::sleep(KEPT_AFTER_END + Duration::from_secs(1)).await;
-        let (_tx, rx) = mpsc::channel(1);
-        let _next = polling.hold(session.clone(), ReceiverStream::new(rx));
-        let (tx, rx) = mpsc::channel(1);
-        let _other = polling.hold(session.clone(), ReceiverStream::new(rx));
-        tx.send(event(0, 8)).await.unwrap();
+        assert_eq!(polling.held(), 0, "the answered stream was dropped");
+        assert!(matches!(polling.resume(&session, "1/7"), Resumed::Unknown));
+        // The session's standalone stream (`INDEX` alone) is rmcp's.
+        assert!(matches!(polling.resume(&session, "3"), Resumed::NotOurs));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_does_not_read_has_its_stream_ended_and_a_closed_session_s_streams_go() {
+        let polling = Polling::new(Duration::from_secs(60));
+        let session: SessionId = "s".to_owned().into();
+        let (rmcp_tx, rmcp_rx) = mpsc::channel(8);
+        let first = polling.hold(session.clone(), ReceiverStream::new(rmcp_rx));
+        // Never read: once its channel is full, the connection is ended, and the events are kept.
+        for index in 0..=KEPT_EVENTS + 16 {
+            rmcp_tx.send(event(index, 5)).await.unwrap();
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(polling.held(), 1, "the ended stream was dropped");
-        assert!(polling.resume(&session, "1/7").is_none());
+        let got: Vec<_> = first.collect().await;
+        assert_eq!(got.len(), KEPT_EVENTS + 16, "what the channel held, then the end");
+        let rest: Vec<_> = held(polling.resume(&session, &format!("{}/5", KEPT_EVENTS + 15)))
+            .take(1)
+            .collect()
+            .await;
+        assert_eq!(ids(&rest), [format!("{}/5", KEPT_EVENTS + 16)]);
+        polling.forget(&session);
+        assert!(matches!(polling.resume(&session, "0/5"), Resumed::Unknown));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_holds_a_bounded_number_of_streams_its_oldest_answered_one_making_room() {
+        let polling = Polling::new(Duration::from_secs(60));
+        let session: SessionId = "s".to_owned().into();
+        let mut running = Vec::new();
+        for request in 0..MAX_HELD_PER_SESSION as u64 {
+            let (tx, rx) = mpsc::channel(1);
+            let _stream = polling.hold(session.clone(), ReceiverStream::new(rx));
+            tx.send(event(0, request)).await.unwrap();
+            running.push(tx);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(polling.held(), MAX_HELD_PER_SESSION);
+        // All running: one more is served without polling.
+        let (tx, rx) = mpsc::channel(1);
+        let _extra = polling.hold(session.clone(), ReceiverStream::new(rx));
+        tx.send(event(0, 1000)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(matches!(polling.resume(&session, "0/1000"), Resumed::Unknown));
+        // One answered: the next takes its place; another session is not limited by this one.
+        drop(running.remove(0));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let (tx, rx) = mpsc::channel(1);
+        let _next = polling.hold(session.clone(), ReceiverStream::new(rx));
+        tx.send(event(0, 2000)).await.unwrap();
+        let (other_tx, rx) = mpsc::channel(1);
+        let _other = polling.hold("t".to_owned().into(), ReceiverStream::new(rx));
+        other_tx.send(event(0, 0)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            matches!(polling.resume(&session, "0/0"), Resumed::Unknown),
+            "the answered one went"
+        );
+        assert!(matches!(polling.resume(&session, "0/2000"), Resumed::Held(_)));
+        assert!(matches!(
+            polling.resume(&"t".to_owned().into(), "0/0"),
+            Resumed::Held(_)
+        ));
     }
 
     #[tokio::test(start_paused = true)]
@@ -291,14 +461,48 @@ mod tests {
         let first = polling.hold(session.clone(), ReceiverStream::new(rmcp_rx));
         rmcp_tx.send(event(0, 3)).await.unwrap();
         assert_eq!(ids(&first.collect::<Vec<_>>().await), ["0/3"]);
-        let mut second = polling.resume(&session, "0/3").unwrap();
+        let mut second = held(polling.resume(&session, "0/3"));
         rmcp_tx.send(event(1, 3)).await.unwrap();
         assert_eq!(ids(&[second.next().await.unwrap()]), ["1/3"]);
         assert!(second.next().await.is_none(), "closed again after a second");
-        let third = polling.resume(&session, "1/3").unwrap();
+        let third = held(polling.resume(&session, "1/3"));
         rmcp_tx.send(event(2, 3)).await.unwrap();
         drop(rmcp_tx);
         assert_eq!(ids(&third.collect::<Vec<_>>().await), ["2/3"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn answered_records_beyond_the_byte_budget_go_oldest_first() {
+        let polling = Polling::new(Duration::from_secs(60));
+        let session: SessionId = "s".to_owned().into();
+        let big = "x".repeat(2 << 20);
+        let streams = 40u64;
+        for request in 0..streams {
+            let (tx, rx) = mpsc::channel(1);
+            let _stream = polling.hold(session.clone(), ReceiverStream::new(rx));
+            let answer = ServerJsonRpcMessage::response(
+                ServerResult::CallToolResult(rmcp::model::CallToolResult::success(vec![
+                    rmcp::model::ContentBlock::text(big.clone()),
+                ])),
+                rmcp::model::NumberOrString::Number(1),
+            );
+            let mut event = ServerSseMessage::from_message(answer);
+            event.event_id = Some(format!("0/{request}"));
+            tx.send(event).await.unwrap();
+            drop(tx);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let kept = polling.held() as u64;
+        assert!(
+            kept < streams && kept * 2 <= (KEPT_BYTES >> 20) as u64,
+            "{kept} kept"
+        );
+        // The newest are the ones kept.
+        assert!(matches!(polling.resume(&session, "0/0"), Resumed::Unknown));
+        assert!(matches!(
+            polling.resume(&session, &format!("0/{}", streams - 1)),
+            Resumed::Held(_)
+        ));
     }
 
     #[test]

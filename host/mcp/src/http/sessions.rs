@@ -18,7 +18,7 @@ use rmcp::transport::streamable_http_server::session::local::{
 };
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 
-use super::polling::Polling;
+use super::polling::{Polling, Resumed};
 
 /// Why a session could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -163,6 +163,9 @@ impl SessionManager for BoundedSessions {
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         lock(&self.table).remove(id);
+        if let Some(polling) = &self.polling {
+            polling.forget(id);
+        }
         Ok(self.local.close_session(id).await?)
     }
 
@@ -213,14 +216,21 @@ impl SessionManager for BoundedSessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.touch(id);
-        if let Some(held) = self
+        match self
             .polling
             .as_ref()
-            .and_then(|polling| polling.resume(id, &last_event_id))
+            .map(|polling| polling.resume(id, &last_event_id))
         {
-            return Ok(held.left_stream());
+            Some(Resumed::Held(held)) => Ok(held.left_stream()),
+            // Not held (past its time, or never): rmcp's resumption would take the stream from under its reader.
+            Some(Resumed::Unknown) => Ok(futures::stream::empty().left_stream().right_stream()),
+            Some(Resumed::NotOurs) | None => Ok(self
+                .local
+                .resume(id, last_event_id)
+                .await?
+                .right_stream()
+                .right_stream()),
         }
-        Ok(self.local.resume(id, last_event_id).await?.right_stream())
     }
 }
 

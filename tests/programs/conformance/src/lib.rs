@@ -67,11 +67,11 @@ pub const FIXTURES: [Fixture; 27] = [
         name: "test_custom_headers",
         description: "Echoes its arguments; `region` and `priority` are mirrored in Mcp-Param headers (MCP conformance fixture, SEP-2243).",
     },
-    // SEP-1699's polling: the call outlasts the server's `--poll-after 2`, so its stream is closed mid-call and the
+    // SEP-1699's polling: the call outlasts the server's `--poll-after 3`, so its stream is closed mid-call and the
     // client reconnects with `Last-Event-ID` for the answer.
     Fixture {
         name: "test_reconnection",
-        description: "Answers after 3 s, so a server run with --poll-after 2 closes its stream mid-call (MCP conformance fixture, SEP-1699).",
+        description: "Answers after 3.3 s, so a server run with --poll-after 3 ends its stream mid-call (MCP conformance fixture, SEP-1699).",
     },
     // Not the suite's: Toolwright's own tests of log levels and titles (its label differs from its name).
     Fixture {
@@ -295,7 +295,7 @@ impl Tool for Fixture {
         Ok(match self.name {
             "test_simple_text" => ToolResult::text("This is a simple text response for testing."),
             "test_reconnection" => {
-                std::thread::sleep(std::time::Duration::from_secs(3));
+                std::thread::sleep(std::time::Duration::from_millis(3300));
                 ToolResult::text("Reconnection test completed")
             }
             "test_image_content" => ToolResult {
