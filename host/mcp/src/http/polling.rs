@@ -41,6 +41,9 @@ pub(super) const KEPT_BYTES: usize = 64 << 20;
 /// How long an answered stream's record is kept for a client that reconnects late.
 pub(super) const KEPT_AFTER_END: Duration = Duration::from_secs(60);
 
+/// How long a client may take to read an event once its stream's channel is full, before the stream is ended.
+pub(super) const SLOW_CLIENT: Duration = Duration::from_secs(5);
+
 /// At most this many streams held.
 pub(super) const MAX_HELD: usize = 1024;
 
@@ -209,21 +212,35 @@ impl Polling {
                     key = Some(candidate);
                 }
             }
-            let mut state = lock(&held.state);
-            if key.is_some() {
-                // A big event may take the bytes past the budget: older answered records make room.
-                if state.keep(event.clone()) > 1 << 20 {
-                    drop(state);
-                    self.make_room(Some(&held));
-                    state = lock(&held.state);
-                }
+            // A big event may take the bytes past the budget: older answered records make room.
+            let kept = key.is_some().then(|| lock(&held.state).keep(event.clone()));
+            if kept.is_some_and(|size| size > 1 << 20) {
+                self.make_room(Some(&held));
             }
-            // A client that does not read has its stream ended: it reconnects for what it missed.
-            if let Some(live) = &state.live
-                && live.try_send(event).is_err()
-            {
-                state.live = None;
-                state.deadline = None;
+            let live = lock(&held.state).live.clone();
+            let Some(live) = live else { continue };
+            // A client slower than the events gets [`SLOW_CLIENT`] to take one; one that does not read has its
+            // stream ended: it reconnects for what it missed (and the session's other streams go on meanwhile).
+            let delivered = match live.try_send(event) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(event)) => {
+                    matches!(
+                        tokio::time::timeout(SLOW_CLIENT, live.send(event)).await,
+                        Ok(Ok(()))
+                    )
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            };
+            if !delivered {
+                let mut state = lock(&held.state);
+                if state
+                    .live
+                    .as_ref()
+                    .is_some_and(|current| current.same_channel(&live))
+                {
+                    state.live = None;
+                    state.deadline = None;
+                }
             }
         }
         {
@@ -397,11 +414,11 @@ mod tests {
         let session: SessionId = "s".to_owned().into();
         let (rmcp_tx, rmcp_rx) = mpsc::channel(8);
         let first = polling.hold(session.clone(), ReceiverStream::new(rmcp_rx));
-        // Never read: once its channel is full, the connection is ended, and the events are kept.
+        // Never read: once its channel is full, and a while after, the connection is ended; the events are kept.
         for index in 0..=KEPT_EVENTS + 16 {
             rmcp_tx.send(event(index, 5)).await.unwrap();
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(SLOW_CLIENT + Duration::from_secs(1)).await;
         let got: Vec<_> = first.collect().await;
         assert_eq!(got.len(), KEPT_EVENTS + 16, "what the channel held, then the end");
         let rest: Vec<_> = held(polling.resume(&session, &format!("{}/5", KEPT_EVENTS + 15)))
