@@ -444,7 +444,8 @@ export class Plugin {
 
   /** Offer the MCP resource `declaration.uri` (with `name`, and optionally `description`, `mimeType`, `title`):
    * `read(uri)` returns a string (text) or a `Uint8Array`; a throw is a failed read, its message the client's.
-   * `toolwright mcp` serves it (build with the world `tool-offers-plugin` and export `offers`). */
+   * `read(uri, ctx)` may ask the client that reads it, as a prompt's `fill` may. `toolwright mcp` serves it (build
+   * with the world `tool-offers-plugin` and export `offers`). */
   resource(declaration, read) {
     if (!declaration?.uri || !declaration.name) throw new Error("a resource needs a uri and a name");
     (this.resources ??= new Map()).set(declaration.uri, { declaration, read });
@@ -452,7 +453,7 @@ export class Plugin {
   }
 
   /** Offer every URI matching `declaration.uriTemplate` (RFC 6570: `{id}` one path segment, `{+path}` any text):
-   * `read(uri, variables)` returns a string, a `Uint8Array`, or nothing for no such resource. */
+   * `read(uri, variables, ctx)` returns a string, a `Uint8Array`, or nothing for no such resource. */
   resourceTemplate(declaration, read) {
     if (!declaration?.uriTemplate || !declaration.name) throw new Error("a template needs a uriTemplate and a name");
     (this.templates ??= []).push({ declaration, read, pattern: templatePattern(declaration.uriTemplate) });
@@ -471,14 +472,15 @@ export class Plugin {
   }
 
   /** Read an offered resource (the export, and unit tests): `{mimeType, contents}`, or `null` when nothing here
-   * has `uri`. */
-  readResource(uri) {
+   * has `uri`. `ctx`: what the reading function (its last argument: `read(uri, ctx)`, `read(uri, variables, ctx)`)
+   * may ask the client that reads it through, as a prompt's may. */
+  readResource(uri, ctx = null) {
     const offered = this.resources?.get(uri);
-    if (offered) return { mimeType: offered.declaration.mimeType, contents: offered.read(uri) };
+    if (offered) return { mimeType: offered.declaration.mimeType, contents: offered.read(uri, ctx) };
     for (const template of this.templates ?? []) {
       const match = template.pattern.exec(uri);
       if (!match) continue;
-      const contents = template.read(uri, { ...match.groups });
+      const contents = template.read(uri, { ...match.groups }, ctx);
       if (contents != null) return { mimeType: template.declaration.mimeType, contents };
     }
     return null;
@@ -495,8 +497,8 @@ export class Plugin {
     );
   }
 
-  /** The object to export as `offers` (world `tool-offers-plugin`); with the `host` import, prompts may ask the
-   * client that wants them. */
+  /** The object to export as `offers` (world `tool-offers-plugin`); with the `host` import, prompts and resource
+   * reads may ask the client that wants them. */
   offersExports({ host = null } = {}) {
     const plugin = this;
     const info = (d, uri) => ({
@@ -514,7 +516,8 @@ export class Plugin {
       readResource(uri) {
         let found;
         try {
-          found = plugin.readResource(uri);
+          const ctx = host ? new Context({ host, fs: null, cwd: () => host.cwd() }) : null;
+          found = plugin.readResource(uri, ctx);
         } catch (error) {
           throw failed(error);
         }

@@ -626,7 +626,8 @@ class Plugin:
 
     def resource(self, uri, name=None, description=None, mime_type=None, title=None):
         """Offer the decorated function `f(uri)` as the MCP resource `uri` (`toolwright mcp` serves it): it returns
-        `str` (text) or `bytes`; raising is a failed read, its message the client's."""
+        `str` (text) or `bytes`; raising is a failed read, its message the client's. A function `f(uri, ctx)` may
+        ask the client that reads it (`ctx.ask(form(...))`), as a prompt's may."""
 
         def declare(function):
             self.resources[uri] = _Offered(function, uri, name or function.__name__, description, mime_type, title)
@@ -660,16 +661,25 @@ class Plugin:
 
         return declare
 
-    def read_resource(self, uri):
+    def read_resource(self, uri, ctx=None):
         """Read an offered resource (the export, and unit tests): `(mime_type, str | bytes)`, or `None` when
-        nothing here has `uri`."""
+        nothing here has `uri`. A reading function with a `ctx` parameter gets `ctx`, to ask the client that reads
+        it through, as a prompt's may."""
+
+        def extra(function):
+            code = getattr(function, "__code__", None)
+            names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount] if code else ()
+            if "ctx" not in names:
+                return {}
+            return {"ctx": ctx if ctx is not None else Context.for_tests(os.getcwd())}
+
         offered = self.resources.get(uri)
         if offered is not None:
-            return offered.mime_type, offered.function(uri)
+            return offered.mime_type, offered.function(uri, **extra(offered.function))
         for template in self.templates:
             variables = _match_template(template.uri, uri)
             if variables is not None:
-                contents = template.function(uri, **variables)
+                contents = template.function(uri, **variables, **extra(template.function))
                 if contents is not None:
                     return template.mime_type, contents
         return None
@@ -718,8 +728,10 @@ class Plugin:
                 return [info(t) for t in plugin.templates]
 
             def read_resource(self, uri):
+                from wit_world.imports import host
+
                 try:
-                    found = plugin.read_resource(uri)
+                    found = plugin.read_resource(uri, Context(host))
                 except Exception as failure:  # noqa: BLE001 - a failed read is the client's to read
                     raise error(o.OfferError_Failed(f"{type(failure).__name__}: {failure}")) from None
                 if found is None:

@@ -589,10 +589,10 @@ fn ask_host(questions: &[crate::InputRequest]) -> Result<Vec<serde_json::Value>,
         .collect())
 }
 
-/// The client that asked for a prompt, inside the sandbox.
-struct GuestPromptClient;
+/// The client that asked for a prompt or read a resource, inside the sandbox.
+struct GuestOfferClient;
 
-impl crate::PromptClient for GuestPromptClient {
+impl crate::OfferClient for GuestOfferClient {
     fn ask(&self, questions: &[crate::InputRequest]) -> Result<Vec<serde_json::Value>, String> {
         ask_host(questions)
     }
@@ -801,7 +801,9 @@ impl<T: OffersPlugin> offers_exports::Guest for T {
     fn read_resource(
         uri: String,
     ) -> Result<Vec<offers_exports::ResourceContents>, offers_exports::OfferError> {
-        let parts = T::offers().read(&uri).map_err(offer_error_to_wit)?;
+        let parts = T::offers()
+            .read_asking(&uri, &GuestOfferClient)
+            .map_err(offer_error_to_wit)?;
         Ok(parts
             .into_iter()
             .map(|p| offers_exports::ResourceContents {
@@ -841,7 +843,7 @@ impl<T: OffersPlugin> offers_exports::Guest for T {
         arguments: Vec<(String, String)>,
     ) -> Result<offers_exports::PromptResult, offers_exports::OfferError> {
         let filled = T::offers()
-            .prompt_asking(&name, &arguments, &GuestPromptClient)
+            .prompt_asking(&name, &arguments, &GuestOfferClient)
             .map_err(offer_error_to_wit)?;
         Ok(offers_exports::PromptResult {
             description: filled.description,

@@ -68,8 +68,8 @@ pub use handler::{Handler, ToolCallDecision, ToolCallEvent, ToolResultChanges, T
 pub use loadout::{Loadout, LoadoutChanges, LoadoutTool};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
 pub use offers::{
-    Completing, Contents, FilledPrompt, NobodyToAsk, OfferError, Offers, Prompt, PromptArgument,
-    PromptClient, PromptMessage, Resource, ResourceContents,
+    Completing, Contents, FilledPrompt, NobodyToAsk, OfferClient, OfferError, Offers, Prompt, PromptArgument,
+    PromptMessage, Resource, ResourceContents,
 };
 pub use plugin::{Capability, CapabilityRequest, PluginMetadata};
 pub use result::ToolResult;

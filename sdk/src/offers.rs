@@ -263,11 +263,12 @@ pub enum Completing {
     ResourceTemplate,
 }
 
-/// The client that asked for a prompt, to ask back ([`Offers::prompt_asking`]): a form for the user, the client's
-/// model, its roots, as a tool asks through [`Ctx::ask`](crate::Ctx::ask). A 2026-07-28 client answers with its
-/// next `prompts/get`: the prompt is then filled in again from the start, and the same questions get their answers
-/// at once.
-pub trait PromptClient {
+/// The client that asked for a prompt or read a resource, to ask back ([`Offers::prompt_asking`],
+/// [`Offers::read_asking`]): a form for the user, the client's model, its roots, as a tool asks through
+/// [`Ctx::ask`](crate::Ctx::ask). A 2026-07-28 client answers with its next `prompts/get` or `resources/read`: the
+/// prompt is then filled in (the resource read) again from the start, and the same questions get their answers at
+/// once.
+pub trait OfferClient {
     /// Ask `questions`, answered in order; the error says why not (nobody to ask, a capability the client lacks,
     /// a refusal).
     fn ask(&self, questions: &[crate::InputRequest]) -> Result<Vec<Value>, String>;
@@ -276,11 +277,11 @@ pub trait PromptClient {
     fn answers(&self) -> Vec<String>;
 }
 
-/// A [`PromptClient`] with nobody behind it: every question is refused with [`crate::NO_CLIENT_TO_ASK`].
+/// An [`OfferClient`] with nobody behind it: every question is refused with [`crate::NO_CLIENT_TO_ASK`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NobodyToAsk;
 
-impl PromptClient for NobodyToAsk {
+impl OfferClient for NobodyToAsk {
     fn ask(&self, questions: &[crate::InputRequest]) -> Result<Vec<Value>, String> {
         let _ = questions;
         Err(crate::NO_CLIENT_TO_ASK.into())
@@ -309,6 +310,13 @@ pub trait Offers: Send + Sync {
         Err(OfferError::NotFound)
     }
 
+    /// Likewise, able to ask the client that reads it (`client`); what the host calls. Defaults to
+    /// [`Offers::read`]: implement this one instead to ask.
+    fn read_asking(&self, uri: &str, client: &dyn OfferClient) -> Result<Vec<ResourceContents>, OfferError> {
+        let _ = client;
+        self.read(uri)
+    }
+
     /// The prompts offered.
     fn prompts(&self) -> Vec<Prompt> {
         Vec::new()
@@ -326,7 +334,7 @@ pub trait Offers: Send + Sync {
         &self,
         name: &str,
         arguments: &[(String, String)],
-        client: &dyn PromptClient,
+        client: &dyn OfferClient,
     ) -> Result<FilledPrompt, OfferError> {
         let _ = client;
         self.prompt(name, arguments)

@@ -363,15 +363,17 @@ pub fn call_2026(url: &str, tool: &str, params: Value, capabilities: Value) -> (
     request_2026(url, "tools/call", tool, params, capabilities)
 }
 
-/// POST one 2026-07-28 request of `method` for `name` (a tool's, a prompt's) to `url` with `params` merged into its
-/// parameters, its `_meta` declaring `capabilities`: (the HTTP status, the JSON-RPC response).
+/// POST one 2026-07-28 request of `method` for `name` (a tool's, a prompt's; a resource's URI for
+/// `resources/read`) to `url` with `params` merged into its parameters, its `_meta` declaring `capabilities`: (the
+/// HTTP status, the JSON-RPC response).
 pub fn request_2026(url: &str, method: &str, name: &str, params: Value, capabilities: Value) -> (u16, Value) {
     let mut body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {
-    "name": name,
     "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": capabilities,
     }}});
+    let key = if method == "resources/read" { "uri" } else { "name" };
+    body["params"][key] = json!(name);
     for (key, value) in params.as_object().expect("params as an object") {
         body["params"][key] = value.clone();
     }

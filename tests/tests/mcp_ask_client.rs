@@ -464,3 +464,109 @@ fn a_plugin_s_prompt_asks_a_2026_request_in_input_required_rounds_bound_to_the_p
     assert_eq!(status, 400, "{undeclared}");
     assert_eq!(undeclared["error"]["code"], -32021, "{undeclared}");
 }
+
+/// The conformance plugin's resource whose read asks the client which variant it wants.
+const ASKING_RESOURCE: &str = "test://asking-resource";
+
+#[test]
+fn a_plugin_s_resource_read_asks_the_session_s_client_while_resources_read_waits() {
+    let mut session = Session::start(true, every_capability());
+    session
+        .server
+        .send(&json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+        "params": {"uri": ASKING_RESOURCE}}));
+    let asked = &mut session.asked;
+    let message = session.server.response_answering(1, &mut |method, params| {
+        asked.push((method.to_owned(), params.clone()));
+        json!({"action": "accept", "content": {"variant": "short"}})
+    });
+    assert_eq!(
+        message["result"]["contents"][0]["text"], "the short variant",
+        "{message}"
+    );
+    assert_eq!(session.asked.len(), 1, "{:?}", session.asked);
+    assert_eq!(
+        session.asked[0].1["message"],
+        format!("The plugin {PLUGIN} asks: Which variant?")
+    );
+    let reads: Vec<Value> = session
+        .audit()
+        .into_iter()
+        .filter(|r| r["tool"] == "resources/read")
+        .collect();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert_eq!(reads[0]["outcome"], "ok", "{reads:?}");
+    // A client that cannot answer forms is not sent one: the resource is not read, and says why.
+    let mut mute = Session::start(true, json!({}));
+    mute.server
+        .send(&json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+        "params": {"uri": ASKING_RESOURCE}}));
+    let message = mute
+        .server
+        .response_answering(2, &mut |method, _| panic!("asked {method}"));
+    assert_eq!(message["error"]["code"], -32603, "{message}");
+    // Nobody to ask: a subscription to it is refused.
+    mute.server.send(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe",
+        "params": {"uri": ASKING_RESOURCE}}),
+    );
+    let message = mute
+        .server
+        .response_answering(3, &mut |method, _| panic!("asked {method}"));
+    assert!(message["error"].is_object(), "{message}");
+}
+
+#[test]
+fn a_plugin_s_resource_read_asks_a_2026_request_in_input_required_rounds_bound_to_the_uri() {
+    let (server, _dirs) = http_server();
+    let all = every_capability();
+    let read = |uri: &str, params: Value, capabilities: Value| {
+        request_2026(&server.url, "resources/read", uri, params, capabilities)
+    };
+    let (status, first) = read(ASKING_RESOURCE, json!({}), all.clone());
+    assert_eq!(status, 200, "{first}");
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    assert_eq!(
+        result["inputRequests"]["variant"]["method"], "elicitation/create",
+        "{first}"
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let answer = json!({"variant": {"action": "accept", "content": {"variant": "long"}}});
+    let (_, second) = read(
+        ASKING_RESOURCE,
+        json!({"requestState": state, "inputResponses": answer}),
+        all.clone(),
+    );
+    assert_eq!(
+        second["result"]["contents"][0]["text"], "the long variant",
+        "{second}"
+    );
+    // The state is the read's of that URI: refused for another URI and for a prompt; a prompt's refused here.
+    let (_, elsewhere) = read(
+        "test://static-text",
+        json!({"requestState": state, "inputResponses": answer}),
+        all.clone(),
+    );
+    assert_eq!(elsewhere["error"]["code"], -32602, "{elsewhere}");
+    let (_, as_prompt) = request_2026(
+        &server.url,
+        "prompts/get",
+        ASKING_PROMPT,
+        json!({"requestState": state, "inputResponses": answer}),
+        all.clone(),
+    );
+    assert_eq!(as_prompt["error"]["code"], -32602, "{as_prompt}");
+    let (_, asked) = request_2026(&server.url, "prompts/get", ASKING_PROMPT, json!({}), all.clone());
+    let prompt_state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    let (_, replayed) = read(
+        ASKING_RESOURCE,
+        json!({"requestState": prompt_state, "inputResponses": answer}),
+        all.clone(),
+    );
+    assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+    // No forms declared: the missing capability, not a question.
+    let (status, undeclared) = read(ASKING_RESOURCE, json!({}), json!({}));
+    assert_eq!(status, 400, "{undeclared}");
+    assert_eq!(undeclared["error"]["code"], -32021, "{undeclared}");
+}

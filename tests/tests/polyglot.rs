@@ -1122,6 +1122,11 @@ def day(uri, date):
         raise ValueError("no such day")
     return f"note of {date}"
 
+@plugin.resource_template("py://why/{topic}")
+def why_about(uri, topic, ctx):
+    answer, = ctx.ask(form("why", "Why?", {"type": "object", "properties": {"why": {"type": "string"}}}))
+    return f"{topic}: because {answer['content']['why']}"
+
 @plugin.prompt(description="Summarise a topic.", arguments=[("topic", "what to summarise", True)])
 def summarise(args):
     return [f"Summarise {args['topic']}.", {"role": "assistant", "content": {"type": "text", "text": "Sure."}}]
@@ -1149,6 +1154,10 @@ plugin.resource({ uri: "js://pixel", name: "pixel", mimeType: "image/png" }, () 
 plugin.resourceTemplate({ uriTemplate: "js://day/{date}", name: "day" }, (uri, { date }) => {
   if (date === "never") throw new Error("no such day");
   return `note of ${date}`;
+});
+plugin.resourceTemplate({ uriTemplate: "js://why/{topic}", name: "why" }, (uri, { topic }, ctx) => {
+  const [answer] = ctx.ask(form("why", "Why?", { type: "object", properties: { why: { type: "string" } } }));
+  return `${topic}: because ${answer.content.why}`;
 });
 plugin.prompt(
   { name: "summarise_js", description: "Summarise a topic.", arguments: [{ name: "topic", required: true }] },
@@ -1314,6 +1323,23 @@ fn python_and_javascript_plugins_offer_resources_and_prompts() {
         assert_eq!(
             second["result"]["messages"][0]["content"]["text"], "Because testing.",
             "{prompt}: {second}"
+        );
+    }
+    // A resource read that asks the client (a template's, with its variables), likewise.
+    for uri in ["py://why/wasm", "js://why/wasm"] {
+        let (_, first) =
+            toolwright_tests::mcp::request_2026(&http.url, "resources/read", uri, json!({}), forms.clone());
+        let result = &first["result"];
+        assert_eq!(result["resultType"], "input_required", "{uri}: {first}");
+        let retry = json!({
+            "requestState": result["requestState"],
+            "inputResponses": {"why": {"action": "accept", "content": {"why": "it is fast"}}},
+        });
+        let (_, second) =
+            toolwright_tests::mcp::request_2026(&http.url, "resources/read", uri, retry, forms.clone());
+        assert_eq!(
+            second["result"]["contents"][0]["text"], "wasm: because it is fast",
+            "{uri}: {second}"
         );
     }
 }

@@ -215,6 +215,14 @@ impl List {
     }
 }
 
+/// How an offer's plugin asks its client: the request's round (2026-07-28), the id the client is registered
+/// under at the plugins' desk (none without a desk), and the registration, kept while the plugin runs.
+type OfferClient = (
+    Option<Arc<input::RoundInput>>,
+    Option<String>,
+    Option<toolwright_core::client::Opened>,
+);
+
 /// Watching the plugin directories while serving: every `interval` (or at once when a call needs it), ask
 /// `reload` (on a blocking thread) for the plugins' tools.
 pub struct Watch {
@@ -1316,6 +1324,37 @@ impl McpServer {
         *served = Arc::new(changed);
     }
 
+    /// How an offer's plugin asks the client of the request bound to `bound` (a prompt's, a resource's read) with
+    /// `arguments`, as a tool's call asks: a session's client at once, a 2026-07-28 request's in rounds (the
+    /// answers so far from its request state and input responses).
+    fn offer_client(
+        &self,
+        context: &RequestContext<RoleServer>,
+        bound: &str,
+        arguments: &Value,
+        state: Option<&str>,
+        responses: Option<&rmcp::model::InputResponses>,
+    ) -> Result<OfferClient, ErrorData> {
+        let round = match revision_of(context) {
+            Revision::AnyValue => {
+                let known = self.inner.rounds.known(bound, arguments, state, responses)?;
+                let declared = context.client_capabilities().unwrap_or_default();
+                Some(Arc::new(input::RoundInput::new(declared, known)))
+            }
+            _ => None,
+        };
+        let input: Arc<dyn toolwright_core::client::ClientInput> = match &round {
+            Some(round) => round.clone(),
+            None => Arc::new(input::SessionInput {
+                peer: context.peer.clone(),
+            }),
+        };
+        let id = format!("{}-offer", self.call_id());
+        let opened = self.inner.desk.get().map(|desk| desk.open(&id, input));
+        let client = self.inner.desk.get().map(|_| id);
+        Ok((round, client, opened))
+    }
+
     /// What is served besides the tools now.
     fn served_now(&self) -> Arc<resources::Served> {
         self.inner
@@ -1402,22 +1441,6 @@ impl McpServer {
             error,
         };
         audit.record(&record);
-    }
-
-    /// `method` of `target` on what is served (`wanted` says whether it is), off the async threads, then written to
-    /// the audit log ([`McpServer::audit_access`]) whatever came of it.
-    async fn audited(
-        &self,
-        method: &str,
-        wanted: impl Fn(&resources::Served) -> bool,
-        target: &str,
-        work: impl FnOnce(&resources::Served) -> Result<Value, ErrorData> + Send + 'static,
-    ) -> Result<Value, ErrorData> {
-        let served = self.served(method, wanted)?;
-        let started = std::time::SystemTime::now();
-        let done = Self::blocking(served, &format!("answer {method}"), work).await?;
-        self.audit_access(method, target, started, done.as_ref().map(|_| ()));
-        done
     }
 
     /// Run `work` on what is served, off the async threads.
@@ -1744,22 +1767,41 @@ impl ServerHandler for McpServer {
         )
     }
 
+    /// `resources/read`: a workspace file, or a plugin's resource, whose plugin may ask the client that reads it
+    /// as a prompt's does ([`get_prompt`](ServerHandler::get_prompt)): the state of a 2026-07-28 request's rounds
+    /// is bound to `resources/read URI`.
     async fn read_resource(
         &self,
         request: rmcp::model::ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
         let uri = request.uri.clone();
-        let read = self
-            .audited(
-                "resources/read",
-                resources::Served::has_resources,
-                &uri,
-                move |s| s.read(&request.uri),
-            )
-            .await?;
+        let revision = revision_of(&context);
+        let bound = format!("resources/read {uri}");
+        let (round, client, _asking) = self.offer_client(
+            &context,
+            &bound,
+            &Value::Null,
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+        )?;
+        let served = self.served("resources/read", resources::Served::has_resources)?;
+        let started = std::time::SystemTime::now();
+        let read = Self::blocking(served, "answer resources/read", move |s| {
+            s.read(&request.uri, client.as_deref())
+        })
+        .await?;
+        if let Some(stopped) = round
+            .as_deref()
+            .and_then(|round| self.stopped_round(round, &bound, &Value::Null))
+        {
+            let why = "stopped: the resource's plugin asked its client (input_required); it is read again with the answers";
+            self.audit_access_as("resources/read", &uri, started, true, Some(why.to_owned()));
+            return stopped.map(rmcp::model::ReadResourceResponse::from);
+        }
+        self.audit_access("resources/read", &uri, started, read.as_ref().map(|_| ()));
         let result: rmcp::model::ReadResourceResult =
-            from_json(fresh_for(revision_of(&context), read), "read the resource")?;
+            from_json(fresh_for(revision, read?), "read the resource")?;
         Ok(result.into())
     }
 
@@ -1785,29 +1827,13 @@ impl ServerHandler for McpServer {
         let revision = revision_of(&context);
         let bound = format!("prompts/get {name}");
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let round = match revision {
-            Revision::AnyValue => {
-                let known = self.inner.rounds.known(
-                    &bound,
-                    &arguments,
-                    request.request_state.as_deref(),
-                    request.input_responses.as_ref(),
-                )?;
-                let declared = context.client_capabilities().unwrap_or_default();
-                Some(Arc::new(input::RoundInput::new(declared, known)))
-            }
-            _ => None,
-        };
-        let input: Arc<dyn toolwright_core::client::ClientInput> = match &round {
-            Some(round) => round.clone(),
-            None => Arc::new(input::SessionInput {
-                peer: context.peer.clone(),
-            }),
-        };
-        // The prompt's client is registered at the plugins' desk for as long as the prompt is filled in.
-        let id = format!("{}-prompt", self.call_id());
-        let _asking = self.inner.desk.get().map(|desk| desk.open(&id, input));
-        let client = self.inner.desk.get().map(|_| id);
+        let (round, client, _asking) = self.offer_client(
+            &context,
+            &bound,
+            &arguments,
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+        )?;
         let served = self.served("prompts/get", resources::Served::has_prompts)?;
         let started = std::time::SystemTime::now();
         let filled = Self::blocking(served, "answer prompts/get", move |s| {

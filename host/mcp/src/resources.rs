@@ -33,7 +33,8 @@ pub trait Offerings: Send + Sync {
     /// Every offered resource template, likewise.
     fn list_resource_templates(&self) -> Vec<Value>;
     /// The contents of the resource at `uri` from the first offerer that has it; `None` when none has.
-    fn read_resource(&self, uri: &str) -> Result<Option<Vec<Value>>, String>;
+    /// `client`: as for [`Offerings::get_prompt`], the client that wants it, for the offerer to ask.
+    fn read_resource(&self, uri: &str, client: Option<&str>) -> Result<Option<Vec<Value>>, String>;
     /// Every offered prompt, the first of each name.
     fn list_prompts(&self) -> Vec<Value>;
     /// The prompt `name` (of the offerer that lists it first) filled in with `arguments`, refused before it is
@@ -133,8 +134,9 @@ impl Served {
         json!({ "resourceTemplates": all })
     }
 
-    /// `resources/read` of `uri`: a `file:` URI is the workspace's, any other the plugins'.
-    pub fn read(&self, uri: &str) -> Result<Value, ErrorData> {
+    /// `resources/read` of `uri`: a `file:` URI is the workspace's, any other the plugins'. `client`: as for
+    /// [`Offerings::get_prompt`], the client that wants it, for a plugin to ask.
+    pub fn read(&self, uri: &str, client: Option<&str>) -> Result<Value, ErrorData> {
         let is_file = uri.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("file:"));
         if is_file {
             return match &self.workspace {
@@ -142,7 +144,7 @@ impl Served {
                 None => Err(not_found(uri, "this server offers no files")),
             };
         }
-        match self.offerings.as_ref().map(|o| o.read_resource(uri)) {
+        match self.offerings.as_ref().map(|o| o.read_resource(uri, client)) {
             Some(Ok(Some(contents))) => Ok(json!({ "contents": contents })),
             Some(Err(error)) => Err(ErrorData::internal_error(
                 format!("Resource not read: {error}"),
@@ -163,7 +165,9 @@ impl Served {
                 None => Err(not_found(uri, "this server offers no files")),
             };
         }
-        self.read(uri).map(|_| crate::subscriptions::Watched::Plugins)
+        // Nobody to ask: a resource that asks its reader cannot be watched.
+        self.read(uri, None)
+            .map(|_| crate::subscriptions::Watched::Plugins)
     }
 
     /// What a subscription to `uri` watches, `uri` having been found readable a moment ago (a listen stream's

@@ -69,10 +69,18 @@ impl Plugin {
     }
 
     /// The contents of the resource at `uri` in MCP's shape; `None` when the plugin has no such resource.
-    pub fn read_resource(&self, grants: &WasmGrants, uri: &str) -> Result<Option<Vec<Value>>, String> {
-        let read = self.enter(grants, "read-resource", |guest, store| {
-            guest.call_read_resource(store, uri)
-        })?;
+    /// `client`: as for [`get_prompt`](Self::get_prompt), the client that wants it, for the plugin to ask.
+    pub fn read_resource(
+        &self,
+        grants: &WasmGrants,
+        uri: &str,
+        client: Option<&str>,
+    ) -> Result<Option<Vec<Value>>, String> {
+        let entry = Entry {
+            client: asking(grants, client),
+            ..Entry::bare("read-resource")
+        };
+        let read = self.enter_with(grants, entry, |guest, store| guest.call_read_resource(store, uri))?;
         let parts = match read {
             Ok(parts) => parts,
             Err(wit::OfferError::NotFound) => return Ok(None),
@@ -159,15 +167,8 @@ impl Plugin {
         arguments: &[(String, String)],
         client: Option<&str>,
     ) -> Result<Option<Value>, String> {
-        let client = client.and_then(|id| {
-            grants.client.clone().map(|desk| crate::state::CallClient {
-                desk,
-                call_id: id.to_owned(),
-                sampling: grants.sampling,
-            })
-        });
         let entry = Entry {
-            client,
+            client: asking(grants, client),
             ..Entry::bare("get-prompt")
         };
         let got = self.enter_with(grants, entry, |guest, store| {
@@ -292,6 +293,16 @@ fn part_of(read: &str, part: &str) -> bool {
 }
 
 /// A list longer than [`MAX_ENTRIES`] is refused whole.
+/// The client registered under `id` at the grants' desk, for an offer's plugin to ask; none: nobody to ask.
+fn asking(grants: &WasmGrants, id: Option<&str>) -> Option<crate::state::CallClient> {
+    let id = id?;
+    grants.client.clone().map(|desk| crate::state::CallClient {
+        desk,
+        call_id: id.to_owned(),
+        sampling: grants.sampling,
+    })
+}
+
 fn bounded<T>(list: &[T], export: &str) -> Result<(), String> {
     if list.len() > MAX_ENTRIES {
         return Err(format!(

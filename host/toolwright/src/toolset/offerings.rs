@@ -82,9 +82,9 @@ impl Offerings for PluginOfferings {
         })
     }
 
-    fn read_resource(&self, uri: &str) -> Result<Option<Vec<Value>>, String> {
+    fn read_resource(&self, uri: &str, client: Option<&str>) -> Result<Option<Vec<Value>>, String> {
         for (plugin, grants) in self.offering() {
-            match plugin.read_resource(&grants, uri) {
+            match plugin.read_resource(&grants, uri, client) {
                 Ok(None) => continue,
                 Ok(Some(contents)) => return Ok(Some(contents)),
                 Err(error) => return Err(format!("the plugin {} failed: {error}", plugin.metadata.name)),

@@ -552,7 +552,29 @@ impl Offers for ConformanceOffers {
             Resource::new("test://watched-resource", "watched-resource")
                 .with_description("A resource to subscribe to (MCP conformance fixture)")
                 .with_mime_type("text/plain"),
+            // Not the suite's: a read that asks its reader (SEP-2322's `input_required` for `resources/read`).
+            Resource::new("test://asking-resource", "asking-resource")
+                .with_description("A resource whose read asks the client which variant to give")
+                .with_mime_type("text/plain"),
         ]
+    }
+
+    /// `test://asking-resource` asks the client which variant it wants (a form for `variant`); the others are read
+    /// at once.
+    fn read_asking(
+        &self,
+        uri: &str,
+        client: &dyn toolwright_sdk::OfferClient,
+    ) -> Result<Vec<ResourceContents>, OfferError> {
+        if uri != "test://asking-resource" {
+            return self.read(uri);
+        }
+        let question = form("variant", "Which variant?", "variant", "string");
+        let answers = client.ask(&[question]).map_err(OfferError::Failed)?;
+        let variant = field(&answers[0], "variant");
+        Ok(vec![
+            ResourceContents::text(uri, format!("the {variant} variant")).with_mime_type("text/plain"),
+        ])
     }
 
     fn resource_templates(&self) -> Vec<Resource> {
@@ -614,7 +636,7 @@ impl Offers for ConformanceOffers {
         &self,
         name: &str,
         arguments: &[(String, String)],
-        client: &dyn toolwright_sdk::PromptClient,
+        client: &dyn toolwright_sdk::OfferClient,
     ) -> Result<FilledPrompt, OfferError> {
         if name != "test_input_required_result_prompt" {
             return self.prompt(name, arguments);
