@@ -4,6 +4,8 @@
 //! - **stdio**: one client (stdio has one) keeping 8 calls in flight.
 //! - **HTTP, 2025-11-25**: 8 clients, each with its own session and keep-alive connection, 125 calls each.
 //! - **HTTP, 2026-07-28**: 8 stateless clients (no session; the revision travels with every request).
+//! - **HTTP, 2025-11-25 with `--poll-after`**: as the sessions above, on a server that reads every request's
+//!   stream itself to end it after the bound (none lasts it here): the cost of polling.
 //!
 //! Each transport is timed 5 times; the median, min and max wall time of the 1000 calls are printed.
 //!
@@ -269,19 +271,25 @@ fn main() {
         workspace.path().to_str().unwrap(),
     ];
     let server = HttpServer::start(binary, &args);
+    // The same with polling on (every session stream read by the server itself); no call lasts the bound.
+    let polling_args: Vec<&str> = args.iter().copied().chain(["--poll-after", "60"]).collect();
+    let polling = HttpServer::start(binary, &polling_args);
     // Warm up each path once.
     stdio_round(workspace.path());
     http_round(&server.url, false);
     http_round(&server.url, true);
-    let (mut stdio, mut legacy, mut modern) = (Vec::new(), Vec::new(), Vec::new());
+    http_round(&polling.url, false);
+    let (mut stdio, mut legacy, mut modern, mut polled) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Interleaved, so drift on this machine touches every transport alike.
     for _ in 0..ROUNDS {
         stdio.push(stdio_round(workspace.path()));
         legacy.push(http_round(&server.url, false));
         modern.push(http_round(&server.url, true));
+        polled.push(http_round(&polling.url, false));
     }
     println!("{CALLS} `read` calls of a 6-byte file, {CLIENTS} concurrent clients, {ROUNDS} rounds:");
     report("stdio (8 in flight)", stdio);
     report("HTTP 2025-11-25 (sessions)", legacy);
     report("HTTP 2026-07-28 (stateless)", modern);
+    report("HTTP 2025-11-25, --poll-after", polled);
 }

@@ -183,6 +183,8 @@ impl Polling {
         let mut stream = std::pin::pin!(stream);
         let mut key = None;
         let mut tried = false;
+        // Whether the last event went to a connection (so the answer, when the stream ends).
+        let mut delivered_last = false;
         loop {
             let deadline = lock(&held.state).deadline;
             let event = tokio::select! {
@@ -217,6 +219,7 @@ impl Polling {
             if kept.is_some_and(|size| size > 1 << 20) {
                 self.make_room(Some(&held));
             }
+            delivered_last = false;
             let live = lock(&held.state).live.clone();
             let Some(live) = live else { continue };
             // A client slower than the events gets [`SLOW_CLIENT`] to take one; one that does not read has its
@@ -231,6 +234,7 @@ impl Polling {
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => false,
             };
+            delivered_last = delivered;
             if !delivered {
                 let mut state = lock(&held.state);
                 if state
@@ -250,11 +254,22 @@ impl Polling {
             state.deadline = None;
         }
         let Some(key) = key else { return };
+        // An answer that went to the client's connection needs no record (as rmcp's own streams: a stream is
+        // forgotten once answered); one that came while the client was away is kept for its reconnection.
+        if delivered_last {
+            self.forget_stream(&key, &held);
+            return;
+        }
         self.make_room(None);
         tokio::time::sleep(KEPT_AFTER_END).await;
+        self.forget_stream(&key, &held);
+    }
+
+    /// Drops the record of `key` if it is still `held`'s.
+    fn forget_stream(&self, key: &Key, held: &Arc<Held>) {
         let mut streams = lock(&self.held);
-        if streams.get(&key).is_some_and(|kept| Arc::ptr_eq(kept, &held)) {
-            streams.remove(&key);
+        if streams.get(key).is_some_and(|kept| Arc::ptr_eq(kept, held)) {
+            streams.remove(key);
         }
     }
 
@@ -489,6 +504,21 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn an_answer_that_reached_the_client_s_connection_leaves_no_record() {
+        let polling = Polling::new(Duration::from_secs(60));
+        let session: SessionId = "s".to_owned().into();
+        let (tx, rx) = mpsc::channel(1);
+        let stream = polling.hold(session.clone(), ReceiverStream::new(rx));
+        tx.send(event(0, 1)).await.unwrap();
+        tx.send(event(1, 1)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(polling.held(), 1, "held while it runs");
+        drop(tx);
+        assert_eq!(ids(&stream.collect::<Vec<_>>().await), ["0/1", "1/1"]);
+        assert_eq!(polling.held(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn answered_records_beyond_the_byte_budget_go_oldest_first() {
         let polling = Polling::new(Duration::from_secs(60));
         let session: SessionId = "s".to_owned().into();
@@ -496,7 +526,8 @@ mod tests {
         let streams = 40u64;
         for request in 0..streams {
             let (tx, rx) = mpsc::channel(1);
-            let _stream = polling.hold(session.clone(), ReceiverStream::new(rx));
+            // The client is away when the answer comes: it is kept.
+            drop(polling.hold(session.clone(), ReceiverStream::new(rx)));
             let answer = ServerJsonRpcMessage::response(
                 ServerResult::CallToolResult(rmcp::model::CallToolResult::success(vec![
                     rmcp::model::ContentBlock::text(big.clone()),
