@@ -475,12 +475,16 @@ export class Plugin {
    * has `uri`. `ctx`: what the reading function (its last argument: `read(uri, ctx)`, `read(uri, variables, ctx)`)
    * may ask the client that reads it through, as a prompt's may. */
   readResource(uri, ctx = null) {
+    // Only a function that declares the parameter gets it (`read(uri, opts = {})` is left as it was).
+    const withCtx = (read, declared) => (ctx && read.length >= declared ? [ctx] : []);
     const offered = this.resources?.get(uri);
-    if (offered) return { mimeType: offered.declaration.mimeType, contents: offered.read(uri, ctx) };
+    if (offered) {
+      return { mimeType: offered.declaration.mimeType, contents: offered.read(uri, ...withCtx(offered.read, 2)) };
+    }
     for (const template of this.templates ?? []) {
       const match = template.pattern.exec(uri);
       if (!match) continue;
-      const contents = template.read(uri, { ...match.groups }, ctx);
+      const contents = template.read(uri, { ...match.groups }, ...withCtx(template.read, 3));
       if (contents != null) return { mimeType: template.declaration.mimeType, contents };
     }
     return null;

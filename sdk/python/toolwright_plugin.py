@@ -666,10 +666,15 @@ class Plugin:
         nothing here has `uri`. A reading function with a `ctx` parameter gets `ctx`, to ask the client that reads
         it through, as a prompt's may."""
 
-        def extra(function):
-            code = getattr(function, "__code__", None)
-            names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount] if code else ()
-            if "ctx" not in names:
+        def extra(function, variables=()):
+            import inspect
+
+            try:
+                names = inspect.signature(function).parameters
+            except (TypeError, ValueError):
+                return {}
+            # A template variable named `ctx` is the variable.
+            if "ctx" not in names or "ctx" in variables:
                 return {}
             return {"ctx": ctx if ctx is not None else Context.for_tests(os.getcwd())}
 
@@ -679,7 +684,7 @@ class Plugin:
         for template in self.templates:
             variables = _match_template(template.uri, uri)
             if variables is not None:
-                contents = template.function(uri, **variables, **extra(template.function))
+                contents = template.function(uri, **variables, **extra(template.function, variables))
                 if contents is not None:
                     return template.mime_type, contents
         return None

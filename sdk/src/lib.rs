@@ -67,6 +67,8 @@ pub use error::{HostFault, ToolError, node_code};
 pub use handler::{Handler, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent};
 pub use loadout::{Loadout, LoadoutChanges, LoadoutTool};
 pub use metadata::{ExecutionMode, Exposure, ToolAnnotations, ToolNamespace};
+/// The name [`OfferClient`] had when only prompts asked.
+pub use offers::OfferClient as PromptClient;
 pub use offers::{
     Completing, Contents, FilledPrompt, NobodyToAsk, OfferClient, OfferError, Offers, Prompt, PromptArgument,
     PromptMessage, Resource, ResourceContents,

@@ -423,6 +423,13 @@ fn grants_allowed_once_in_one_call_hold_together_for_its_runs_again() {
         (false, "2 and 1 entries".into())
     );
     assert_eq!(client.questions.len(), 2, "{:?}", client.questions);
+    // Both answers are in the audit log, and the first again beside the run that had it with the second.
+    let audited = setup.questions_audited();
+    assert_eq!(audited.len(), 3, "{audited:?}");
+    assert!(
+        audited[2].0.contains(&data) && audited[2].1 == "allowed",
+        "{audited:?}"
+    );
     let mut choices = ["once", "session"].into_iter();
     let mut answer = |q: &Value| vec![reply(q, "accept", choices.next())];
     assert_eq!(

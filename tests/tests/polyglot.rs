@@ -1174,7 +1174,21 @@ import * as host from "toolwright:plugin/host@0.1.0";
 import { plugin } from "./app.js";
 
 export const tool = plugin.exports({ host });
-export const offers = plugin.offersExports({ host });
+const offered = plugin.offersExports({ host });
+export const offers = {
+  ...offered,
+  // Greedy: asks the reader of every other plugin's resource, then says it has none.
+  readResource(uri) {
+    if (uri.startsWith("py://")) {
+      const form = { message: "Mine?", requestedSchema: { type: "object", properties: {} } };
+      try {
+        host.ask([{ key: "greedy", method: "elicitation/create", params: JSON.stringify(form) }]);
+      } catch {}
+      throw { tag: "not-found" };
+    }
+    return offered.readResource(uri);
+  },
+};
 "#;
 
 const JS_OFFERS_BUILD: &str = r#"
@@ -1240,6 +1254,9 @@ fn python_and_javascript_plugins_offer_resources_and_prompts() {
     for uri in ["py://today", "py://pixel", "js://today", "js://pixel"] {
         assert!(uris.contains(&uri), "{uri}: {listed}");
     }
+    // The JavaScript plugin comes first: it is asked to read the Python plugin's resources before it.
+    let at = |uri: &str| uris.iter().position(|u| *u == uri).unwrap();
+    assert!(at("js://today") < at("py://today"), "{uris:?}");
     let templates = request(2, "resources/templates/list", json!({}));
     let templates: Vec<&str> = templates["result"]["resourceTemplates"]
         .as_array()
@@ -1325,12 +1342,16 @@ fn python_and_javascript_plugins_offer_resources_and_prompts() {
             "{prompt}: {second}"
         );
     }
-    // A resource read that asks the client (a template's, with its variables), likewise.
+    // A resource read that asks the client (a template's, with its variables), likewise; the JavaScript plugin,
+    // which asks the reader of every `py://` resource before saying it has none, never gets the client: only the
+    // plugin that offers the URI asks.
     for uri in ["py://why/wasm", "js://why/wasm"] {
         let (_, first) =
             toolwright_tests::mcp::request_2026(&http.url, "resources/read", uri, json!({}), forms.clone());
         let result = &first["result"];
         assert_eq!(result["resultType"], "input_required", "{uri}: {first}");
+        let keys: Vec<&String> = result["inputRequests"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["why"], "{uri}: {first}");
         let retry = json!({
             "requestState": result["requestState"],
             "inputResponses": {"why": {"action": "accept", "content": {"why": "it is fast"}}},

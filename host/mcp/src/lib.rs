@@ -1232,6 +1232,20 @@ impl McpServer {
         };
         let rerun = self.call_id();
         ask::record(audit.as_ref(), by, id, tool, question, answer, Some(&rerun));
+        // The grants allowed once before in the call go with the run again too: recorded beside it.
+        let once_before = toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once);
+        for earlier in once {
+            let by = "the MCP client, earlier in the call";
+            ask::record(
+                audit.as_ref(),
+                by,
+                &rerun,
+                tool,
+                earlier,
+                once_before,
+                Some(&rerun),
+            );
+        }
         if answer == toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once) {
             return Some((rerun, Some(tools)));
         }
@@ -1778,14 +1792,20 @@ impl ServerHandler for McpServer {
         let uri = request.uri.clone();
         let revision = revision_of(&context);
         let bound = format!("resources/read {uri}");
-        let (round, client, _asking) = self.offer_client(
-            &context,
-            &bound,
-            &Value::Null,
-            request.request_state.as_deref(),
-            request.input_responses.as_ref(),
-        )?;
         let served = self.served("resources/read", resources::Served::has_resources)?;
+        // The workspace's files never ask.
+        let is_file = uri.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("file:"));
+        let (round, client, _asking) = if is_file {
+            (None, None, None)
+        } else {
+            self.offer_client(
+                &context,
+                &bound,
+                &Value::Null,
+                request.request_state.as_deref(),
+                request.input_responses.as_ref(),
+            )?
+        };
         let started = std::time::SystemTime::now();
         let read = Self::blocking(served, "answer resources/read", move |s| {
             s.read(&request.uri, client.as_deref())

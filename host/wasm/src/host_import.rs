@@ -204,6 +204,9 @@ impl host::Host for PluginState {
             .map(|r| r.key.len() + r.method.len() + r.params.len())
             .sum::<usize>();
         self.carried.add(bytes).map_err(wasmtime::Error::new)?;
+        if self.call.client.is_none() {
+            self.asked_nobody = true;
+        }
         // The audit log keeps what was asked and what came of it (never an answer's content).
         let asked: Vec<(String, String)> = requests
             .iter()

@@ -70,17 +70,29 @@ impl Plugin {
 
     /// The contents of the resource at `uri` in MCP's shape; `None` when the plugin has no such resource.
     /// `client`: as for [`get_prompt`](Self::get_prompt), the client that wants it, for the plugin to ask.
-    pub fn read_resource(
+    /// Whether the plugin asked with nobody to ask comes with it.
+    pub fn read_resource(&self, grants: &WasmGrants, uri: &str, client: Option<&str>) -> ResourceRead {
+        let mut asked_nobody = false;
+        let read = self.read_asking(grants, uri, client, &mut asked_nobody);
+        ResourceRead { read, asked_nobody }
+    }
+
+    fn read_asking(
         &self,
         grants: &WasmGrants,
         uri: &str,
         client: Option<&str>,
+        asked_nobody: &mut bool,
     ) -> Result<Option<Vec<Value>>, String> {
         let entry = Entry {
             client: asking(grants, client),
             ..Entry::bare("read-resource")
         };
-        let read = self.enter_with(grants, entry, |guest, store| guest.call_read_resource(store, uri))?;
+        let (read, asked) = self.enter_with(grants, entry, |guest, store| {
+            let read = guest.call_read_resource(&mut *store, uri)?;
+            Ok((read, store.data().asked_nobody))
+        })?;
+        *asked_nobody = asked;
         let parts = match read {
             Ok(parts) => parts,
             Err(wit::OfferError::NotFound) => return Ok(None),
@@ -292,7 +304,15 @@ fn part_of(read: &str, part: &str) -> bool {
             .is_some_and(|rest| read.ends_with('/') || rest.starts_with(['/', '#', '?']))
 }
 
-/// A list longer than [`MAX_ENTRIES`] is refused whole.
+/// What came of reading a plugin's resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceRead {
+    /// Its contents in MCP's shape (`None`: not the plugin's), or why not.
+    pub read: Result<Option<Vec<Value>>, String>,
+    /// It asked its client with nobody to ask (read with no client): it is the resource's plugin, and wants to.
+    pub asked_nobody: bool,
+}
+
 /// The client registered under `id` at the grants' desk, for an offer's plugin to ask; none: nobody to ask.
 fn asking(grants: &WasmGrants, id: Option<&str>) -> Option<crate::state::CallClient> {
     let id = id?;
@@ -303,6 +323,7 @@ fn asking(grants: &WasmGrants, id: Option<&str>) -> Option<crate::state::CallCli
     })
 }
 
+/// A list longer than [`MAX_ENTRIES`] is refused whole.
 fn bounded<T>(list: &[T], export: &str) -> Result<(), String> {
     if list.len() > MAX_ENTRIES {
         return Err(format!(

@@ -249,6 +249,7 @@ impl PluginInner {
             names: crate::name_lookup::NameGate::of(&grants.network),
             net_refused,
             child_refused: Vec::new(),
+            asked_nobody: false,
             cancel_seen: None,
             processes: toolwright_native::CallScope::new(),
             started: None,
@@ -348,6 +349,7 @@ impl PluginInner {
         state.cancel_seen = None;
         state.refused.clear();
         state.child_refused.clear();
+        state.asked_nobody = false;
         state.output_from = (state.stdout.contents().len(), state.stderr.contents().len());
         self.arm(store, grants)
     }

@@ -147,6 +147,9 @@ pub struct PluginState {
     /// What the proxies of the programs the current call started refused them (`host:port`, filled while they
     /// run; read when the call ends).
     pub(super) child_refused: Vec<Arc<std::sync::Mutex<Vec<String>>>>,
+    /// The current call asked its client with nobody to ask (an offer read with no client: the plugin that wants
+    /// to ask is the resource's, and is run again with the client).
+    pub(super) asked_nobody: bool,
     /// The instance's exports, type-checked at its first call and kept for the calls a reused instance serves
     /// after it (a store holds one instance).
     pub(super) exports: Exports,

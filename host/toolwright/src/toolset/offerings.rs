@@ -71,6 +71,59 @@ impl PluginOfferings {
     }
 }
 
+/// Whether `plugin` offers `uri`: lists it, or lists a template that matches it.
+fn offers_uri(plugin: &Plugin, grants: &WasmGrants, uri: &str) -> bool {
+    let listed = |templates: bool, key: &str| {
+        plugin
+            .list_resources(grants, templates)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|r| r[key].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    listed(false, "uri").iter().any(|listed| listed == uri)
+        || listed(true, "uriTemplate")
+            .iter()
+            .any(|template| template_matches(template, uri))
+}
+
+/// Whether `uri` matches the RFC 6570 `template` as the SDKs match it: `{name}` is one path segment (no `/`),
+/// `{+name}` any text (at least a character); the rest literally.
+fn template_matches(template: &str, uri: &str) -> bool {
+    fn matches(parts: &[Part<'_>], uri: &str) -> bool {
+        match parts.split_first() {
+            None => uri.is_empty(),
+            Some((Part::Literal(text), rest)) => uri.strip_prefix(text).is_some_and(|uri| matches(rest, uri)),
+            Some((Part::Variable { any }, rest)) => (1..=uri.len())
+                .filter(|&end| uri.is_char_boundary(end))
+                .take_while(|&end| *any || !uri[..end].contains('/'))
+                .any(|end| matches(rest, &uri[end..])),
+        }
+    }
+    enum Part<'a> {
+        Literal(&'a str),
+        Variable { any: bool },
+    }
+    let mut parts = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        if open > 0 {
+            parts.push(Part::Literal(&rest[..open]));
+        }
+        parts.push(Part::Variable {
+            any: rest[open + 1..].starts_with('+'),
+        });
+        rest = &rest[open + close + 1..];
+    }
+    if !rest.is_empty() {
+        parts.push(Part::Literal(rest));
+    }
+    matches(&parts, uri)
+}
+
 impl Offerings for PluginOfferings {
     fn list_resources(&self) -> Vec<Value> {
         self.listed("uri", |plugin, grants| plugin.list_resources(grants, false))
@@ -83,11 +136,24 @@ impl Offerings for PluginOfferings {
     }
 
     fn read_resource(&self, uri: &str, client: Option<&str>) -> Result<Option<Vec<Value>>, String> {
+        // Read with nobody to ask, in load order. A plugin that tried to ask is run again with the client if it
+        // offers the URI (lists it, or a template of its matches it): a plugin cannot ask the reader of another's
+        // resource.
         for (plugin, grants) in self.offering() {
-            match plugin.read_resource(&grants, uri, client) {
+            let failed = |error: &dyn std::fmt::Display| {
+                format!("the plugin {} failed: {error}", plugin.metadata.name)
+            };
+            let first = plugin.read_resource(&grants, uri, None);
+            if first.asked_nobody && client.is_some() && offers_uri(&plugin, &grants, uri) {
+                return plugin
+                    .read_resource(&grants, uri, client)
+                    .read
+                    .map_err(|e| failed(&e));
+            }
+            match first.read {
                 Ok(None) => continue,
                 Ok(Some(contents)) => return Ok(Some(contents)),
-                Err(error) => return Err(format!("the plugin {} failed: {error}", plugin.metadata.name)),
+                Err(error) => return Err(failed(&error)),
             }
         }
         Ok(None)
@@ -135,5 +201,28 @@ impl Offerings for PluginOfferings {
             }
         }
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::template_matches;
+
+    #[test]
+    fn templates_match_as_the_sdks_match_them() {
+        for (template, uri, expected) in [
+            ("py://day/{date}", "py://day/2026-12-06", true),
+            ("py://day/{date}", "py://day/a/b", false),
+            ("py://day/{date}", "py://day/", false),
+            ("py://{+path}", "py://a/b/c", true),
+            ("test://template/{id}/data", "test://template/7/data", true),
+            ("test://template/{id}/data", "test://template/7/other", false),
+            ("x://{a}-{b}", "x://one-two", true),
+            ("x://static", "x://static", true),
+            ("x://static", "x://static2", false),
+            ("x://é/{v}", "x://é/ü", true),
+        ] {
+            assert_eq!(template_matches(template, uri), expected, "{template} {uri}");
+        }
     }
 }
