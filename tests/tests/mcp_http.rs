@@ -1124,7 +1124,8 @@ fn a_listen_stream_hears_the_workspace_files_it_subscribed_to_and_no_others() {
     let root = ws.path().canonicalize().unwrap();
     let secret = outside.path().canonicalize().unwrap().join("secret");
     std::fs::write(&secret, "outside").unwrap();
-    let server = start(&root, &[]);
+    let audit = outside.path().join("audit.jsonl");
+    let server = start(&root, &["--audit-log", audit.to_str().unwrap()]);
     let inside = format!("file://{}", root.join("a.txt").display());
     let beyond = format!("file://{}", secret.display());
     let listening = listen_2026(
@@ -1152,6 +1153,28 @@ fn a_listen_stream_hears_the_workspace_files_it_subscribed_to_and_no_others() {
     assert!(
         !updated[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_null(),
         "{messages:?}"
+    );
+    // Each URI checked is in the audit log: the file opened, the one outside refused.
+    let checked: Vec<(String, String)> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["tool"] == "subscriptions/listen")
+        .map(|r| {
+            let step = &r["decision"][0];
+            (
+                step["reason"].as_str().unwrap().to_owned(),
+                r["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        checked,
+        [
+            (inside.clone(), "ok".to_owned()),
+            (beyond.clone(), "error".to_owned())
+        ],
+        "{checked:?}"
     );
 }
 

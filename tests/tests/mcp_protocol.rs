@@ -587,7 +587,8 @@ fn a_subscribed_file_s_changes_are_told_and_nothing_beyond_the_workspace_is_watc
     let outside_path = outside.path().canonicalize().unwrap();
     let ws = shipped_workspace(&outside_path);
     let root = ws.path().canonicalize().unwrap();
-    let mut server = Server::start(&root);
+    let audit = outside_path.join("audit.jsonl");
+    let mut server = Server::start_with(&root, &["--audit-log", audit.to_str().unwrap()]);
     let readme = file_url(&root.join("README.md"));
     let lib = file_url(&root.join("src/lib.rs"));
     let subscribed = server.request(1, "resources/subscribe", json!({"uri": readme}));
@@ -614,6 +615,17 @@ fn a_subscribed_file_s_changes_are_told_and_nothing_beyond_the_workspace_is_watc
         let answer = server.request(10 + id as i64, "resources/subscribe", json!({"uri": uri}));
         assert_eq!(answer["error"]["code"], -32602, "{uri}: {answer}");
     }
+    // Each check is in the audit log, as a read is: one allowed, every other refused with its error.
+    let outcomes: Vec<String> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["tool"] == "resources/subscribe")
+        .map(|r| r["outcome"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(outcomes.len(), 9, "{outcomes:?}");
+    assert_eq!(outcomes[0], "ok");
+    assert!(outcomes[1..].iter().all(|o| o == "error"), "{outcomes:?}");
     std::fs::write(root.join("README.md"), "# changed\n").unwrap();
     let heard = notifications_until(&mut server, "notifications/resources/updated");
     assert_eq!(

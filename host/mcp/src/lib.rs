@@ -1637,11 +1637,16 @@ impl ServerHandler for McpServer {
             .cloned()
             .collect();
         // What may be watched is what may be read now: files are opened, plugins asked (off the async threads
-        // where the runtime has others).
+        // where the runtime has others); each check recorded as a subscription's is.
         let admit = move || -> Vec<String> {
             wanted
                 .into_iter()
-                .filter(|uri| served.watched(uri).is_ok())
+                .filter(|uri| {
+                    let started = std::time::SystemTime::now();
+                    let watched = served.watched(uri);
+                    self.audit_access("subscriptions/listen", uri, started, watched.as_ref().map(|_| ()));
+                    watched.is_ok()
+                })
                 .collect()
         };
         let watched = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
@@ -1711,13 +1716,24 @@ impl ServerHandler for McpServer {
     ) -> Result<(), ErrorData> {
         let served = self.served("resources/subscribe", resources::Served::has_resources)?;
         let uri = request.uri.clone();
-        let watched = Self::blocking(served, "subscribe", move |s| s.watched(&uri)).await??;
+        let started = std::time::SystemTime::now();
+        let watched = Self::blocking(served, "subscribe", move |s| s.watched(&uri)).await?;
         let key = subscriptions::Key::Session(self.client.number);
         let to = subscriptions::Subscriber::Session(context.peer.clone());
-        self.inner
-            .subscriptions
-            .subscribe(key, to, &request.uri, watched, &self.inner.shutdown)
-            .map_err(|error| ErrorData::invalid_params(error, Some(json!({ "uri": request.uri }))))
+        let subscribed = watched.and_then(|watched| {
+            self.inner
+                .subscriptions
+                .subscribe(key, to, &request.uri, watched, &self.inner.shutdown)
+                .map_err(|error| ErrorData::invalid_params(error, Some(json!({ "uri": request.uri }))))
+        });
+        // What a subscription checked (a file opened, a plugin's resource read) is recorded as a read is.
+        self.audit_access(
+            "resources/subscribe",
+            &request.uri,
+            started,
+            subscribed.as_ref().map(|_| ()),
+        );
+        subscribed
     }
 
     /// `resources/unsubscribe` (2025-11-25): a URI not subscribed to is no error.
