@@ -787,7 +787,12 @@ fn call_2026_to(
     dir: &str,
     retry: Option<(Value, Value)>,
 ) -> Value {
-    let mut params = json!({"name": "probe", "arguments": {"action": action, "target": dir},
+    call_2026_with(client, id, json!({"action": action, "target": dir}), retry)
+}
+
+/// Likewise, with the probe's `arguments`.
+fn call_2026_with(client: &mut Client, id: i64, arguments: Value, retry: Option<(Value, Value)>) -> Value {
+    let mut params = json!({"name": "probe", "arguments": arguments,
     "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
@@ -951,25 +956,9 @@ fn a_2026_07_28_call_s_grants_allowed_once_in_two_rounds_hold_together() {
     let (data, other) = (setup.data(), other_dir(&setup));
     let mut client = setup.start_at("2026-07-28", true);
     let once = json!({"grant": {"action": "accept", "content": {"answer": "once"}}});
+    let both = json!({"action": "files-list-two", "target": data, "data": other});
     let call = |client: &mut Client, id: i64, retry: Option<(Value, Value)>| {
-        let mut params = json!({"name": "probe",
-        "arguments": {"action": "files-list-two", "target": data, "data": other},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
-        }});
-        if let Some((state, responses)) = retry {
-            params["requestState"] = state;
-            params["inputResponses"] = responses;
-        }
-        client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
-        loop {
-            let message = client.next();
-            if message["id"] == json!(id) {
-                return message;
-            }
-        }
+        call_2026_with(client, id, both.clone(), retry)
     };
     let first = call(&mut client, 1, None);
     let asked = |reply: &Value| reply["result"]["inputRequests"]["grant"]["params"]["message"].clone();
