@@ -96,6 +96,19 @@ pub fn text_of(content: &serde_json::Value) -> String {
         })
         .unwrap_or_default()
 }
+
+/// The `tool_execution_end` events `toolwright exec --json` printed on a terminal, where the text of a question (on
+/// stderr) may share their lines.
+pub fn terminal_execution_ends(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .filter_map(|l| {
+            l.find("{\"type\"")
+                .and_then(|at| serde_json::from_str::<serde_json::Value>(l[at..].trim()).ok())
+        })
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect()
+}
+
 /// The result messages of `toolwright exec`'s event lines (`message_end`), in call order.
 pub fn result_messages(stdout: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(stdout)

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
+use toolwright_tests::terminal_execution_ends as execution_ends;
 
 /// A workspace with `data/` (two files), a plugin directory with the probe, and a config home.
 struct Setup {
@@ -578,18 +579,6 @@ fn exec_ask_on_a_terminal_asks_and_runs_the_call_again_when_allowed() {
     let asked = setup.questions_audited();
     assert_eq!(asked.len(), 1);
     assert!(asked[0].0.contains("allowed for this session"), "{asked:?}");
-}
-
-/// The `tool_execution_end` events of a terminal's output.
-fn execution_ends(out: &str) -> Vec<Value> {
-    out.lines()
-        // On the terminal, the question (on stderr) and the events share lines.
-        .filter_map(|l| {
-            l.find("{\"type\"")
-                .and_then(|at| serde_json::from_str::<Value>(l[at..].trim()).ok())
-        })
-        .filter(|e| e["type"] == "tool_execution_end")
-        .collect()
 }
 
 #[test]

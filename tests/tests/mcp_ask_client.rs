@@ -333,14 +333,7 @@ fn exec_ask_puts_a_plugins_forms_on_the_terminal_and_answers_roots_with_the_work
         text.contains(&format!("The plugin {PLUGIN} asks: Step 1: What is your name?")),
         "{text}"
     );
-    let ends: Vec<Value> = text
-        .lines()
-        .filter_map(|l| {
-            l.find("{\"type\"")
-                .and_then(|at| serde_json::from_str::<Value>(l[at..].trim()).ok())
-        })
-        .filter(|e| e["type"] == "tool_execution_end")
-        .collect();
+    let ends = toolwright_tests::terminal_execution_ends(&text);
     let result = |id: &str| {
         let end = ends
             .iter()

@@ -62,6 +62,17 @@ enum Client {
 impl Client {
     /// A 2025-11-25 session that declared the tasks extension.
     fn session(url: &str) -> Client {
+        let client = Client::handshake(url);
+        let (status, head, _) = client.send(
+            url,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        assert_eq!(status, 202, "{head}");
+        client
+    }
+
+    /// A session answered `initialize` that has not sent `notifications/initialized` (yet).
+    fn handshake(url: &str) -> Client {
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25",
             "capabilities": {"extensions": {TASKS: {}}},
@@ -76,13 +87,7 @@ impl Client {
                     .then(|| v.trim().to_owned())
             })
             .expect("a session id");
-        let client = Client::Session { id };
-        let (status, head, _) = client.send(
-            url,
-            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        );
-        assert_eq!(status, 202, "{head}");
-        client
+        Client::Session { id }
     }
 
     fn send(&self, url: &str, message: &Value) -> (u16, String, Vec<Value>) {
@@ -315,6 +320,10 @@ fn a_session_cannot_reach_a_stateless_task_nor_a_guess_any_and_gets_no_task_itse
         &session.request(url, "tasks/update", json!({"taskId": task, "inputResponses": {}})),
         &task,
     );
+    // Nor to one that has not yet sent `notifications/initialized` (handled apart from its requests: a session
+    // is one from `initialize` on; regression: a request racing the notification was served as stateless).
+    let early = Client::handshake(url);
+    is_not_found(&early.get(url, &task), &task);
     // A guessed id is unknown to anyone.
     let guessed = "0".repeat(32);
     for client in [&session, &owner] {

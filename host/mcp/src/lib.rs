@@ -1604,11 +1604,22 @@ impl ServerHandler for McpServer {
         )
     }
 
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // A session from now on: its tasks are its own.
+    /// A client that shakes hands (2025-11-25 over HTTP, or stdio) is a session from its `initialize` on: its
+    /// tasks are its own. (Not from `notifications/initialized`: a notification is handled apart from the
+    /// requests that follow it, which could be served as stateless before it.)
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         self.client
             .session
             .store(true, std::sync::atomic::Ordering::Relaxed);
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let mut peers = self.inner.peers.lock().unwrap_or_else(|p| p.into_inner());
         peers.retain(|peer| !peer.is_transport_closed());
         peers.push(context.peer);
