@@ -14,7 +14,7 @@ const EXAMPLES: [&str; 4] = [
     "toolwright-example-todos",
 ];
 
-const PROGRAMS: [&str; 9] = [
+const PROGRAMS: [&str; 10] = [
     "toolwright-test-probe",
     "toolwright-test-loadout",
     "toolwright-test-nested",
@@ -24,6 +24,7 @@ const PROGRAMS: [&str; 9] = [
     "toolwright-test-selfref",
     "toolwright-test-conformance",
     "toolwright-test-bomb",
+    "toolwright-test-legacy",
 ];
 
 fn main() {
@@ -32,6 +33,7 @@ fn main() {
     for dir in [
         "sdk",
         "wit",
+        "host/wasm/wit-0.1",
         "tests/programs",
         "plugins/examples",
         "host/wasm/build",

@@ -21,8 +21,8 @@
 //     });
 //
 //     // plugin.js: the component's entry, which hands the SDK the host's imports
-//     import * as host from "toolwright:plugin/host@0.1.0";
-//     import * as process from "toolwright:plugin/process@0.1.0";
+//     import * as host from "toolwright:plugin/host@0.2.0";
+//     import * as process from "toolwright:plugin/process@0.2.0";
 //     import * as preopens from "wasi:filesystem/preopens@0.2.12";
 //     import { plugin } from "./tools.js";
 //     export const tool = plugin.exports({ host, process, preopens });
@@ -67,10 +67,25 @@ export const sample = (key, params) => ({ key, method: "sampling/createMessage",
 /** A question for `Context.ask`: the client's roots (`roots/list`). */
 export const roots = (key) => ({ key, method: "roots/list", params: {} });
 
-/** A tool result: text for the model, and optionally structured content, details and an error flag. */
-export function result(text, { structured, details, isError = false, images = [] } = {}) {
-  return { text, structured, details, isError, images };
+/** A tool result: text for the model, and optionally structured content, details, an error flag, and blocks after
+ * the text: `images` (`{data, mimeType}`, base64) or `blocks`, any of `image(…)`, `audio(…)`, `embedded(…)`. */
+export function result(text, { structured, details, isError = false, images = [], blocks = [] } = {}) {
+  return { text, structured, details, isError, images, blocks };
 }
+/** An image block of base64 `data`. */
+export const image = (data, mimeType) => ({ tag: "image", val: { data, mimeType } });
+/** An audio block of base64 `data` (`toolwright:plugin@0.2.0`): an MCP client gets it as it is, the model sees
+ * `[audio MIME omitted]`. */
+export const audio = (data, mimeType) => ({ tag: "audio", val: { data, mimeType } });
+/** An embedded resource (`toolwright:plugin@0.2.0`): `{text}` or `{blob}` (base64), with its `mimeType`. */
+export const embedded = (uri, { text, blob, mimeType } = {}) => ({
+  tag: "resource",
+  val: {
+    uri,
+    mimeType,
+    body: blob === undefined ? { tag: "text", val: String(text ?? "") } : { tag: "blob", val: blob },
+  },
+});
 
 // ---- paths (pi's resolveToCwd, as plain string work on POSIX paths) ----
 
@@ -400,6 +415,7 @@ const json = (value) => (value === undefined || value === null ? undefined : JSO
 function toWit(r) {
   const content = [{ tag: "text", val: r.text }];
   for (const image of r.images ?? []) content.push({ tag: "image", val: { data: image.data, mimeType: image.mimeType } });
+  content.push(...(r.blocks ?? []));
   return {
     content,
     details: json(r.details),
@@ -430,7 +446,8 @@ export class Plugin {
 
   /** Declare a tool: `declaration` has `name`, `description`, `parameters` (a JSON Schema) and optionally
    * `label`, `outputSchema`, `promptSnippet`, `promptGuidelines`, `executionMode` ("parallel" | "sequential"),
-   * `exposure`, `annotations` ({readOnly, destructive, idempotent, openWorld}), pi's `renderCall(args)` and
+   * `exposure`, `annotations` ({readOnly, destructive, idempotent, openWorld}), `longRunning` (true: an MCP client
+   * that accepts tasks gets a task for its calls; false: the result at once; unset: the host decides), pi's `renderCall(args)` and
    * `renderResult(result, {expanded, partial})` (lines of text for people, or nothing for the default
    * rendering), and `warmUp`, arguments to run it with once as the component is built (see `warmUp()`);
    * `run(args, ctx)` does it. */
@@ -568,7 +585,8 @@ export class Plugin {
   }
 
   /** Declare the plugin's `tool_result` hook `(tool, args, result) => undefined | string | result(…)`: `result`
-   * has the call's `text`, `details` and `isError`; return nothing to keep it, or a replacement. A throw keeps
+   * has the call's `text`, `details`, `isError` and its other `blocks` (images, audio, embedded resources); return
+   * nothing to keep it, or a replacement (`result(text, {blocks: result.blocks})` keeps the blocks). A throw keeps
    * the result unchanged (and is logged). */
   onToolResult(change) {
     this.toolResult = change;
@@ -654,6 +672,7 @@ export class Plugin {
       preparesArguments: false,
       mutatesFiles: false,
       preparesLoadout: false,
+      longRunning: d.longRunning,
     };
   }
 
@@ -739,12 +758,19 @@ export class Plugin {
           .map((c) => c.val)
           .join("\n");
         const details = parseOrNull(event.details);
-        const changed = plugin.change(event.toolName, JSON.parse(event.input), { text, details, isError: event.isError });
+        // The other blocks (images, audio, embedded resources), as `image(…)`, `audio(…)`, `embedded(…)` make them.
+        const blocks = event.content.filter((c) => c.tag !== "text");
+        const changed = plugin.change(event.toolName, JSON.parse(event.input), {
+          text,
+          details,
+          isError: event.isError,
+          blocks,
+        });
         if (changed?.kind === "fail") throw changed.message;
         if (changed == null) return undefined;
         const r = typeof changed === "string" ? result(changed, { details, isError: event.isError }) : changed;
         return {
-          content: [{ tag: "text", val: r.text }],
+          content: toWit(r).content,
           details: json(r.details),
           isError: Boolean(r.isError),
         };

@@ -62,7 +62,7 @@ import os
 import sys
 import traceback
 
-__all__ = ["Plugin", "Context", "Result", "Block", "Rewrite", "Fail", "Read", "Write", "Spawn", "Env", "Network",
+__all__ = ["Plugin", "Context", "Result", "Image", "Audio", "Embedded", "Block", "Rewrite", "Fail", "Read", "Write", "Spawn", "Env", "Network",
            "BuildError", "Component", "form", "sample", "roots"]
 
 
@@ -191,13 +191,43 @@ def _bundle(app_file):
 
 
 class Result:
-    """A tool result: text for the model, and optionally structured content, details and an error flag."""
+    """A tool result: text for the model, and optionally structured content, details, an error flag, and blocks
+    after the text (`Image`, `Audio`, `Embedded`)."""
 
-    def __init__(self, text, structured=None, details=None, is_error=False):
+    def __init__(self, text, structured=None, details=None, is_error=False, blocks=()):
         self.text = text
         self.structured = structured
         self.details = details
         self.is_error = is_error
+        self.blocks = list(blocks)
+
+
+def _base64(data):
+    import base64
+    return data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
+
+
+class Image:
+    """An image block: its bytes (or base64 text) and MIME type."""
+
+    def __init__(self, data, mime_type):
+        self.data, self.mime_type = _base64(data), mime_type
+
+
+class Audio:
+    """An audio block (`toolwright:plugin@0.2.0`): its bytes (or base64 text) and MIME type. An MCP client gets it
+    as it is; the model sees `[audio MIME omitted]`."""
+
+    def __init__(self, data, mime_type):
+        self.data, self.mime_type = _base64(data), mime_type
+
+
+class Embedded:
+    """An embedded resource (`toolwright:plugin@0.2.0`): `text`, or `blob` bytes (or base64 text)."""
+
+    def __init__(self, uri, text=None, blob=None, mime_type=None):
+        self.uri, self.mime_type = uri, mime_type
+        self.text, self.blob = text, None if blob is None else _base64(blob)
 
 
 class Block:
@@ -417,8 +447,19 @@ def _to_wit(result):
     if isinstance(result, str):
         result = Result(result)
     dump = lambda value: None if value is None else json.dumps(value)  # noqa: E731
+
+    def block(b):
+        if isinstance(b, Image):
+            return t.Content_Image(t.Image(data=b.data, mime_type=b.mime_type))
+        if isinstance(b, Audio):
+            return t.Content_Audio(t.Audio(data=b.data, mime_type=b.mime_type))
+        if isinstance(b, Embedded):
+            body = t.ResourceBody_Text(b.text or "") if b.blob is None else t.ResourceBody_Blob(b.blob)
+            return t.Content_Resource(t.EmbeddedResource(uri=b.uri, mime_type=b.mime_type, body=body))
+        raise TypeError(f"a result's blocks are Image, Audio or Embedded, not {type(b).__name__}")
+
     return ToolResult(
-        content=[Content_Text(result.text)],
+        content=[Content_Text(result.text)] + [block(b) for b in getattr(result, "blocks", ())],
         details=dump(result.details),
         structured_content=dump(result.structured),
         usage=None,
@@ -427,10 +468,28 @@ def _to_wit(result):
     )
 
 
+def _blocks_from_wit(content):
+    """A result's blocks other than text, as the SDK's `Image`, `Audio` and `Embedded`."""
+    blocks = []
+    for c in content:
+        kind = type(c).__name__
+        if kind == "Content_Image":
+            blocks.append(Image(c.value.data, c.value.mime_type))
+        elif kind == "Content_Audio":
+            blocks.append(Audio(c.value.data, c.value.mime_type))
+        elif kind == "Content_Resource":
+            body = c.value.body
+            is_text = type(body).__name__ == "ResourceBody_Text"
+            blocks.append(Embedded(c.value.uri, text=body.value if is_text else None,
+                                   blob=None if is_text else body.value, mime_type=c.value.mime_type))
+    return blocks
+
+
 class _ToolDecl:
     def __init__(self, function, name, description, parameters, output_schema, annotations, snippet,
-                 render_call=None, render_result=None, label=None):
+                 render_call=None, render_result=None, label=None, long_running=None):
         self.function = function
+        self.long_running = long_running
         self.label = label
         self.render_call = render_call
         self.render_result = render_result
@@ -503,16 +562,18 @@ class Plugin:
         self.prompts = {}
 
     def tool(self, description, parameters, name=None, output_schema=None, annotations=None, snippet=None,
-             render_call=None, render_result=None, label=None):
+             render_call=None, render_result=None, label=None, long_running=None):
         """Declare the decorated function `f(args, ctx)` as a tool (named after the function unless `name`).
         `label` is its name for people (pi's `label`, an MCP client's `title`; the name unless given).
         `annotations` are MCP's hints: a dict of `read_only`, `destructive`, `idempotent`, `open_world`.
         `render_call(args)` and `render_result(result, expanded, partial)` are pi's `renderCall` / `renderResult`:
-        lines of text for people (`toolwright exec` on a terminal), or `None` for the default rendering."""
+        lines of text for people (`toolwright exec` on a terminal), or `None` for the default rendering.
+        `long_running` says whether a call may run for minutes (an MCP client that accepts tasks gets a task for
+        it: `True`; the result at once: `False`); `None` leaves it to the host."""
 
         def declare(function):
             decl = _ToolDecl(function, name or function.__name__, description, parameters, output_schema,
-                             annotations, snippet, render_call, render_result, label)
+                             annotations, snippet, render_call, render_result, label, long_running)
             self.tools[decl.name] = decl
             return function
 
@@ -520,8 +581,9 @@ class Plugin:
 
     def on_tool_result(self, function):
         """Declare the decorated `f(tool, args, result)` as the plugin's `tool_result` hook (pi's): `result` is a
-        `Result` (its `text`, `details`, `is_error`); return `None` to keep it, or a `Result` to replace it (its
-        text as the content, its details and error flag). A raise (or `Fail(message)`) keeps the result unchanged; the
+        `Result` (its `text`, `details`, `is_error`, and its other `blocks`: `Image`, `Audio`, `Embedded`); return
+        `None` to keep it, or a `Result` to replace it (its text and blocks as the content, its details and error
+        flag: keep `result.blocks` to keep them). A raise (or `Fail(message)`) keeps the result unchanged; the
         host logs the message."""
         self.tool_result = function
         return function
@@ -593,7 +655,7 @@ class Plugin:
                     return None
                 text = "\n".join(c.value for c in event.content if type(c).__name__ == "Content_Text")
                 details = None if event.details is None else json.loads(event.details)
-                seen = Result(text, details=details, is_error=event.is_error)
+                seen = Result(text, details=details, is_error=event.is_error, blocks=_blocks_from_wit(event.content))
                 changed = plugin.change(event.tool_name, json.loads(event.input), seen)
                 if isinstance(changed, Fail):
                     from componentize_py_types import Err
@@ -604,7 +666,7 @@ class Plugin:
                 if isinstance(changed, str):
                     changed = Result(changed, details=details, is_error=event.is_error)
                 return h.ToolResultChanges(
-                    content=[t.Content_Text(changed.text)],
+                    content=_to_wit(changed).content,
                     details=None if changed.details is None else json.dumps(changed.details),
                     structured_content=None,
                     is_error=bool(changed.is_error),
@@ -807,6 +869,7 @@ class Plugin:
                 prepares_arguments=False,
                 mutates_files=False,
                 prepares_loadout=False,
+                long_running=decl.long_running,
             )
 
         class Tool(exports.Tool):

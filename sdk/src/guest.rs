@@ -35,8 +35,8 @@ pub mod handler_world {
         export_macro_name: "__export_handler_world",
         default_bindings_module: "::toolwright_sdk::guest::handler_world",
         with: {
-            "toolwright:plugin/types@0.1.0": crate::guest::tool_world::toolwright::plugin::types,
-            "toolwright:plugin/host@0.1.0": crate::guest::tool_world::toolwright::plugin::host,
+            "toolwright:plugin/types@0.2.0": crate::guest::tool_world::toolwright::plugin::types,
+            "toolwright:plugin/host@0.2.0": crate::guest::tool_world::toolwright::plugin::host,
         },
         generate_all,
     });
@@ -51,8 +51,8 @@ pub mod offers_world {
         export_macro_name: "__export_offers_world",
         default_bindings_module: "::toolwright_sdk::guest::offers_world",
         with: {
-            "toolwright:plugin/types@0.1.0": crate::guest::tool_world::toolwright::plugin::types,
-            "toolwright:plugin/host@0.1.0": crate::guest::tool_world::toolwright::plugin::host,
+            "toolwright:plugin/types@0.2.0": crate::guest::tool_world::toolwright::plugin::types,
+            "toolwright:plugin/host@0.2.0": crate::guest::tool_world::toolwright::plugin::host,
         },
         generate_all,
     });
@@ -282,6 +282,20 @@ fn content_from_wit(c: wit::Content) -> Content {
             data: i.data,
             mime_type: i.mime_type,
         },
+        wit::Content::Audio(a) => Content::Audio {
+            data: a.data,
+            mime_type: a.mime_type,
+        },
+        wit::Content::Resource(r) => Content::Resource {
+            resource: crate::EmbeddedResource {
+                uri: r.uri,
+                mime_type: r.mime_type,
+                body: match r.body {
+                    wit::ResourceBody::Text(text) => crate::ResourceBody::Text { text },
+                    wit::ResourceBody::Blob(blob) => crate::ResourceBody::Blob { blob },
+                },
+            },
+        },
     }
 }
 
@@ -289,6 +303,15 @@ fn content_to_wit(c: Content) -> wit::Content {
     match c {
         Content::Text { text } => wit::Content::Text(text),
         Content::Image { data, mime_type } => wit::Content::Image(wit::Image { data, mime_type }),
+        Content::Audio { data, mime_type } => wit::Content::Audio(wit::Audio { data, mime_type }),
+        Content::Resource { resource } => wit::Content::Resource(wit::EmbeddedResource {
+            uri: resource.uri,
+            mime_type: resource.mime_type,
+            body: match resource.body {
+                crate::ResourceBody::Text { text } => wit::ResourceBody::Text(text),
+                crate::ResourceBody::Blob { blob } => wit::ResourceBody::Blob(blob),
+            },
+        }),
     }
 }
 
@@ -373,6 +396,7 @@ fn spec_to_wit(s: ToolSpec) -> wit::ToolSpec {
         prepares_arguments: s.prepares_arguments,
         mutates_files: s.mutates_files,
         prepares_loadout: s.prepares_loadout,
+        long_running: s.long_running,
     }
 }
 

@@ -3,7 +3,8 @@
 //! The types a Toolwright tool is written against, shared by the host and by plugins. They serialise with pi's
 //! JSON names (camelCase), so a result a plugin returns is the result the model, the UI and the wire see.
 //!
-//! - [`Content`]: a text or image block of a tool result.
+//! - [`Content`]: a block of a tool result: text and images (pi's), audio and embedded resources (MCP's; the
+//!   model sees them as text, [`Content::text_view`]).
 //! - [`ToolResult`]: what a tool returns (pi's `AgentToolResult`): content for the model, details for the UI,
 //!   structured content for programs, usage, and the error and terminate flags.
 //! - [`Usage`]: token and cost accounting, with pi's [`Usage::combine`] rule.
@@ -58,7 +59,7 @@ pub mod truncate;
 pub mod uri;
 mod usage;
 
-pub use content::Content;
+pub use content::{Content, EmbeddedResource, ResourceBody, audio_omitted};
 pub use ctx::{
     Access, CallOutcome, Command, Ctx, ExitStatus, FileKind, Files, InputRequest, LogLevel, Metadata,
     NESTED_CALLS_UNAVAILABLE, NO_CLIENT_TO_ASK, Process, ProcessEvent, TempFile, not_a_regular_file,

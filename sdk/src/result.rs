@@ -79,14 +79,16 @@ impl ToolResult {
         self.terminate == Some(true)
     }
 
-    /// The concatenated text of every text block, in order.
+    /// The concatenated text of every block that has one ([`Content::text_view`]: text blocks, embedded
+    /// resources' text, audio as pi words it), in order.
     pub fn text_content(&self) -> String {
-        self.content.iter().filter_map(Content::as_text).collect()
+        self.content.iter().filter_map(Content::text_view).collect()
     }
 
-    /// pi's `textOf`: the text blocks joined with `\n` (what nested-call records and codemode see).
+    /// pi's `textOf`: the blocks' text ([`Content::text_view`]) joined with `\n` (what nested-call records and
+    /// codemode see).
     pub fn text_lines(&self) -> String {
-        let texts: Vec<&str> = self.content.iter().filter_map(Content::as_text).collect();
+        let texts: Vec<_> = self.content.iter().filter_map(Content::text_view).collect();
         texts.join("\n")
     }
 }

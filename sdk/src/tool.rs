@@ -48,6 +48,9 @@ pub struct ToolSpec {
     /// The tool has a loadout hook ([`Tool::loadout_hook`]); without it the host never calls it. Set by
     /// [`declaration`].
     pub prepares_loadout: bool,
+    /// Whether a call may run for minutes: an MCP client that accepts tasks gets a task for it (`Some(true)`), or
+    /// the result at once (`Some(false)`); `None` leaves it to the host (a plugin's tools run as tasks).
+    pub long_running: Option<bool>,
 }
 
 /// A tool's declaration as hosts see it: [`Tool::spec`], with `prepares_arguments`, `mutates_files` and

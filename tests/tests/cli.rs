@@ -291,3 +291,136 @@ fn plugins_lists_what_an_untrusted_project_policy_may_not_grant() {
     let text = plugins_out(&format!("trusted-projects = [{:?}]\n", ws.path()));
     assert!(!text.contains("ignored from"), "{text}");
 }
+
+/// The content of the result message of call `id` (what the model sees).
+fn message_content(events: &[Value], id: &str) -> Vec<Value> {
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "message_end" && e["message"]["toolCallId"] == id)
+        .unwrap_or_else(|| panic!("no message for {id}: {events:?}"));
+    end["message"]["content"].as_array().unwrap().clone()
+}
+
+/// The texts (images as `<MIME>`) of `blocks`; a binary resource's saved file removed, named `<saved>`.
+fn shown(blocks: &[Value]) -> Vec<String> {
+    blocks
+        .iter()
+        .map(|b| match b["type"].as_str().unwrap() {
+            "text" => {
+                let text = b["text"].as_str().unwrap();
+                match text.split_once(" saved to ") {
+                    Some((head, path)) => {
+                        std::fs::remove_file(path.trim_end_matches(']')).unwrap();
+                        format!("{head} saved to <saved>]")
+                    }
+                    None => text.to_owned(),
+                }
+            }
+            "image" => format!("<{}>", b["mimeType"].as_str().unwrap()),
+            other => panic!("the model sees only text and images, not {other}: {b}"),
+        })
+        .collect()
+}
+
+#[test]
+fn audio_and_embedded_resources_reach_the_model_as_pi_shows_them_and_0_1_plugins_still_run() {
+    // `raw` (toolwright:plugin@0.2.0) returns text, audio and two embedded resources; `legacy` was built against
+    // the frozen 0.1.0 (a tool and a `tool_result` handler). The model sees pi's blocks; the result keeps its own
+    // (`tool_execution_end`); a 0.1 plugin sees the model's view, and leaving a result alone keeps its blocks.
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
+    std::fs::copy(
+        toolwright_tests::programs::LEGACY,
+        plugins.path().join("legacy.wasm"),
+    )
+    .unwrap();
+    let policy = plugins.path().join("policy.toml");
+    std::fs::write(&policy, "[plugins.toolwright-test-legacy]\ntools = [\"raw\"]\n").unwrap();
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let args = [
+        "--no-default-plugins",
+        "--plugins",
+        plugins.path().to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--sequential",
+    ];
+    let calls = json!({"toolCalls": [
+        {"id": "r1", "name": "raw", "arguments": "blocks"},
+        {"id": "r2", "name": "raw", "arguments": "bad-audio"},
+        {"id": "l1", "name": "legacy", "arguments": "nested"},
+        {"id": "l2", "name": "legacy", "arguments": "plain"},
+        {"id": "l3", "name": "legacy", "arguments": "callable"},
+    ]});
+    let (out, _ws) = exec(&calls, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = lines(&out);
+    let model = [
+        "raw ok",
+        "[audio audio/wav omitted]",
+        "embedded text",
+        "[Binary resource raw://clip.ogg (audio/ogg, 3B) omitted]",
+    ];
+    assert_eq!(shown(&message_content(&events, "r1")), model);
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == "r1")
+        .unwrap();
+    assert_eq!(
+        end["result"]["content"],
+        json!([
+            {"type": "text", "text": "raw ok"},
+            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "raw://notes.txt", "mimeType": "text/plain",
+                                              "text": "embedded text"}},
+            {"type": "resource", "resource": {"uri": "raw://clip.ogg", "mimeType": "audio/ogg", "blob": "AAEC"}},
+        ])
+    );
+    // The 0.1 handler saw the model's view, and changed only the details.
+    let saw: Vec<String> = end["result"]["details"]["legacySaw"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{end}"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        saw,
+        [
+            "text:raw ok",
+            "text:[audio audio/wav omitted]",
+            "text:embedded text",
+            "text:[Binary resource raw://clip.ogg (audio/ogg, 3B) omitted]"
+        ]
+    );
+    // A block that is not what it says is the plugin's error, named.
+    let bad = message_content(&events, "r2");
+    let bad = bad[0]["text"].as_str().unwrap();
+    assert!(
+        bad.contains("an audio block's `data` is not valid base64"),
+        "{bad}"
+    );
+    // A 0.1 tool: a nested call's audio and resources come to it as the model's view.
+    let nested = shown(&message_content(&events, "l1"));
+    assert_eq!(nested[0], "nested: false", "{nested:?}");
+    assert_eq!(nested[1..], model);
+    assert_eq!(
+        shown(&message_content(&events, "l2")),
+        ["legacy ok", "<image/png>"]
+    );
+    let updates: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_update" && e["toolCallId"] == "l2")
+        .collect();
+    assert_eq!(
+        updates[0]["partialResult"]["content"][0]["text"], "legacy partial",
+        "{events:?}"
+    );
+    let callable = shown(&message_content(&events, "l3"));
+    assert!(
+        callable[0].split(',').any(|t| t == "raw") && callable[0].split(',').any(|t| t == "legacy"),
+        "{callable:?}"
+    );
+}

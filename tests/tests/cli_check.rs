@@ -173,7 +173,7 @@ fn each_way_of_not_being_a_plugin_gets_what_is_wrong_and_the_fix() {
     );
     assert_refused(
         &write("empty.wasm", &wat::parse_str("(component)").unwrap()),
-        "exports neither `toolwright:plugin/tool@0.1.0` nor `toolwright:plugin/handler@0.1.0`",
+        "exports neither `toolwright:plugin/tool@0.2.0` nor `toolwright:plugin/handler@0.2.0` (nor 0.1.0's)",
         "export_tool!",
     );
     let selfref = std::fs::read(toolwright_tests::programs::SELFREF).unwrap();

@@ -68,6 +68,10 @@ fn the_official_conformance_suite_passes_over_http_but_for_the_listed_features()
         "tools-list",
         "tools-call-simple-text",
         "tools-call-image",
+        // Audio and embedded resources (`toolwright:plugin@0.2.0`'s content), as the plugin returned them.
+        "tools-call-audio",
+        "tools-call-embedded-resource",
+        "tools-call-mixed-content",
         "tools-call-with-logging",
         "tools-call-error",
         "tools-call-with-progress",

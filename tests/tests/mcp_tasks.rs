@@ -355,3 +355,41 @@ fn a_session_cannot_reach_a_stateless_task_nor_a_guess_any_and_gets_no_task_itse
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_plugin_tool_runs_as_a_task_unless_it_says_it_is_quick_and_its_blocks_reach_the_client_whole() {
+    // `raw` leaves `long-running` to the host (a plugin's tool: a task); `guarded` says it is quick. The task's
+    // result carries the audio and embedded resources as the plugin returned them, not the model's view.
+    let ws = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let server = start(
+        ws.path(),
+        &[
+            "--plugins",
+            plugins.path().to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+        ],
+    );
+    let url = &server.url;
+    let client = Client::Stateless { tasks: true };
+    let task = task_of(&client.call(url, "raw", json!({"want": "blocks"})));
+    let done = client.settled(url, &task);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"],
+        json!([
+            {"type": "text", "text": "raw ok"},
+            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "raw://notes.txt", "mimeType": "text/plain",
+                                              "text": "embedded text"}},
+            {"type": "resource", "resource": {"uri": "raw://clip.ogg", "mimeType": "audio/ogg", "blob": "AAEC"}},
+        ]),
+        "{done}"
+    );
+    let quick = client.call(url, "guarded", json!({"name": "good"}));
+    assert_eq!(quick["result"]["content"][0]["text"], "raw ok", "{quick}");
+    assert!(quick["result"].get("task").is_none(), "{quick}");
+}

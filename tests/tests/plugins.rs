@@ -671,6 +671,7 @@ fn recorded_shape(message: &toolwright::ToolResultMessage) -> serde_json::Value 
                 json!({"type": "image", "mimeType": mime_type, "dataLength": bytes.len(),
                        "sha256": format!("{:x}", sha2::Sha256::digest(&bytes))})
             }
+            other => panic!("a message holds pi's blocks only (the model's view): {other:?}"),
         })
         .collect();
     json!({"id": message.tool_call_id, "isError": message.is_error, "content": content})

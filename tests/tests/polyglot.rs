@@ -392,7 +392,7 @@ fn mcp_call(plugins: &Path, workspace: &Path, tool: &str, args: Value) -> (bool,
 /// A Python tool that writes a file with `open` and calls other tools (`ctx.tools()`, `ctx.call_tool`).
 const PY_NESTED: &str = r#"
 import json
-from toolwright_plugin import Plugin, Read, Write
+from toolwright_plugin import Audio, Embedded, Image, Plugin, Read, Result, Write
 
 plugin = Plugin("py-nested", "0.1.0", "Writes files and calls tools.",
                 capabilities=[Read(".", "reads the workspace"), Write(".", "writes notes")])
@@ -416,6 +416,13 @@ def py_nested(args, ctx):
     return json.dumps({"names": names, "ls_exposure": ls["exposure"], "ls_schema": ls["parameters"]["type"],
                        "text": text, "is_error": is_error})
 
+@plugin.tool(name="py_blocks", description="Return every kind of block.", parameters={"type": "object"},
+             long_running=False)
+def py_blocks(args, ctx):
+    return Result("blocks", blocks=[Image(b"\x89PNG", "image/png"), Audio(b"RIFF", "audio/wav"),
+                                    Embedded("py://notes", text="noted", mime_type="text/plain"),
+                                    Embedded("py://raw", blob=b"\x00\x01")])
+
 try:
     Tool = plugin.export()
 except ImportError:
@@ -424,7 +431,7 @@ except ImportError:
 
 /// The same two tools in JavaScript, with `node:fs`'s `writeFileSync` through the SDK's `ctx.fs`.
 const JS_NESTED: &str = r#"
-import { Plugin, read, write } from "./toolwright.js";
+import { Plugin, audio, embedded, image, read, result, write } from "./toolwright.js";
 
 export const plugin = new Plugin({
   name: "js-nested",
@@ -460,11 +467,17 @@ plugin.tool(
     });
   },
 );
+
+plugin.tool(
+  { name: "js_blocks", description: "Return every kind of block.", parameters: { type: "object" }, longRunning: false },
+  () => result("blocks", { blocks: [image("iVBORw==", "image/png"), audio("UklGRg==", "audio/wav"),
+    embedded("js://notes", { text: "noted", mimeType: "text/plain" }), embedded("js://raw", { blob: "AAE=" })] }),
+);
 "#;
 
 /// The entry of `JS_NESTED`, with the filesystem.
 const JS_NESTED_ENTRY: &str = r#"
-import * as host from "toolwright:plugin/host@0.1.0";
+import * as host from "toolwright:plugin/host@0.2.0";
 import * as preopens from "wasi:filesystem/preopens@0.2.12";
 import { plugin } from "./app.js";
 
@@ -546,6 +559,49 @@ fn python_and_javascript_plugins_write_only_what_they_are_granted_and_make_neste
             serde_json::from_str(&out[3].1).unwrap_or_else(|_| panic!("{lang}: {:?}", out[3]));
         assert_eq!(report["is_error"], true, "{lang}: {report}");
         std::fs::remove_file(notes.join("ok.txt")).unwrap();
+    }
+    // Audio and embedded resources (`toolwright:plugin@0.2.0`) reach an MCP client as the plugin returned them;
+    // both tools say they are quick (`long_running`), so even a client that accepts tasks gets them at once.
+    let args_line = vec![
+        "--no-default-plugins".to_owned(),
+        "--plugins".to_owned(),
+        plugins.path().to_string_lossy().into_owned(),
+        "--cwd".to_owned(),
+        ws.path().to_string_lossy().into_owned(),
+        "--cache-dir".to_owned(),
+        tmp().join("component-cache").to_string_lossy().into_owned(),
+    ];
+    let mut mcp = toolwright_tests::mcp::StdioServer::start(Path::new(BINARY), &args_line);
+    for (id, (tool, scheme)) in [(2, ("py_blocks", "py")), (3, ("js_blocks", "js"))] {
+        mcp.call(id, tool, json!({}));
+        let reply = mcp.response(id);
+        assert_eq!(
+            reply["result"]["content"],
+            json!([
+                {"type": "text", "text": "blocks"},
+                {"type": "image", "data": "iVBORw==", "mimeType": "image/png"},
+                {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+                {"type": "resource", "resource": {"uri": format!("{scheme}://notes"), "mimeType": "text/plain",
+                                                  "text": "noted"}},
+                {"type": "resource", "resource": {"uri": format!("{scheme}://raw"), "blob": "AAE="}},
+            ]),
+            "{reply}"
+        );
+    }
+    let server = toolwright_tests::mcp::HttpServer::start(
+        Path::new(BINARY),
+        &args_line.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    for tool in ["py_blocks", "js_blocks"] {
+        let (status, reply) = toolwright_tests::mcp::call_2026(
+            &server.url,
+            tool,
+            json!({}),
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        );
+        assert_eq!(status, 200, "{reply}");
+        assert_eq!(reply["result"]["resultType"], "complete", "{tool}: {reply}");
+        assert_eq!(reply["result"]["content"][2]["type"], "audio", "{tool}: {reply}");
     }
 }
 
@@ -663,7 +719,7 @@ fn a_javascript_tool_s_warm_up_runs_once_at_build_without_a_host_and_every_fresh
 
 /// A JavaScript handler whose hooks throw (an `Error`, a string) or return `fail(…)`, and redact otherwise.
 const JS_FAILING_HANDLER: &str = r#"
-import { Plugin, block, fail } from "./toolwright.js";
+import { Plugin, block, fail, result as make } from "./toolwright.js";
 
 export const plugin = new Plugin({ name: "js-failing", version: "0.1.0", description: "Fails on request." });
 
@@ -680,6 +736,8 @@ plugin.onToolCall((tool, args) => {
 
 plugin.onToolResult((tool, args, result) => {
   if (result.text.includes("__redact_fail__")) throw new Error("redact asked to fail");
+  // A replacement that keeps the result's other blocks (audio, embedded resources).
+  if (tool === "raw") return make(`redacted ${result.blocks.length}`, { blocks: result.blocks });
   return undefined;
 });
 "#;
@@ -693,7 +751,7 @@ export const handler = plugin.handlerExports();
 /// The Python twin of [`JS_FAILING_HANDLER`] (a Python handler cannot raise anything but an exception).
 const PY_FAILING_HANDLER: &str = r#"
 import json
-from toolwright_plugin import Block, Fail, Plugin
+from toolwright_plugin import Block, Fail, Plugin, Result
 
 plugin = Plugin("py-failing", "0.1.0", "Fails on request.")
 
@@ -712,6 +770,9 @@ def guard(tool, args):
 def redact(tool, args, result):
     if "__redact_fail__" in result.text:
         raise ValueError("redact asked to fail")
+    # A replacement that keeps the result's other blocks (audio, embedded resources).
+    if tool == "raw":
+        return Result(f"redacted {len(result.blocks)}", blocks=result.blocks)
     return None
 
 try:
@@ -828,6 +889,59 @@ await writeFile("js_failing.wasm", component);
         assert_eq!(
             (got[ids.len()].0, got[ids.len()].1.as_str()),
             (true, "guard returned a failure"),
+            "{}",
+            wasm.display()
+        );
+        // A handler that replaces the text of a result with audio and embedded resources can keep them.
+        std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
+        let file = ws.path().join("calls.json");
+        std::fs::write(
+            &file,
+            json!({"toolCalls": [{"id": "b", "name": "raw", "arguments": "blocks"}]}).to_string(),
+        )
+        .unwrap();
+        let out = ok(
+            Command::new(BINARY)
+                .arg("exec")
+                .arg(&file)
+                .args(["--json", "--no-default-plugins", "--plugins"])
+                .arg(plugins.path())
+                .arg("--cwd")
+                .arg(ws.path())
+                .arg("--cache-dir")
+                .arg(tmp().join("component-cache"))
+                .output()
+                .unwrap(),
+            "toolwright exec",
+        );
+        std::fs::remove_file(&file).unwrap();
+        let end = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|e| e["type"] == "tool_execution_end")
+            .unwrap();
+        let kinds: Vec<&str> = end["result"]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["text", "audio", "resource", "resource"],
+            "{}: {end}",
+            wasm.display()
+        );
+        assert_eq!(
+            end["result"]["content"][0]["text"],
+            "redacted 3",
+            "{}",
+            wasm.display()
+        );
+        assert_eq!(
+            end["result"]["content"][1]["data"],
+            "UklGRg==",
             "{}",
             wasm.display()
         );
@@ -1170,7 +1284,7 @@ plugin.prompt({ name: "js_why", description: "Asks the client why." }, (args, ct
 "##;
 
 const JS_OFFERS_ENTRY: &str = r#"
-import * as host from "toolwright:plugin/host@0.1.0";
+import * as host from "toolwright:plugin/host@0.2.0";
 import { plugin } from "./app.js";
 
 export const tool = plugin.exports({ host });

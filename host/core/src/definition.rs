@@ -340,6 +340,9 @@ pub struct ToolDefinition {
     pub prepare_loadout: Option<PrepareLoadout>,
     /// Per-tool execution mode.
     pub execution_mode: Option<ExecutionMode>,
+    /// Whether a call may run for minutes (an MCP client that accepts tasks gets a task for it); `None` leaves it
+    /// to the host. Not pi's: its tools run in the agent's own loop.
+    pub long_running: Option<bool>,
     /// UI renderer of the call.
     pub render_call: Option<RenderCall>,
     /// UI renderer of the result.
@@ -379,6 +382,7 @@ impl ToolDefinition {
             default_active: None,
             prepare_loadout: None,
             execution_mode: None,
+            long_running: None,
             render_call: None,
             render_result: None,
             source: ToolSource::Embedder,
@@ -401,6 +405,7 @@ impl ToolDefinition {
         definition.output_schema = spec.output_schema.clone();
         definition.constrained_sampling = spec.constrained_sampling.clone();
         definition.execution_mode = spec.execution_mode;
+        definition.long_running = spec.long_running;
         definition.exposure = spec.exposure;
         definition.annotations = spec.annotations.clone();
         definition.namespace = spec.namespace.clone();

@@ -14,6 +14,8 @@
 //! - [`schema`]: argument validation with pi's coercion rules and error texts; schemas checked before use.
 //! - [`audit`]: the audit log's records ([`AuditRecord`](audit::AuditRecord)), the trail of one call's decisions
 //!   and activity, and the sinks they are written to ([`AuditLog`](audit::AuditLog)).
+//! - [`model_view`]: what the model sees of a result's blocks (audio and embedded resources as pi words an MCP
+//!   server's).
 //! - [`tool`]: the runtime layer, [`AgentTool`]: what the pipeline runs, and [`ToolError`] with its typed
 //!   [`HostFault`]s.
 //! - [`authority`]: whose authority a call runs under when a plugin made it ([`Authority`]): the tools it may
@@ -77,6 +79,7 @@ pub mod client;
 pub mod definition;
 pub mod dispatch;
 pub mod hooks;
+pub mod model_view;
 pub mod nested;
 pub mod pipeline;
 pub mod policy;

@@ -795,7 +795,7 @@ impl McpServer {
             registry.definition(&name).map_or((false, false), |d| {
                 (
                     matches!(d.source, toolwright_core::definition::ToolSource::Mcp { .. }),
-                    tasks::runs_as_task(&name, &d.source),
+                    tasks::runs_as_task(d),
                 )
             })
         });
@@ -1486,10 +1486,11 @@ impl McpServer {
         let (Some(result), Some(message)) = (outcome.results.first(), outcome.messages.first()) else {
             return Err(ErrorData::internal_error("the pipeline returned no result", None));
         };
-        // `resultType` is 2026-07-28's (rmcp drops it for older clients).
+        // `resultType` is 2026-07-28's (rmcp drops it for older clients). The content is the result's own, not
+        // the model's view of it in the message: MCP carries audio and embedded resources.
         let mut body = json!({
             "resultType": "complete",
-            "content": message.content,
+            "content": result.content,
             "isError": message.is_error,
         });
         // An MCP server's tool relays that server's own `structuredContent` (what scripts get is its whole result).

@@ -73,11 +73,17 @@ pub(crate) enum Owner {
 }
 
 /// Whether a call of this tool runs as a task for a client that accepts tasks: the tools that may run for
-/// minutes. Quick built-ins (`read`, `edit`, `grep`…) answer at once, as the extension lets a server choose.
-pub fn runs_as_task(name: &str, source: &toolwright_core::definition::ToolSource) -> bool {
+/// minutes, as the tool says (`long-running` in its declaration), else `bash`, `codemode` and every plugin's or
+/// MCP server's tool. Quick built-ins (`read`, `edit`, `grep`…) answer at once, as the extension lets a server
+/// choose.
+pub fn runs_as_task(definition: &toolwright_core::definition::ToolDefinition) -> bool {
     use toolwright_core::definition::ToolSource;
-    matches!(name, "bash" | "codemode")
-        || matches!(source, ToolSource::Plugin { .. } | ToolSource::Mcp { .. })
+    let by_default = matches!(definition.name.as_str(), "bash" | "codemode")
+        || matches!(
+            definition.source,
+            ToolSource::Plugin { .. } | ToolSource::Mcp { .. }
+        );
+    definition.long_running.unwrap_or(by_default)
 }
 
 /// How a task's call ended.

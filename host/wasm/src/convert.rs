@@ -3,8 +3,9 @@
 
 use serde_json::Value;
 use toolwright_sdk::{
-    Capability, CapabilityRequest, Content, Cost, ExecutionMode, Exposure, Loadout, LoadoutChanges,
-    LoadoutTool, PluginMetadata, ToolAnnotations, ToolNamespace, ToolSpec, Usage,
+    Capability, CapabilityRequest, Content, Cost, EmbeddedResource, ExecutionMode, Exposure, Loadout,
+    LoadoutChanges, LoadoutTool, PluginMetadata, ResourceBody, ToolAnnotations, ToolNamespace, ToolSpec,
+    Usage,
 };
 
 use super::bindings::types as wit;
@@ -64,17 +65,48 @@ pub fn result_to_wit(r: &ToolResult) -> wit::ToolResult {
 /// normalises every image as pi does after its hooks (`toolwright_native::builtins::normalize_images`: converted to
 /// PNG when it can be decoded, kept when it cannot, refused with a note above the decoded-size limit); only data
 /// that is not base64 at all is refused here.
+/// Audio and a resource's bytes are checked the same way (base64, nothing more: the MIME type is the plugin's word).
 fn content_from_wit(c: wit::Content) -> Result<Content, String> {
+    use base64::Engine as _;
+    let base64 = |what: &str, data: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map(drop)
+            .map_err(|e| format!("{what} is not valid base64: {e}"))
+    };
     match c {
         wit::Content::Text(text) => Ok(Content::Text { text }),
         wit::Content::Image(i) => {
-            use base64::Engine as _;
-            if let Err(e) = base64::engine::general_purpose::STANDARD.decode(&i.data) {
-                return Err(format!("an image's `data` is not valid base64: {e}"));
-            }
+            base64("an image's `data`", &i.data)?;
             Ok(Content::Image {
                 data: i.data,
                 mime_type: i.mime_type,
+            })
+        }
+        wit::Content::Audio(a) => {
+            base64("an audio block's `data`", &a.data)?;
+            Ok(Content::Audio {
+                data: a.data,
+                mime_type: a.mime_type,
+            })
+        }
+        wit::Content::Resource(r) => {
+            let body = match r.body {
+                wit::ResourceBody::Text(text) => ResourceBody::Text { text },
+                wit::ResourceBody::Blob(blob) => {
+                    base64(&format!("the `blob` of the resource {}", r.uri), &blob)?;
+                    ResourceBody::Blob { blob }
+                }
+            };
+            if r.uri.is_empty() {
+                return Err("an embedded resource has no `uri`".into());
+            }
+            Ok(Content::Resource {
+                resource: EmbeddedResource {
+                    uri: r.uri,
+                    mime_type: r.mime_type,
+                    body,
+                },
             })
         }
     }
@@ -86,6 +118,18 @@ fn content_to_wit(c: &Content) -> wit::Content {
         Content::Image { data, mime_type } => wit::Content::Image(wit::Image {
             data: data.clone(),
             mime_type: mime_type.clone(),
+        }),
+        Content::Audio { data, mime_type } => wit::Content::Audio(wit::Audio {
+            data: data.clone(),
+            mime_type: mime_type.clone(),
+        }),
+        Content::Resource { resource } => wit::Content::Resource(wit::EmbeddedResource {
+            uri: resource.uri.clone(),
+            mime_type: resource.mime_type.clone(),
+            body: match &resource.body {
+                ResourceBody::Text { text } => wit::ResourceBody::Text(text.clone()),
+                ResourceBody::Blob { blob } => wit::ResourceBody::Blob(blob.clone()),
+            },
         }),
     }
 }
@@ -176,6 +220,7 @@ pub fn spec_from_wit(s: wit::ToolSpec) -> Result<ToolSpec, String> {
         prepares_arguments: s.prepares_arguments,
         mutates_files: s.mutates_files,
         prepares_loadout: s.prepares_loadout,
+        long_running: s.long_running,
     })
 }
 
@@ -258,6 +303,14 @@ pub fn content_bytes(content: &wit::Content) -> usize {
     match content {
         wit::Content::Text(text) => text.len(),
         wit::Content::Image(image) => image.data.len() + image.mime_type.len(),
+        wit::Content::Audio(audio) => audio.data.len() + audio.mime_type.len(),
+        wit::Content::Resource(r) => {
+            r.uri.len()
+                + r.mime_type.as_ref().map_or(0, String::len)
+                + match &r.body {
+                    wit::ResourceBody::Text(text) | wit::ResourceBody::Blob(text) => text.len(),
+                }
+        }
     }
 }
 
@@ -342,6 +395,7 @@ mod tests {
             prepares_arguments: false,
             mutates_files: false,
             prepares_loadout: false,
+            long_running: None,
         };
         assert_eq!(
             spec_from_wit(spec).unwrap_err(),

@@ -33,6 +33,9 @@
 //! - [`offers`]: a plugin's MCP resources and prompts (the optional `offers` export, [`Plugin::offers`]), checked,
 //!   bounded and in MCP's shapes, each export run through the gate under the plugin's grants.
 //! - `grants`: a plugin's [`WasmGrants`], typed from its decided policy.
+//! - `v1`: plugins built against `toolwright:plugin@0.1.0` (frozen in `wit-0.1`): its imports linked beside the
+//!   current ones and served by them, its `tool` and `offers` exports called in the current types
+//!   (`v1::ToolGuest`, `v1::OffersGuest`; its `handler` in `handler::exports`), what crosses converted.
 //! - [`codemode`] (feature `codemode`): pi's `codemode` tool, its engine a component.
 //! - Trust (which plugin a grant is for, `toolwright.lock`, project trust) is the facade's (`toolwright::trust`):
 //!   this crate runs what it let through.
@@ -80,6 +83,7 @@ mod queue;
 mod runtime;
 mod state;
 mod tool;
+mod v1;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -118,7 +122,8 @@ fn imports(linker: &mut wasmtime::component::Linker<state::PluginState>) -> wasm
     name_lookup::add_to_linker(linker)?;
     bindings::types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     bindings::host::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-    bindings::process::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+    bindings::process::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v1::add_to_linker(linker)
 }
 
 /// The plugin runtime: an engine, a linker and a cache (a second, metered set made on first need for plugins

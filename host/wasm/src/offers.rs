@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::bindings::offers as wit;
 use crate::gate::{self, Entry};
+use crate::v1::OffersGuest;
 use crate::{Plugin, WasmGrants};
 
 /// The most entries one list may have (resources, templates, prompts, messages, completions).
@@ -244,7 +245,7 @@ impl Plugin {
         &self,
         grants: &WasmGrants,
         export: &'static str,
-        call: impl FnOnce(&wit::Guest, &mut wasmtime::Store<crate::state::PluginState>) -> wasmtime::Result<T>,
+        call: impl FnOnce(&OffersGuest, &mut wasmtime::Store<crate::state::PluginState>) -> wasmtime::Result<T>,
     ) -> Result<T, String> {
         self.enter_with(grants, Entry::bare(export), call)
     }
@@ -254,7 +255,7 @@ impl Plugin {
         &self,
         grants: &WasmGrants,
         entry: Entry,
-        call: impl FnOnce(&wit::Guest, &mut wasmtime::Store<crate::state::PluginState>) -> wasmtime::Result<T>,
+        call: impl FnOnce(&OffersGuest, &mut wasmtime::Store<crate::state::PluginState>) -> wasmtime::Result<T>,
     ) -> Result<T, String> {
         let inner = &self.inner;
         gate::enter(&**inner, grants, entry, |store, instance| {

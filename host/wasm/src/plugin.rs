@@ -15,7 +15,6 @@ use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use crate::bindings;
 use crate::budget::{self, MemoryBudget};
 use crate::cache::Digest;
 use crate::engine::MAX_MEMORY;
@@ -72,7 +71,7 @@ impl PluginInner {
         &self,
         store: &mut Store<PluginState>,
         instance: &Instance,
-    ) -> wasmtime::Result<bindings::tool::Guest> {
+    ) -> wasmtime::Result<crate::v1::ToolGuest> {
         if let Some(guest) = &store.data().exports.tool {
             return Ok(guest.clone());
         }

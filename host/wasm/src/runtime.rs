@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use wasmtime::component::{InstancePre, Linker};
 
-use crate::bindings;
 use crate::cache::{self, Compilation, ComponentCache, Digest, FileId, FileStamp};
 use crate::engine;
 use crate::error::PluginError;
@@ -50,10 +49,10 @@ impl Runtime {
 /// A component pre-linked for instantiation, and where its exports are.
 pub(crate) struct Linked {
     pub(crate) pre: InstancePre<PluginState>,
-    pub(crate) tool: Option<bindings::tool::GuestIndices>,
+    pub(crate) tool: Option<crate::v1::ToolIndices>,
     pub(crate) handler: Option<crate::handler::Indices>,
     /// Its MCP resources and prompts, when it offers some (`crate::offers`).
-    pub(crate) offers: Option<bindings::offers::GuestIndices>,
+    pub(crate) offers: Option<crate::v1::OffersIndices>,
     /// The cached file its memory image is mapped from, where the pages its calls write are kept resident
     /// (`crate::instances::resident`; none when it was compiled here, or when which file was mapped is not known
     /// for sure: the entry renamed over during the map, or not found by `stat`).
@@ -109,12 +108,13 @@ pub(crate) fn link(
         .linker
         .instantiate_pre(&component)
         .map_err(|e| incompatible(format!("{e:#}")))?;
-    let tool = bindings::tool::GuestIndices::new(&pre).ok();
+    let tool = crate::v1::ToolIndices::new(&pre);
     let handler = crate::handler::Indices::new(&pre);
-    let offers = bindings::offers::GuestIndices::new(&pre).ok();
+    let offers = crate::v1::OffersIndices::new(&pre);
     if tool.is_none() && handler.is_none() {
         return Err(incompatible(
-            "it exports neither `toolwright:plugin/tool@0.1.0` nor `toolwright:plugin/handler@0.1.0`".into(),
+            "it exports neither `toolwright:plugin/tool@0.2.0` nor `toolwright:plugin/handler@0.2.0` (nor 0.1.0's)"
+                .into(),
         ));
     }
     Ok((

@@ -158,7 +158,7 @@ pub struct PluginState {
 /// The type-checked exports of a store's instance, once loaded.
 #[derive(Default)]
 pub(super) struct Exports {
-    pub(super) tool: Option<crate::bindings::tool::Guest>,
+    pub(super) tool: Option<crate::v1::ToolGuest>,
     pub(super) handler: Option<crate::handler::Exports>,
 }
 

@@ -1,5 +1,5 @@
 // The component's entry (what componentize-js builds): the host's imports, handed to the plugin in app.js.
-import * as host from "toolwright:plugin/host@0.1.0";
+import * as host from "toolwright:plugin/host@0.2.0";
 import { plugin } from "./app.js";
 
 export const tool = plugin.exports({ host });

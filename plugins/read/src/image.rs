@@ -129,13 +129,27 @@ pub fn content(bytes: &[u8], mime: &str) -> Vec<Content> {
 /// data, type or hints change is replaced by the processed image followed by a text block with the hints (when
 /// there are any); one that cannot be processed is kept as it is, unless its header declares more than
 /// `MAX_PIXELS` (25 megapixels): that one is replaced by the note saying so. `None` when nothing changed.
+///
+/// An embedded resource holding an image (an `image/*` blob, which the model sees as an image) goes through the
+/// same, and stays a resource.
 pub fn normalize_images(content: &[Content]) -> Option<Vec<Content>> {
+    use toolwright_sdk::ResourceBody;
     let mut changed = false;
     let mut out = Vec::with_capacity(content.len());
     for block in content {
-        let Content::Image { data, mime_type } = block else {
-            out.push(block.clone());
-            continue;
+        let (data, mime_type) = match block {
+            Content::Image { data, mime_type } => (data, mime_type.as_str()),
+            Content::Resource { resource } => match (&resource.body, resource.mime_type.as_deref()) {
+                (ResourceBody::Blob { blob }, Some(mime)) if mime.starts_with("image/") => (blob, mime),
+                _ => {
+                    out.push(block.clone());
+                    continue;
+                }
+            },
+            _ => {
+                out.push(block.clone());
+                continue;
+            }
         };
         let bytes = STANDARD.decode(data).ok();
         if let Some(Err(note)) = bytes.as_deref().map(within_pixel_limit) {
@@ -147,7 +161,12 @@ pub fn normalize_images(content: &[Content]) -> Option<Vec<Content>> {
         match processed {
             Some(p) if p.data != *data || p.mime != mime_type || !p.hints.is_empty() => {
                 changed = true;
-                out.push(Content::image(p.data, p.mime));
+                out.push(match block {
+                    Content::Resource { resource } => {
+                        Content::resource_blob(resource.uri.clone(), Some(p.mime.to_owned()), p.data)
+                    }
+                    _ => Content::image(p.data, p.mime),
+                });
                 if !p.hints.is_empty() {
                     out.push(Content::text(p.hints.join("\n")));
                 }
@@ -416,5 +435,34 @@ mod tests {
             content[0].as_text(),
             Some("Read image file [image/png]\n[Image converted from image/bmp to image/png.]")
         );
+    }
+
+    #[test]
+    fn an_image_resource_is_normalised_as_an_image_and_stays_a_resource() {
+        // The model sees an `image/*` blob resource as an image: it gets the same checks.
+        let mut bmp = Vec::new();
+        DynamicImage::new_rgb8(2, 2)
+            .write_to(&mut Cursor::new(&mut bmp), image::ImageFormat::Bmp)
+            .unwrap();
+        let resource = Content::resource_blob("p://x.bmp", Some("image/bmp".into()), STANDARD.encode(&bmp));
+        let out = normalize_images(&[resource]).unwrap();
+        assert!(
+            matches!(&out[0], Content::Resource { resource } if resource.mime_type.as_deref() == Some("image/png")),
+            "{out:?}"
+        );
+        assert_eq!(
+            out[1].as_text(),
+            Some("[Image converted from image/bmp to image/png.]")
+        );
+        let big = encode_png(&DynamicImage::new_luma8(6000, 5000)).unwrap();
+        let huge = Content::resource_blob("p://big.png", Some("image/png".into()), STANDARD.encode(&big));
+        assert!(
+            normalize_images(&[huge]).unwrap()[0]
+                .as_text()
+                .unwrap()
+                .starts_with("[Image omitted: 6000x5000")
+        );
+        let text = Content::resource_text("p://t", Some("image/svg+xml".into()), "<svg/>");
+        assert_eq!(normalize_images(&[text]), None, "a text resource is not an image");
     }
 }

@@ -264,7 +264,7 @@ fn read_output(content: &[Content]) -> Value {
     let text = content.iter().find_map(Content::as_text).unwrap_or_default();
     match content.iter().find_map(|c| match c {
         Content::Image { data, mime_type } => Some((data, mime_type)),
-        Content::Text { .. } => None,
+        _ => None,
     }) {
         Some((data, mime_type)) => {
             json!({"type": "image", "data": data, "mimeType": mime_type, "note": text})

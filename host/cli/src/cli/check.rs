@@ -49,15 +49,15 @@ const HTTP_IMPORT: &str = "the host offers no `wasi:http`: componentize-js inclu
      `disableFeatures: [\"http\", \"fetch-event\"]` (`componentize(…, { disableFeatures: [\"http\", \"fetch-event\"] })`)";
 
 const OTHER_IMPORT: &str = "the host links WASI 0.2 (cli, clocks, filesystem, io, random, sockets) and \
-     `toolwright:plugin/host@0.1.0`: build against this host's WIT (`wit/` in Toolwright's repository) and leave out \
+     `toolwright:plugin/host@0.2.0` (and 0.1.0): build against this host's WIT (`wit/` in Toolwright's repository) and leave out \
      what it does not offer";
 
-const WRONG_TYPE: &str = "the plugin was built against another draft of `toolwright:plugin@0.1.0` (before \
-     `prepare-loadout` and `callable-tools` took records, they passed JSON text): rebuild it with the current SDK, or \
-     against `toolwright wit --out wit`";
+const WRONG_TYPE: &str = "the plugin was built against another draft of `toolwright:plugin` than 0.2.0 or the \
+     released 0.1.0 (an early 0.1.0 passed JSON text where `prepare-loadout` and `callable-tools` now take records): \
+     rebuild it with the current SDK, or against `toolwright wit --out wit`";
 
-const NO_EXPORT: &str = "export `toolwright:plugin/tool@0.1.0` (world `tool-plugin`, the SDK's `export_tool!`) or \
-     `toolwright:plugin/handler@0.1.0` (world `handler-plugin`, `export_handler!`)";
+const NO_EXPORT: &str = "export `toolwright:plugin/tool@0.2.0` (world `tool-plugin`, the SDK's `export_tool!`) or \
+     `toolwright:plugin/handler@0.2.0` (world `handler-plugin`, `export_handler!`)";
 
 const METADATA: &str = "fix the plugin's metadata or tool declarations; `docs/writing-plugins.md` says what the host \
      accepts";

@@ -65,7 +65,7 @@ pub fn run(args: WitArgs) -> anyhow::Result<ExitCode> {
             write_tree(&dir)?;
             writeln!(
                 out,
-                "wrote {} WIT files to {} (toolwright:plugin@0.1.0 and the WASI 0.2.12 packages its worlds include)",
+                "wrote {} WIT files to {} (toolwright:plugin@0.2.0 and the WASI 0.2.12 packages its worlds include)",
                 FILES.len(),
                 dir.display()
             )?;

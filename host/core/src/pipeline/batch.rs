@@ -272,13 +272,14 @@ async fn emit_message(sink: &dyn EventSink, message: ToolResultMessage) {
 }
 
 /// pi's `createToolResultMessage` (`structuredContent` and `terminate` are not copied), with the record of the
-/// nested calls the tool made, as pi's session adds it at `message_start`.
+/// nested calls the tool made, as pi's session adds it at `message_start`. Its content is the model's view
+/// ([`crate::model_view`]): audio and embedded resources become what pi shows of an MCP server's.
 fn result_message(records: Option<&dyn CallRecords>, f: &Finalized<'_>) -> ToolResultMessage {
     let mut message = ToolResultMessage {
         role: "toolResult".into(),
         tool_call_id: f.call.id.clone(),
         tool_name: f.call.name.clone(),
-        content: f.result.content.clone(),
+        content: crate::model_view::model_view(&f.result.content),
         details: f.result.details.clone(),
         usage: f.result.usage.clone(),
         nested_calls: None,

@@ -3,11 +3,8 @@
 //! only when there is no content, an error without text named, and text over 20 KiB with its middle removed and
 //! the whole of it in a file.
 
-use std::io::Write as _;
-use std::path::PathBuf;
-
-use base64::Engine as _;
 use serde_json::{Map, Value, json};
+use toolwright_core::model_view::{self, save};
 use toolwright_sdk::truncate::format_size;
 use toolwright_sdk::{Content, ToolResult};
 
@@ -77,7 +74,7 @@ fn joined_text(content: &[Content]) -> String {
         .iter()
         .filter_map(|c| match c {
             Content::Text { text } => Some(text.as_str()),
-            Content::Image { .. } => None,
+            _ => None,
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -92,12 +89,9 @@ fn block(b: &Value, source: Source<'_>) -> Content {
             data: text("data").unwrap_or_default().to_owned(),
             mime_type: text("mimeType").unwrap_or_default().to_owned(),
         },
-        Some("audio") => Content::text(format!(
-            "[audio {} omitted]",
-            text("mimeType").unwrap_or("undefined")
-        )),
+        Some("audio") => Content::text(model_view::audio(text("mimeType"))),
         Some("resource_link") => Content::text(resource_link(b, source)),
-        Some("resource") => embedded(b.get("resource").unwrap_or(&Value::Null)),
+        Some("resource") => model_view::embedded(b.get("resource").unwrap_or(&Value::Null)),
         Some(other) => Content::text(format!("[unsupported MCP content {other}]")),
         None => Content::text(format!(
             "[unsupported MCP content {}]",
@@ -132,91 +126,6 @@ fn resource_link(b: &Value, source: Source<'_>) -> String {
         String::new()
     };
     format!("[Resource {uri} \"{title}\"{details}{description}{read}]")
-}
-
-/// Whether a MIME type names text (pi's `isTextMimeType`).
-fn is_text_mime(mime: &str) -> bool {
-    let base = mime
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    base.starts_with("text/")
-        || base == "application/json"
-        || base.ends_with("+json")
-        || base.ends_with("+xml")
-}
-
-/// An embedded resource (also each content of `resources/read`).
-pub fn embedded(resource: &Value) -> Content {
-    let text = |key: &str| resource.get(key).and_then(Value::as_str);
-    if let Some(t) = text("text") {
-        return Content::text(t);
-    }
-    let uri = text("uri").unwrap_or_default();
-    let mime = text("mimeType");
-    let Some(blob) = text("blob") else {
-        return Content::text("");
-    };
-    if let Some(mime) = mime.filter(|m| m.starts_with("image/")) {
-        return Content::Image {
-            data: blob.to_owned(),
-            mime_type: mime.to_owned(),
-        };
-    }
-    let bytes = match base64::engine::general_purpose::STANDARD.decode(blob) {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            return Content::text(format!(
-                "[Binary resource {uri} ({}) could not be saved: {e}]",
-                mime.unwrap_or("unknown type")
-            ));
-        }
-    };
-    if mime.is_some_and(is_text_mime) {
-        return Content::text(String::from_utf8_lossy(&bytes));
-    }
-    let ext = extension(uri);
-    match save(&bytes, &ext) {
-        Ok(path) => Content::text(format!(
-            "[Binary resource {uri} ({}, {}) saved to {}]",
-            mime.unwrap_or("unknown type"),
-            format_size(bytes.len()),
-            path.display()
-        )),
-        Err(e) => Content::text(format!(
-            "[Binary resource {uri} ({}) could not be saved: {e}]",
-            mime.unwrap_or("unknown type")
-        )),
-    }
-}
-
-/// The extension of a resource's path (`.bin` when it has none of 1 to 8 letters and digits).
-fn extension(uri: &str) -> String {
-    let path = uri.split(['?', '#']).next().unwrap_or(uri);
-    let name = path.rsplit('/').next().unwrap_or(path);
-    match name.rfind('.') {
-        Some(at)
-            if (2..=9).contains(&(name.len() - at))
-                && name[at + 1..].chars().all(|c| c.is_ascii_alphanumeric()) =>
-        {
-            name[at..].to_owned()
-        }
-        _ => ".bin".to_owned(),
-    }
-}
-
-/// Write `bytes` to a new private file `toolwright-mcp-<16 hex><ext>` in the temporary directory.
-fn save(bytes: &[u8], ext: &str) -> std::io::Result<PathBuf> {
-    let mut file = tempfile::Builder::new()
-        .prefix("toolwright-mcp-")
-        .suffix(ext)
-        .rand_bytes(16)
-        .tempfile()?;
-    file.write_all(bytes)?;
-    let (_, path) = file.keep().map_err(|e| e.error)?;
-    Ok(path)
 }
 
 /// pi's 20 KiB bound: past it, the text blocks become one text with the middle removed (the whole text saved to
@@ -277,6 +186,7 @@ mod tests {
             .map(|c| match c {
                 Content::Text { text } => text.clone(),
                 Content::Image { mime_type, .. } => format!("<image {mime_type}>"),
+                other => format!("{other:?}"),
             })
             .collect()
     }
@@ -380,7 +290,5 @@ mod tests {
         assert!(path.ends_with(".bin"));
         assert_eq!(std::fs::read(&path).unwrap(), [0, 1, 2, 3]);
         std::fs::remove_file(path).unwrap();
-        assert_eq!(extension("file:///r/a.tar.gz?x=1"), ".gz");
-        assert_eq!(extension("file:///r/noext"), ".bin");
     }
 }

@@ -927,7 +927,7 @@ impl McpServers {
                         let item_uri = item.get("uri").and_then(Value::as_str).unwrap_or(&uri);
                         content.push(Content::text(format!("{item_uri}:")));
                     }
-                    content.push(convert::embedded(item));
+                    content.push(toolwright_core::model_view::embedded(item));
                 }
                 let content = convert::limited(content, &mut details);
                 let contents: Vec<Value> = contents.into_iter().map(strip_meta).collect();

@@ -2,15 +2,24 @@
 //! the current one, whose `tool-call` and `tool-result` return `result<_, string>` (an error is the handler's
 //! thrown error), or the bare one of the plugins built before (a decision, an option), whose answers are all
 //! `ok`. The shape is found when an instance is first called, by type-checking the current one first.
+//!
+//! A plugin built against `toolwright:plugin@0.1.0` exports `handler@0.1.0` (in either shape): its `metadata`
+//! and `tool-call` have the same types as 0.2.0's (wasmtime compares types by structure), and its `tool-result`
+//! is called with the event in 0.1.0's types (`crate::v1`: audio and resources as the model sees them) and its
+//! changes converted back. Left alone, a result keeps its blocks.
 
 use wasmtime::Store;
 use wasmtime::component::{ComponentExportIndex, Func, Instance, InstancePre, TypedFunc};
 
-use crate::bindings::{handler as wit, types};
+use crate::bindings::{handler as wit, types, v1::handler as v1};
 use crate::state::PluginState;
+use crate::v1::Conv as _;
 
 /// The interface a handler plugin exports.
-const INTERFACE: &str = "toolwright:plugin/handler@0.1.0";
+const INTERFACE: &str = "toolwright:plugin/handler@0.2.0";
+
+/// The interface a handler plugin built against 0.1.0 exports.
+const INTERFACE_V1: &str = "toolwright:plugin/handler@0.1.0";
 
 /// Where a component's handler exports are: found by name when it is linked, type-checked per instance.
 #[derive(Debug, Clone)]
@@ -18,6 +27,8 @@ pub(crate) struct Indices {
     metadata: ComponentExportIndex,
     tool_call: ComponentExportIndex,
     tool_result: ComponentExportIndex,
+    /// Built against 0.1.0.
+    v1: bool,
 }
 
 type Decided = Result<wit::ToolCallDecision, String>;
@@ -32,18 +43,26 @@ pub(crate) struct Exports {
     tool_result: Func,
     /// The current shape; else the bare one of plugins built before the hooks returned `result`.
     current: bool,
+    /// Built against 0.1.0: `tool-result` takes and gives 0.1.0's types.
+    v1: bool,
 }
+
+type ChangedV1 = Result<Option<v1::ToolResultChanges>, String>;
 
 impl Indices {
     /// The handler exports of the component `pre` was linked from, if it exports the interface.
     pub(crate) fn new(pre: &InstancePre<PluginState>) -> Option<Self> {
         let component = pre.component();
-        let interface = component.get_export_index(None, INTERFACE)?;
+        let (interface, v1) = match component.get_export_index(None, INTERFACE) {
+            Some(interface) => (interface, false),
+            None => (component.get_export_index(None, INTERFACE_V1)?, true),
+        };
         let find = |name: &str| component.get_export_index(Some(&interface), name);
         Some(Indices {
             metadata: find("metadata")?,
             tool_call: find("tool-call")?,
             tool_result: find("tool-result")?,
+            v1,
         })
     }
 
@@ -60,17 +79,29 @@ impl Indices {
                 .ok_or_else(|| wasmtime::format_err!("no export `{}`", INTERFACE))
         };
         let (tool_call, tool_result) = (func(store, &self.tool_call)?, func(store, &self.tool_result)?);
+        let v1 = self.v1;
         let current = match tool_call.typed::<(&wit::ToolCallEvent,), (Decided,)>(&*store) {
             Ok(_) => {
-                tool_result.typed::<(&wit::ToolResultEvent,), (Changed,)>(&*store)?;
+                if v1 {
+                    tool_result.typed::<(&v1::ToolResultEvent,), (ChangedV1,)>(&*store)?;
+                } else {
+                    tool_result.typed::<(&wit::ToolResultEvent,), (Changed,)>(&*store)?;
+                }
                 true
             }
             Err(error) => {
                 let bare = tool_call
                     .typed::<(&wit::ToolCallEvent,), (wit::ToolCallDecision,)>(&*store)
                     .and_then(|_| {
-                        tool_result
-                            .typed::<(&wit::ToolResultEvent,), (Option<wit::ToolResultChanges>,)>(&*store)
+                        if v1 {
+                            tool_result
+                                .typed::<(&v1::ToolResultEvent,), (Option<v1::ToolResultChanges>,)>(&*store)
+                                .map(drop)
+                        } else {
+                            tool_result
+                                .typed::<(&wit::ToolResultEvent,), (Option<wit::ToolResultChanges>,)>(&*store)
+                                .map(drop)
+                        }
                     });
                 if bare.is_err() {
                     return Err(error.context("type-checking export func `tool-call`"));
@@ -83,6 +114,7 @@ impl Indices {
             tool_call,
             tool_result,
             current,
+            v1,
         })
     }
 }
@@ -120,6 +152,31 @@ impl Exports {
         store: &mut Store<PluginState>,
         event: &wit::ToolResultEvent,
     ) -> wasmtime::Result<Changed> {
+        if self.v1 {
+            let shown: v1::ToolResultEvent = event.clone().conv();
+            let changed = if self.current {
+                let hook = self
+                    .tool_result
+                    .typed::<(&v1::ToolResultEvent,), (ChangedV1,)>(&*store)?;
+                hook.call(store, (&shown,))?.0
+            } else {
+                let hook = self
+                    .tool_result
+                    .typed::<(&v1::ToolResultEvent,), (Option<v1::ToolResultChanges>,)>(&*store)?;
+                Ok(hook.call(store, (&shown,))?.0)
+            };
+            return Ok(changed.map(|changes| {
+                changes.map(|mut changes| {
+                    let content = changes
+                        .content
+                        .take()
+                        .map(|c| crate::v1::restored(c, &shown.content, &event.content));
+                    let mut changes: wit::ToolResultChanges = changes.conv();
+                    changes.content = content;
+                    changes
+                })
+            }));
+        }
         if self.current {
             let hook = self
                 .tool_result

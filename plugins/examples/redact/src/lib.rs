@@ -1,8 +1,10 @@
 //! # toolwright-example-redact
 //!
 //! A handler plugin in the result path of every tool (pi's `tool_result` hook): `SECRET=…` values and AWS
-//! access key ids (`AKIA` + 16 characters) in text results are replaced before the model sees them. The new
-//! content drops the result's structured content, as pi does when a handler replaces content alone.
+//! access key ids (`AKIA` + 16 characters) in text results are replaced before the model sees them: text blocks,
+//! and embedded resources' text (a resource's bytes too, when they are UTF-8 text: the model sees a text-typed
+//! blob decoded, and an MCP client gets it whole). The new content drops the result's structured content, as pi
+//! does when a handler replaces content alone.
 //!
 //! A result containing `__redact_fail__` makes it fail with the message `redact asked to fail`, and one
 //! containing `__redact_trap__` makes it panic (a trap), which shows how the host treats a failing `tool_result`
@@ -13,7 +15,9 @@
 //! assert_eq!(toolwright_example_redact::redact("x SECRET=hunter2 y"), "x SECRET=[redacted] y");
 //! ```
 
-use toolwright_sdk::{Content, Handler, ToolError, ToolResultChanges, ToolResultEvent};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use toolwright_sdk::{Content, Handler, ResourceBody, ToolError, ToolResultChanges, ToolResultEvent};
 
 /// The redactor.
 #[derive(Debug, Clone, Copy, Default)]
@@ -35,6 +39,30 @@ impl Handler for Redact {
                     let clean = redact(text);
                     changed |= clean != *text;
                     Content::text(clean)
+                }
+                Content::Resource { resource } => {
+                    let mut resource = resource.clone();
+                    match &mut resource.body {
+                        ResourceBody::Text { text } => {
+                            let clean = redact(text);
+                            changed |= clean != *text;
+                            *text = clean;
+                        }
+                        ResourceBody::Blob { blob } => {
+                            let text = STANDARD
+                                .decode(&*blob)
+                                .ok()
+                                .and_then(|b| String::from_utf8(b).ok());
+                            if let Some(text) = text {
+                                let clean = redact(&text);
+                                if clean != text {
+                                    changed = true;
+                                    *blob = STANDARD.encode(clean);
+                                }
+                            }
+                        }
+                    }
+                    Content::Resource { resource }
                 }
                 other => other.clone(),
             })
@@ -80,3 +108,42 @@ pub fn redact(text: &str) -> String {
 }
 
 toolwright_sdk::export_handler!(Redact);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_in_embedded_resources_are_redacted_too() {
+        let event = ToolResultEvent {
+            tool_name: "t".into(),
+            tool_call_id: "c".into(),
+            parent_tool_call_id: None,
+            input: serde_json::json!({}),
+            content: vec![
+                Content::resource_text("r://t", Some("text/plain".into()), "SECRET=a"),
+                Content::resource_blob("r://b", None, STANDARD.encode("key SECRET=b")),
+                Content::resource_blob("r://bin", None, STANDARD.encode([0xff, 0xfe])),
+                Content::audio("UklGRg==", "audio/wav"),
+            ],
+            details: None,
+            structured_content: None,
+            is_error: false,
+            usage: None,
+        };
+        let content = Redact.tool_result(&event).unwrap().unwrap().content.unwrap();
+        assert_eq!(
+            content[0],
+            Content::resource_text("r://t", Some("text/plain".into()), "SECRET=[redacted]")
+        );
+        assert_eq!(
+            content[1],
+            Content::resource_blob("r://b", None, STANDARD.encode("key SECRET=[redacted]"))
+        );
+        assert_eq!(
+            content[2..],
+            event.content[2..],
+            "bytes that are not text, and audio, pass"
+        );
+    }
+}

@@ -22,6 +22,9 @@ use toolwright_sdk::{
 pub const RED_PIXEL_PNG: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 
+/// A minimal WAV file (a 44-byte header, 8 kHz mono 8-bit, one silent sample), base64-encoded.
+pub const SILENT_WAV: &str = "UklGRiUAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQEAAACA";
+
 /// One fixture tool, by name.
 #[derive(Debug, Clone, Copy)]
 pub struct Fixture {
@@ -32,7 +35,19 @@ pub struct Fixture {
 }
 
 /// The fixture tools.
-pub const FIXTURES: [Fixture; 27] = [
+pub const FIXTURES: [Fixture; 30] = [
+    Fixture {
+        name: "test_audio_content",
+        description: "Returns a short WAV clip (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_embedded_resource",
+        description: "Returns an embedded text resource (MCP conformance fixture).",
+    },
+    Fixture {
+        name: "test_multiple_content_types",
+        description: "Returns text, an image and an embedded resource (MCP conformance fixture).",
+    },
     Fixture {
         name: "test_simple_text",
         description: "Returns a simple text response (MCP conformance fixture).",
@@ -302,6 +317,30 @@ impl Tool for Fixture {
                 content: vec![Content::image(RED_PIXEL_PNG, "image/png")],
                 ..Default::default()
             },
+            "test_audio_content" => ToolResult {
+                content: vec![Content::audio(SILENT_WAV, "audio/wav")],
+                ..Default::default()
+            },
+            "test_embedded_resource" => ToolResult {
+                content: vec![Content::resource_text(
+                    "test://embedded-resource",
+                    Some("text/plain".into()),
+                    "This is an embedded resource content.",
+                )],
+                ..Default::default()
+            },
+            "test_multiple_content_types" => ToolResult {
+                content: vec![
+                    Content::text("Multiple content types test:"),
+                    Content::image(RED_PIXEL_PNG, "image/png"),
+                    Content::resource_text(
+                        "test://mixed-content-resource",
+                        Some("application/json".into()),
+                        r#"{"test":"data","value":123}"#,
+                    ),
+                ],
+                ..Default::default()
+            },
             "json_schema_2020_12_tool" => ToolResult::text("Accepted."),
             "test_custom_headers" | "test_bad_header_mark" => ToolResult::text(format!("arguments: {args}")),
             "test_tool_with_logging" | "test_logging_tool" => {
@@ -529,7 +568,10 @@ toolwright_sdk::export_tool!(
     FIXTURES[23],
     FIXTURES[24],
     FIXTURES[25],
-    FIXTURES[26]
+    FIXTURES[26],
+    FIXTURES[27],
+    FIXTURES[28],
+    FIXTURES[29]
 );
 
 /// The suite's fixture resources (`test://static-text`, `test://static-binary`, `test://watched-resource`), its

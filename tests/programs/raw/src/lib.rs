@@ -8,10 +8,14 @@
 //! - `"structured"`: a result whose `structured-content` is not JSON;
 //! - `"partial"`: a malformed partial result (not JSON details), then a good result;
 //! - `"terminate"`: a good result that votes to end the run (`terminate: true`);
+//! - `"blocks"` (or `{"want":"blocks"}`, for clients that send objects only): text, audio, an embedded text
+//!   resource and an embedded binary one (`toolwright:plugin@0.2.0`);
+//! - `"bad-audio"`: an audio block whose data is not base64;
 //! - anything else: a good result, `raw ok`.
 //!
 //! Two more tools return `raw ok` for whatever passes their schemas, which the host must enforce: `guarded`
-//! takes a `name` that a look-ahead pattern forbids to start with `evil`; `tree` takes a recursive object.
+//! takes a `name` that a look-ahead pattern forbids to start with `evil` (and says it is quick: `long-running`
+//! false, so an MCP client that accepts tasks gets its result at once); `tree` takes a recursive object.
 //!
 //! It compiles to nothing natively.
 
@@ -27,7 +31,8 @@ mod guest {
 
     use exports::toolwright::plugin::tool::Guest;
     use toolwright::plugin::types::{
-        Content, Exposure, Loadout, LoadoutChanges, PluginMetadata, ToolResult, ToolSpec,
+        Audio, Content, EmbeddedResource, Exposure, Loadout, LoadoutChanges, PluginMetadata, ResourceBody,
+        ToolResult, ToolSpec,
     };
 
     struct Raw;
@@ -51,6 +56,7 @@ mod guest {
             prepares_arguments: false,
             mutates_files: false,
             prepares_loadout: false,
+            long_running: None,
         }
     }
 
@@ -76,11 +82,11 @@ mod guest {
         }
 
         fn list_tools() -> Vec<ToolSpec> {
-            vec![
+            let mut specs = vec![
                 spec(
                     "raw",
                     "Returns a malformed value on request.",
-                    r#"{"type": "string"}"#,
+                    r#"{"type": ["string", "object"]}"#,
                 ),
                 spec(
                     "guarded",
@@ -93,7 +99,9 @@ mod guest {
                     "Runs for a tree of objects.",
                     r##"{"type": "object", "properties": {"child": {"$ref": "#"}}, "additionalProperties": false}"##,
                 ),
-            ]
+            ];
+            specs[1].long_running = Some(false);
+            specs
         }
 
         fn prepare_arguments(_tool: String, _arguments: String) -> Result<Option<String>, String> {
@@ -115,6 +123,26 @@ mod guest {
                     toolwright::plugin::host::update(&partial);
                 }
                 r#""terminate""# => result.terminate = Some(true),
+                r#""blocks""# | r#"{"want":"blocks"}"# => {
+                    result.content.push(Content::Audio(Audio {
+                        data: "UklGRg==".into(),
+                        mime_type: "audio/wav".into(),
+                    }));
+                    result.content.push(Content::Resource(EmbeddedResource {
+                        uri: "raw://notes.txt".into(),
+                        mime_type: Some("text/plain".into()),
+                        body: ResourceBody::Text("embedded text".into()),
+                    }));
+                    result.content.push(Content::Resource(EmbeddedResource {
+                        uri: "raw://clip.ogg".into(),
+                        mime_type: Some("audio/ogg".into()),
+                        body: ResourceBody::Blob("AAEC".into()),
+                    }));
+                }
+                r#""bad-audio""# => result.content.push(Content::Audio(Audio {
+                    data: "not base64!".into(),
+                    mime_type: "audio/wav".into(),
+                })),
                 _ => {}
             }
             Ok(result)

@@ -42,6 +42,7 @@ mod guest {
             prepares_arguments: false,
             mutates_files: false,
             prepares_loadout: false,
+            long_running: None,
         }
     }
 

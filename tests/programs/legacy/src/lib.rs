@@ -1,0 +1,186 @@
+//! # toolwright-test-legacy
+//!
+//! A test program built against the frozen `toolwright:plugin@0.1.0` (`host/wasm/wit-0.1`) with wit-bindgen
+//! alone, as a plugin shipped before 0.2.0 was: the host must still load it, serve its imports and call its
+//! exports. Its `legacy` tool, by the `arguments` text it is given (a bare JSON string):
+//!
+//! - `"nested"`: calls `raw` with `"blocks"` (text, audio, embedded resources) and returns the nested outcome's
+//!   content as 0.1.0 sees it, after a line `nested: <is-error>`;
+//! - `"callable"`: the names of the tools it can call, one line;
+//! - anything else: `legacy ok` and a 1×1 PNG, after a partial result `legacy partial`.
+//!
+//! Its `tool-result` hook answers for `raw`'s calls only: it leaves the content alone and sets the details to
+//! `{"legacySaw": [...]}`, each block as it saw it (`text:<text>` or `image:<MIME>`).
+//!
+//! It compiles to nothing natively.
+
+#[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code, missing_docs)] // Generated bindings: unsafe by nature, documented in the WIT.
+mod guest {
+    wit_bindgen::generate!({
+        world: "full-plugin",
+        path: "../../../host/wasm/wit-0.1",
+        // The world includes WASI (std uses it through wasi-libc): generate its bindings too.
+        generate_all,
+    });
+
+    use exports::toolwright::plugin::handler::{
+        Guest as HandlerGuest, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent,
+    };
+    use exports::toolwright::plugin::tool::Guest;
+    use toolwright::plugin::host;
+    use toolwright::plugin::types::{
+        Content, Exposure, Image, Loadout, LoadoutChanges, PluginMetadata, ToolResult, ToolSpec,
+    };
+
+    const RED_PIXEL_PNG: &str =
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+
+    struct Legacy;
+
+    fn result(content: Vec<Content>) -> ToolResult {
+        ToolResult {
+            content,
+            details: None,
+            structured_content: None,
+            usage: None,
+            is_error: None,
+            terminate: None,
+        }
+    }
+
+    fn metadata() -> PluginMetadata {
+        PluginMetadata {
+            name: "toolwright-test-legacy".into(),
+            version: "0.1.0".into(),
+            description: "Built against toolwright:plugin@0.1.0.".into(),
+            capabilities: Vec::new(),
+        }
+    }
+
+    /// A JSON string literal of `text`.
+    fn quoted(text: &str) -> String {
+        let mut out = String::from('"');
+        for c in text.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    impl Guest for Legacy {
+        fn metadata() -> PluginMetadata {
+            metadata()
+        }
+
+        fn list_tools() -> Vec<ToolSpec> {
+            vec![ToolSpec {
+                name: "legacy".into(),
+                label: "legacy".into(),
+                description: "A tool built against toolwright:plugin@0.1.0.".into(),
+                parameters: r#"{"type": "string"}"#.into(),
+                output_schema: None,
+                prompt_snippet: None,
+                prompt_guidelines: Vec::new(),
+                constrained_sampling: None,
+                execution_mode: None,
+                exposure: Exposure::Direct,
+                annotations: None,
+                namespace: None,
+                default_active: None,
+                renders_own_frame: false,
+                prepares_arguments: false,
+                mutates_files: false,
+                prepares_loadout: false,
+            }]
+        }
+
+        fn prepare_arguments(_tool: String, _arguments: String) -> Result<Option<String>, String> {
+            Ok(None)
+        }
+
+        fn mutated_path(_tool: String, _arguments: String) -> Option<String> {
+            None
+        }
+
+        fn execute(_tool: String, _call_id: String, arguments: String) -> Result<ToolResult, String> {
+            match arguments.as_str() {
+                r#""nested""# => {
+                    let outcome = host::call_tool("raw", r#""blocks""#);
+                    let mut content = vec![Content::Text(format!("nested: {}", outcome.is_error))];
+                    content.extend(outcome.result.content);
+                    Ok(result(content))
+                }
+                r#""callable""# => {
+                    let names: Vec<String> = host::callable_tools().into_iter().map(|t| t.name).collect();
+                    Ok(result(vec![Content::Text(names.join(","))]))
+                }
+                _ => {
+                    host::update(&result(vec![Content::Text("legacy partial".into())]));
+                    Ok(result(vec![
+                        Content::Text("legacy ok".into()),
+                        Content::Image(Image {
+                            data: RED_PIXEL_PNG.into(),
+                            mime_type: "image/png".into(),
+                        }),
+                    ]))
+                }
+            }
+        }
+
+        fn prepare_loadout(_tool: String, _loadout: Loadout) -> Result<Option<LoadoutChanges>, String> {
+            Ok(None)
+        }
+
+        fn render_call(_tool: String, _arguments: String) -> Option<String> {
+            None
+        }
+
+        fn render_result(
+            _tool: String,
+            _result: ToolResult,
+            _expanded: bool,
+            _partial: bool,
+        ) -> Option<String> {
+            None
+        }
+    }
+
+    impl HandlerGuest for Legacy {
+        fn metadata() -> PluginMetadata {
+            metadata()
+        }
+
+        fn tool_call(_event: ToolCallEvent) -> Result<ToolCallDecision, String> {
+            Ok(ToolCallDecision::Allow)
+        }
+
+        fn tool_result(event: ToolResultEvent) -> Result<Option<ToolResultChanges>, String> {
+            if event.tool_name != "raw" {
+                return Ok(None);
+            }
+            let seen: Vec<String> = event
+                .content
+                .iter()
+                .map(|c| match c {
+                    Content::Text(text) => quoted(&format!("text:{text}")),
+                    Content::Image(image) => quoted(&format!("image:{}", image.mime_type)),
+                })
+                .collect();
+            Ok(Some(ToolResultChanges {
+                content: None,
+                details: Some(format!(r#"{{"legacySaw": [{}]}}"#, seen.join(", "))),
+                structured_content: None,
+                is_error: None,
+                usage: None,
+            }))
+        }
+    }
+
+    export!(Legacy);
+}
