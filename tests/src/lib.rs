@@ -55,6 +55,18 @@ pub mod programs {
     use toolwright::native::NativeEnv;
     use toolwright::wasm::{PluginHost, WasmGrants};
 
+    /// The content `raw` returns for `"blocks"`, as it crosses to an MCP client or a `tool_execution_end`: text,
+    /// audio, an embedded text resource and an embedded binary one.
+    pub fn raw_blocks() -> serde_json::Value {
+        serde_json::json!([
+            {"type": "text", "text": "raw ok"},
+            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "raw://notes.txt", "mimeType": "text/plain",
+                                              "text": "embedded text"}},
+            {"type": "resource", "resource": {"uri": "raw://clip.ogg", "mimeType": "audio/ogg", "blob": "AAEC"}},
+        ])
+    }
+
     /// A test program's tools linked natively, as embedder (SDK) tools working in `cwd`.
     pub fn native<T: toolwright_sdk::Tool + 'static>(tools: Vec<T>, cwd: &Path) -> Vec<ToolDefinition> {
         let env = NativeEnv::builtin(cwd).expect("a native environment for the workspace");

@@ -141,14 +141,8 @@ fn the_last_line_is_the_batchs_terminate_decision() {
     // After every pi event, `batch_end` says whether pi's agent loop would stop: only when every result votes so.
     let plugins = tempfile::tempdir().unwrap();
     std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
-    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
-    let args = [
-        "--no-default-plugins",
-        "--plugins",
-        plugins.path().to_str().unwrap(),
-        "--cache-dir",
-        cache.to_str().unwrap(),
-    ];
+    let args = plugin_args(plugins.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     for (arguments, terminate) in [
         (vec!["terminate", "terminate"], true),
         (vec!["terminate", "fine"], false),
@@ -292,6 +286,20 @@ fn plugins_lists_what_an_untrusted_project_policy_may_not_grant() {
     assert!(!text.contains("ignored from"), "{text}");
 }
 
+/// `exec`'s arguments for the plugins of `dir` alone, compiled into the tests' shared cache.
+fn plugin_args(dir: &std::path::Path) -> Vec<String> {
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    [
+        "--no-default-plugins",
+        "--plugins",
+        dir.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// The content of the result message of call `id` (what the model sees).
 fn message_content(events: &[Value], id: &str) -> Vec<Value> {
     let end = events
@@ -336,17 +344,13 @@ fn audio_and_embedded_resources_reach_the_model_as_pi_shows_them_and_0_1_plugins
     .unwrap();
     let policy = plugins.path().join("policy.toml");
     std::fs::write(&policy, "[plugins.toolwright-test-legacy]\ntools = [\"raw\"]\n").unwrap();
-    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
-    let args = [
-        "--no-default-plugins",
-        "--plugins",
-        plugins.path().to_str().unwrap(),
-        "--cache-dir",
-        cache.to_str().unwrap(),
-        "--policy",
-        policy.to_str().unwrap(),
-        "--sequential",
-    ];
+    let mut args = plugin_args(plugins.path());
+    args.extend([
+        "--policy".into(),
+        policy.to_str().unwrap().into(),
+        "--sequential".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let calls = json!({"toolCalls": [
         {"id": "r1", "name": "raw", "arguments": "blocks"},
         {"id": "r2", "name": "raw", "arguments": "bad-audio"},
@@ -369,16 +373,7 @@ fn audio_and_embedded_resources_reach_the_model_as_pi_shows_them_and_0_1_plugins
         .iter()
         .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == "r1")
         .unwrap();
-    assert_eq!(
-        end["result"]["content"],
-        json!([
-            {"type": "text", "text": "raw ok"},
-            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
-            {"type": "resource", "resource": {"uri": "raw://notes.txt", "mimeType": "text/plain",
-                                              "text": "embedded text"}},
-            {"type": "resource", "resource": {"uri": "raw://clip.ogg", "mimeType": "audio/ogg", "blob": "AAEC"}},
-        ])
-    );
+    assert_eq!(end["result"]["content"], toolwright_tests::programs::raw_blocks());
     // The 0.1 handler saw the model's view, and changed only the details.
     let saw: Vec<String> = end["result"]["details"]["legacySaw"]
         .as_array()

@@ -360,45 +360,54 @@ fn exec_ask_puts_a_plugins_forms_on_the_terminal_and_answers_roots_with_the_work
 /// The conformance plugin's prompt that asks the client for its context.
 const ASKING_PROMPT: &str = "test_input_required_result_prompt";
 
-#[test]
-fn a_plugin_s_prompt_asks_the_session_s_client_while_prompts_get_waits() {
+/// An offer's request (`method` with `params`) from a session whose client declared every capability and answers
+/// its one form with `content`: the response, after checking the form named the plugin and asked `question`,
+/// and that the request has one audit record, `ok`. Then the same from a client that declared nothing: it is
+/// asked nothing, and the request fails (-32603).
+fn asks_the_session_s_client(method: &str, params: Value, content: Value, question: &str) -> Value {
     let mut session = Session::start(true, every_capability());
     session
         .server
-        .send(&json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/get",
-        "params": {"name": ASKING_PROMPT}}));
+        .send(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
     let asked = &mut session.asked;
     let message = session.server.response_answering(1, &mut |method, params| {
         asked.push((method.to_owned(), params.clone()));
-        json!({"action": "accept", "content": {"context": "the docs"}})
+        json!({"action": "accept", "content": content})
     });
+    assert_eq!(session.asked.len(), 1, "{:?}", session.asked);
+    let (asked_with, form) = &session.asked[0];
+    assert_eq!(asked_with, "elicitation/create");
+    assert_eq!(form["message"], format!("The plugin {PLUGIN} asks: {question}"));
+    let records: Vec<Value> = session
+        .audit()
+        .into_iter()
+        .filter(|r| r["tool"] == method)
+        .collect();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["outcome"], "ok", "{records:?}");
+    // A client that cannot answer forms is not sent one: the request is not answered, and says why.
+    let mut mute = Session::start(true, json!({}));
+    mute.server
+        .send(&json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}));
+    let refused = mute
+        .server
+        .response_answering(2, &mut |method, _| panic!("asked {method}"));
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    message
+}
+
+#[test]
+fn a_plugin_s_prompt_asks_the_session_s_client_while_prompts_get_waits() {
+    let message = asks_the_session_s_client(
+        "prompts/get",
+        json!({"name": ASKING_PROMPT}),
+        json!({"context": "the docs"}),
+        "What context should the prompt use?",
+    );
     assert_eq!(
         message["result"]["messages"][0]["content"]["text"], "Use this context: the docs",
         "{message}"
     );
-    assert_eq!(session.asked.len(), 1, "{:?}", session.asked);
-    let (method, params) = &session.asked[0];
-    assert_eq!(method, "elicitation/create");
-    assert_eq!(
-        params["message"],
-        format!("The plugin {PLUGIN} asks: What context should the prompt use?")
-    );
-    let prompts: Vec<Value> = session
-        .audit()
-        .into_iter()
-        .filter(|r| r["tool"] == "prompts/get")
-        .collect();
-    assert_eq!(prompts.len(), 1, "{prompts:?}");
-    assert_eq!(prompts[0]["outcome"], "ok", "{prompts:?}");
-    // A client that cannot answer forms is not sent one: the prompt is not filled in, and says why.
-    let mut mute = Session::start(true, json!({}));
-    mute.server
-        .send(&json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get",
-        "params": {"name": ASKING_PROMPT}}));
-    let message = mute
-        .server
-        .response_answering(2, &mut |method, _| panic!("asked {method}"));
-    assert_eq!(message["error"]["code"], -32603, "{message}");
 }
 
 #[test]
@@ -463,42 +472,18 @@ const ASKING_RESOURCE: &str = "test://asking-resource";
 
 #[test]
 fn a_plugin_s_resource_read_asks_the_session_s_client_while_resources_read_waits() {
-    let mut session = Session::start(true, every_capability());
-    session
-        .server
-        .send(&json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
-        "params": {"uri": ASKING_RESOURCE}}));
-    let asked = &mut session.asked;
-    let message = session.server.response_answering(1, &mut |method, params| {
-        asked.push((method.to_owned(), params.clone()));
-        json!({"action": "accept", "content": {"variant": "short"}})
-    });
+    let message = asks_the_session_s_client(
+        "resources/read",
+        json!({"uri": ASKING_RESOURCE}),
+        json!({"variant": "short"}),
+        "Which variant?",
+    );
     assert_eq!(
         message["result"]["contents"][0]["text"], "the short variant",
         "{message}"
     );
-    assert_eq!(session.asked.len(), 1, "{:?}", session.asked);
-    assert_eq!(
-        session.asked[0].1["message"],
-        format!("The plugin {PLUGIN} asks: Which variant?")
-    );
-    let reads: Vec<Value> = session
-        .audit()
-        .into_iter()
-        .filter(|r| r["tool"] == "resources/read")
-        .collect();
-    assert_eq!(reads.len(), 1, "{reads:?}");
-    assert_eq!(reads[0]["outcome"], "ok", "{reads:?}");
-    // A client that cannot answer forms is not sent one: the resource is not read, and says why.
-    let mut mute = Session::start(true, json!({}));
-    mute.server
-        .send(&json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
-        "params": {"uri": ASKING_RESOURCE}}));
-    let message = mute
-        .server
-        .response_answering(2, &mut |method, _| panic!("asked {method}"));
-    assert_eq!(message["error"]["code"], -32603, "{message}");
     // Nobody to ask: a subscription to it is refused.
+    let mut mute = Session::start(true, json!({}));
     mute.server.send(
         &json!({"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe",
         "params": {"uri": ASKING_RESOURCE}}),

@@ -380,13 +380,7 @@ fn a_plugin_tool_runs_as_a_task_unless_it_says_it_is_quick_and_its_blocks_reach_
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(
         done["result"]["content"],
-        json!([
-            {"type": "text", "text": "raw ok"},
-            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
-            {"type": "resource", "resource": {"uri": "raw://notes.txt", "mimeType": "text/plain",
-                                              "text": "embedded text"}},
-            {"type": "resource", "resource": {"uri": "raw://clip.ogg", "mimeType": "audio/ogg", "blob": "AAEC"}},
-        ]),
+        toolwright_tests::programs::raw_blocks(),
         "{done}"
     );
     let quick = client.call(url, "guarded", json!({"name": "good"}));

@@ -97,6 +97,17 @@ pub use tasks::TaskLimits;
 use result::Revision;
 use tasks::{Ending, Owner, Tasks};
 
+/// An offer's request, for `McpServer::settle_offer`: its method and target (the audit record's), the request
+/// it is bound to and its arguments (a round's state), when it started, and why a stopped round is recorded.
+struct Asked<'a> {
+    method: &'static str,
+    target: &'a str,
+    bound: &'a str,
+    arguments: &'a Value,
+    started: std::time::SystemTime,
+    why: &'static str,
+}
+
 /// An MCP server over a session's [`Dispatcher`]: its registry's declared tools, run through its pipeline.
 ///
 /// Clones share everything but the client's log level: over HTTP each session (and each stateless request) is
@@ -1369,6 +1380,35 @@ impl McpServer {
         Ok((round, client, opened))
     }
 
+    /// The end of an offer's request (`asked`) whose plugin may have asked its client: a 2026-07-28 round it
+    /// stopped (its `input_required` result, or the missing capability), audited as stopped; else `None`, the
+    /// answer audited.
+    fn settle_offer<T>(
+        &self,
+        round: Option<&input::RoundInput>,
+        asked: &Asked<'_>,
+        answer: &Result<T, ErrorData>,
+    ) -> Option<Result<rmcp::model::InputRequiredResult, ErrorData>> {
+        if let Some(stopped) = round.and_then(|round| self.stopped_round(round, asked.bound, asked.arguments))
+        {
+            self.audit_access_as(
+                asked.method,
+                asked.target,
+                asked.started,
+                true,
+                Some(asked.why.to_owned()),
+            );
+            return Some(stopped);
+        }
+        self.audit_access(
+            asked.method,
+            asked.target,
+            asked.started,
+            answer.as_ref().map(|_| ()),
+        );
+        None
+    }
+
     /// What is served besides the tools now.
     fn served_now(&self) -> Arc<resources::Served> {
         self.inner
@@ -1839,15 +1879,17 @@ impl ServerHandler for McpServer {
             s.read(&request.uri, client.as_deref())
         })
         .await?;
-        if let Some(stopped) = round
-            .as_deref()
-            .and_then(|round| self.stopped_round(round, &bound, &Value::Null))
-        {
-            let why = "stopped: the resource's plugin asked its client (input_required); it is read again with the answers";
-            self.audit_access_as("resources/read", &uri, started, true, Some(why.to_owned()));
+        let asked = Asked {
+            method: "resources/read",
+            target: &uri,
+            bound: &bound,
+            arguments: &Value::Null,
+            started,
+            why: "stopped: the resource's plugin asked its client (input_required); it is read again with the answers",
+        };
+        if let Some(stopped) = self.settle_offer(round.as_deref(), &asked, &read) {
             return stopped.map(rmcp::model::ReadResourceResponse::from);
         }
-        self.audit_access("resources/read", &uri, started, read.as_ref().map(|_| ()));
         let result: rmcp::model::ReadResourceResult =
             from_json(fresh_for(revision, read?), "read the resource")?;
         Ok(result.into())
@@ -1888,15 +1930,17 @@ impl ServerHandler for McpServer {
             s.prompt(&request.name, request.arguments.as_ref(), client.as_deref())
         })
         .await?;
-        if let Some(stopped) = round
-            .as_deref()
-            .and_then(|round| self.stopped_round(round, &bound, &arguments))
-        {
-            let why = "stopped: the prompt asked its client (input_required); it is filled in again with the answers";
-            self.audit_access_as("prompts/get", &name, started, true, Some(why.to_owned()));
+        let asked = Asked {
+            method: "prompts/get",
+            target: &name,
+            bound: &bound,
+            arguments: &arguments,
+            started,
+            why: "stopped: the prompt asked its client (input_required); it is filled in again with the answers",
+        };
+        if let Some(stopped) = self.settle_offer(round.as_deref(), &asked, &filled) {
             return stopped.map(rmcp::model::GetPromptResponse::from);
         }
-        self.audit_access("prompts/get", &name, started, filled.as_ref().map(|_| ()));
         // The plugin's content blocks are checked here, against MCP's types.
         let result: rmcp::model::GetPromptResult = serde_json::from_value(fresh_for(revision, filled?))
             .map_err(|e| {

@@ -235,6 +235,50 @@ impl Conv<t2::ToolSpec> for t1::ToolSpec {
     }
 }
 
+/// An export of either version: where it is in a component (`$indices`, 0.2.0's looked up first) and an
+/// instance's, type-checked (`$guest`).
+macro_rules! versioned_export {
+    (
+        $(#[$i:meta])* $indices:ident, $(#[$g:meta])* $guest:ident, $name:literal,
+        $ci:ty => $cg:ty, $oi:ty => $og:ty
+    ) => {
+        $(#[$i])*
+        pub(crate) enum $indices {
+            #[doc = concat!("`", $name, "@0.2.0`.")]
+            Current($ci),
+            #[doc = concat!("`", $name, "@0.1.0`.")]
+            V1($oi),
+        }
+
+        impl $indices {
+            #[doc = concat!("The `", $name, "` export of the component `pre` was linked from, if it has one.")]
+            pub(crate) fn new(pre: &InstancePre<PluginState>) -> Option<Self> {
+                <$ci>::new(pre)
+                    .map($indices::Current)
+                    .or_else(|_| <$oi>::new(pre).map($indices::V1))
+                    .ok()
+            }
+
+            /// The export of `instance`, type-checked.
+            pub(crate) fn load(&self, store: &mut Store<PluginState>, instance: &Instance) -> wasmtime::Result<$guest> {
+                Ok(match self {
+                    $indices::Current(indices) => $guest::Current(indices.load(store, instance)?),
+                    $indices::V1(indices) => $guest::V1(indices.load(store, instance)?),
+                })
+            }
+        }
+
+        $(#[$g])*
+        #[derive(Clone)]
+        pub(crate) enum $guest {
+            #[doc = concat!("`", $name, "@0.2.0`.")]
+            Current($cg),
+            #[doc = concat!("`", $name, "@0.1.0`.")]
+            V1($og),
+        }
+    };
+}
+
 /// Link 0.1.0's imports (`types`, `host`, `process`) beside 0.2.0's.
 pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<PluginState>) -> wasmtime::Result<()> {
     use wasmtime::component::HasSelf;
@@ -336,44 +380,15 @@ impl p1::HostChild for PluginState {
     }
 }
 
-/// Where a component's `tool` export is, in the version it was built against.
-pub(crate) enum ToolIndices {
-    /// `tool@0.2.0`.
-    Current(bindings::tool::GuestIndices),
-    /// `tool@0.1.0`.
-    V1(v1::tool::GuestIndices),
-}
-
-impl ToolIndices {
-    /// The `tool` export of the component `pre` was linked from, if it has one.
-    pub(crate) fn new(pre: &InstancePre<PluginState>) -> Option<Self> {
-        bindings::tool::GuestIndices::new(pre)
-            .map(ToolIndices::Current)
-            .or_else(|_| v1::tool::GuestIndices::new(pre).map(ToolIndices::V1))
-            .ok()
-    }
-
-    /// The export of `instance`, type-checked.
-    pub(crate) fn load(
-        &self,
-        store: &mut Store<PluginState>,
-        instance: &Instance,
-    ) -> wasmtime::Result<ToolGuest> {
-        Ok(match self {
-            ToolIndices::Current(indices) => ToolGuest::Current(indices.load(store, instance)?),
-            ToolIndices::V1(indices) => ToolGuest::V1(indices.load(store, instance)?),
-        })
-    }
-}
-
-/// An instance's `tool` export, in 0.2.0's types whichever version it was built against.
-#[derive(Clone)]
-pub(crate) enum ToolGuest {
-    /// `tool@0.2.0`.
-    Current(bindings::tool::Guest),
-    /// `tool@0.1.0`.
-    V1(v1::tool::Guest),
-}
+versioned_export!(
+    /// Where a component's `tool` export is, in the version it was built against.
+    ToolIndices,
+    /// An instance's `tool` export, in 0.2.0's types whichever version it was built against.
+    ToolGuest,
+    "tool",
+    bindings::tool::GuestIndices => bindings::tool::Guest,
+    v1::tool::GuestIndices => v1::tool::Guest
+);
 
 impl ToolGuest {
     pub(crate) fn call_metadata<S: AsContextMut>(&self, store: S) -> wasmtime::Result<t2::PluginMetadata>
@@ -492,43 +507,15 @@ impl ToolGuest {
     }
 }
 
-/// Where a component's `offers` export is, in the version it was built against.
-pub(crate) enum OffersIndices {
-    /// `offers@0.2.0`.
-    Current(o2::GuestIndices),
-    /// `offers@0.1.0`.
-    V1(o1::GuestIndices),
-}
-
-impl OffersIndices {
-    /// The `offers` export of the component `pre` was linked from, if it has one.
-    pub(crate) fn new(pre: &InstancePre<PluginState>) -> Option<Self> {
-        o2::GuestIndices::new(pre)
-            .map(OffersIndices::Current)
-            .or_else(|_| o1::GuestIndices::new(pre).map(OffersIndices::V1))
-            .ok()
-    }
-
-    /// The export of `instance`, type-checked.
-    pub(crate) fn load(
-        &self,
-        store: &mut Store<PluginState>,
-        instance: &Instance,
-    ) -> wasmtime::Result<OffersGuest> {
-        Ok(match self {
-            OffersIndices::Current(indices) => OffersGuest::Current(indices.load(store, instance)?),
-            OffersIndices::V1(indices) => OffersGuest::V1(indices.load(store, instance)?),
-        })
-    }
-}
-
-/// An instance's `offers` export, in 0.2.0's types whichever version it was built against.
-pub(crate) enum OffersGuest {
-    /// `offers@0.2.0`.
-    Current(o2::Guest),
-    /// `offers@0.1.0`.
-    V1(o1::Guest),
-}
+versioned_export!(
+    /// Where a component's `offers` export is, in the version it was built against.
+    OffersIndices,
+    /// An instance's `offers` export, in 0.2.0's types whichever version it was built against.
+    OffersGuest,
+    "offers",
+    o2::GuestIndices => o2::Guest,
+    o1::GuestIndices => o1::Guest
+);
 
 impl OffersGuest {
     pub(crate) fn call_list_resources<S: AsContextMut>(

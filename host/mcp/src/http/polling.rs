@@ -383,6 +383,17 @@ mod tests {
         }
     }
 
+    /// A request stream of `session` held by `polling`, and what rmcp would send on it (a channel of
+    /// `capacity`).
+    fn held_stream(
+        polling: &Arc<Polling>,
+        session: &SessionId,
+        capacity: usize,
+    ) -> (mpsc::Sender<ServerSseMessage>, ReceiverStream<ServerSseMessage>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (tx, polling.hold(session.clone(), ReceiverStream::new(rx)))
+    }
+
     fn ids(events: &[ServerSseMessage]) -> Vec<String> {
         events.iter().filter_map(|event| event.event_id.clone()).collect()
     }
@@ -392,8 +403,7 @@ mod tests {
     {
         let polling = Polling::new(Duration::from_secs(1));
         let session: SessionId = "s".to_owned().into();
-        let (rmcp_tx, rmcp_rx) = mpsc::channel(8);
-        let mut first = polling.hold(session.clone(), ReceiverStream::new(rmcp_rx));
+        let (rmcp_tx, mut first) = held_stream(&polling, &session, 8);
         rmcp_tx.send(event(0, 7)).await.unwrap();
         rmcp_tx.send(event(1, 7)).await.unwrap();
         // The first connection gets both, then ends at the deadline with no answer.
@@ -427,8 +437,7 @@ mod tests {
     async fn a_client_that_does_not_read_has_its_stream_ended_and_a_closed_session_s_streams_go() {
         let polling = Polling::new(Duration::from_secs(60));
         let session: SessionId = "s".to_owned().into();
-        let (rmcp_tx, rmcp_rx) = mpsc::channel(8);
-        let first = polling.hold(session.clone(), ReceiverStream::new(rmcp_rx));
+        let (rmcp_tx, first) = held_stream(&polling, &session, 8);
         // Never read: once its channel is full, and a while after, the connection is ended; the events are kept.
         for index in 0..=KEPT_EVENTS + 16 {
             rmcp_tx.send(event(index, 5)).await.unwrap();
@@ -451,27 +460,23 @@ mod tests {
         let session: SessionId = "s".to_owned().into();
         let mut running = Vec::new();
         for request in 0..MAX_HELD_PER_SESSION as u64 {
-            let (tx, rx) = mpsc::channel(1);
-            let _stream = polling.hold(session.clone(), ReceiverStream::new(rx));
+            let (tx, _stream) = held_stream(&polling, &session, 1);
             tx.send(event(0, request)).await.unwrap();
             running.push(tx);
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(polling.held(), MAX_HELD_PER_SESSION);
         // All running: one more is served without polling.
-        let (tx, rx) = mpsc::channel(1);
-        let _extra = polling.hold(session.clone(), ReceiverStream::new(rx));
+        let (tx, _extra) = held_stream(&polling, &session, 1);
         tx.send(event(0, 1000)).await.unwrap();
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(matches!(polling.resume(&session, "0/1000"), Resumed::Unknown));
         // One answered: the next takes its place; another session is not limited by this one.
         drop(running.remove(0));
         tokio::time::sleep(Duration::from_millis(10)).await;
-        let (tx, rx) = mpsc::channel(1);
-        let _next = polling.hold(session.clone(), ReceiverStream::new(rx));
+        let (tx, _next) = held_stream(&polling, &session, 1);
         tx.send(event(0, 2000)).await.unwrap();
-        let (other_tx, rx) = mpsc::channel(1);
-        let _other = polling.hold("t".to_owned().into(), ReceiverStream::new(rx));
+        let (other_tx, _other) = held_stream(&polling, &"t".to_owned().into(), 1);
         other_tx.send(event(0, 0)).await.unwrap();
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(
@@ -489,8 +494,7 @@ mod tests {
     async fn a_reconnection_while_the_call_runs_gets_the_rest_live_and_is_closed_again_at_its_own_deadline() {
         let polling = Polling::new(Duration::from_secs(1));
         let session: SessionId = "s".to_owned().into();
-        let (rmcp_tx, rmcp_rx) = mpsc::channel(8);
-        let first = polling.hold(session.clone(), ReceiverStream::new(rmcp_rx));
+        let (rmcp_tx, first) = held_stream(&polling, &session, 8);
         rmcp_tx.send(event(0, 3)).await.unwrap();
         assert_eq!(ids(&first.collect::<Vec<_>>().await), ["0/3"]);
         let mut second = held(polling.resume(&session, "0/3"));
@@ -507,8 +511,7 @@ mod tests {
     async fn an_answer_that_reached_the_client_s_connection_leaves_no_record() {
         let polling = Polling::new(Duration::from_secs(60));
         let session: SessionId = "s".to_owned().into();
-        let (tx, rx) = mpsc::channel(1);
-        let stream = polling.hold(session.clone(), ReceiverStream::new(rx));
+        let (tx, stream) = held_stream(&polling, &session, 1);
         tx.send(event(0, 1)).await.unwrap();
         tx.send(event(1, 1)).await.unwrap();
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -525,9 +528,9 @@ mod tests {
         let big = "x".repeat(2 << 20);
         let streams = 40u64;
         for request in 0..streams {
-            let (tx, rx) = mpsc::channel(1);
             // The client is away when the answer comes: it is kept.
-            drop(polling.hold(session.clone(), ReceiverStream::new(rx)));
+            let (tx, away) = held_stream(&polling, &session, 1);
+            drop(away);
             let answer = ServerJsonRpcMessage::response(
                 ServerResult::CallToolResult(rmcp::model::CallToolResult::success(vec![
                     rmcp::model::ContentBlock::text(big.clone()),
