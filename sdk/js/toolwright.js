@@ -72,18 +72,35 @@ export const roots = (key) => ({ key, method: "roots/list", params: {} });
 export function result(text, { structured, details, isError = false, images = [], blocks = [] } = {}) {
   return { text, structured, details, isError, images, blocks };
 }
-/** An image block of base64 `data`. */
-export const image = (data, mimeType) => ({ tag: "image", val: { data, mimeType } });
-/** An audio block of base64 `data` (`toolwright:plugin@0.2.0`): an MCP client gets it as it is, the model sees
- * `[audio MIME omitted]`. */
-export const audio = (data, mimeType) => ({ tag: "audio", val: { data, mimeType } });
-/** An embedded resource (`toolwright:plugin@0.2.0`): `{text}` or `{blob}` (base64), with its `mimeType`. */
+const BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/** `data` as base64 text: a string is taken as base64 already; bytes (`Uint8Array`, an array of numbers) are
+ * encoded. */
+function base64(data) {
+  if (typeof data === "string") return data;
+  const bytes = data instanceof Uint8Array ? data : Uint8Array.from(data);
+  let out = "";
+  for (let i = 0; i < bytes.length; i += 3) {
+    const [a, b = 0, c = 0] = [bytes[i], bytes[i + 1], bytes[i + 2]];
+    const n = (a << 16) | (b << 8) | c;
+    out += BASE64[n >> 18] + BASE64[(n >> 12) & 63];
+    out += i + 1 < bytes.length ? BASE64[(n >> 6) & 63] : "=";
+    out += i + 2 < bytes.length ? BASE64[n & 63] : "=";
+  }
+  return out;
+}
+/** An image block of `data` (base64 text, or bytes). */
+export const image = (data, mimeType) => ({ tag: "image", val: { data: base64(data), mimeType } });
+/** An audio block of `data` (base64 text, or bytes; `toolwright:plugin@0.2.0`): an MCP client gets it as it is,
+ * the model sees `[audio MIME omitted]`. */
+export const audio = (data, mimeType) => ({ tag: "audio", val: { data: base64(data), mimeType } });
+/** An embedded resource (`toolwright:plugin@0.2.0`): `{text}` or `{blob}` (base64 text, or bytes), with its
+ * `mimeType`. */
 export const embedded = (uri, { text, blob, mimeType } = {}) => ({
   tag: "resource",
   val: {
     uri,
     mimeType,
-    body: blob === undefined ? { tag: "text", val: String(text ?? "") } : { tag: "blob", val: blob },
+    body: blob === undefined ? { tag: "text", val: String(text ?? "") } : { tag: "blob", val: base64(blob) },
   },
 });
 

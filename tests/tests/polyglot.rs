@@ -471,7 +471,7 @@ plugin.tool(
 plugin.tool(
   { name: "js_blocks", description: "Return every kind of block.", parameters: { type: "object" }, longRunning: false },
   () => result("blocks", { blocks: [image("iVBORw==", "image/png"), audio("UklGRg==", "audio/wav"),
-    embedded("js://notes", { text: "noted", mimeType: "text/plain" }), embedded("js://raw", { blob: "AAE=" })] }),
+    embedded("js://notes", { text: "noted", mimeType: "text/plain" }), embedded("js://raw", { blob: new Uint8Array([0, 1]) })] }),
 );
 "#;
 
