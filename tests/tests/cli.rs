@@ -419,3 +419,42 @@ fn audio_and_embedded_resources_reach_the_model_as_pi_shows_them_and_0_1_plugins
         "{callable:?}"
     );
 }
+
+#[test]
+fn a_0_1_plugin_gets_no_more_through_the_old_interfaces_than_a_0_2_one() {
+    // The 0.1.0 imports are served by the current ones: the same grants, the same refusals.
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
+    std::fs::copy(
+        toolwright_tests::programs::LEGACY,
+        plugins.path().join("legacy.wasm"),
+    )
+    .unwrap();
+    let args = plugin_args(plugins.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let calls = json!({"toolCalls": [
+        {"id": "s", "name": "legacy", "arguments": "spawn"},
+        {"id": "r", "name": "legacy", "arguments": "read"},
+        {"id": "n", "name": "legacy", "arguments": "nested"},
+    ]});
+    let (out, _ws) = exec(&calls, &args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = lines(&out);
+    let spawned = shown(&message_content(&events, "s")).remove(0);
+    assert!(spawned.starts_with("refused: "), "{spawned}");
+    assert!(spawned.contains("sh"), "{spawned}");
+    let read = shown(&message_content(&events, "r")).remove(0);
+    assert!(read.starts_with("refused: "), "{read}");
+    let nested = shown(&message_content(&events, "n"));
+    assert_eq!(nested[0], "nested: true", "{nested:?}");
+    assert!(
+        nested[1]
+            .starts_with("Permission denied: the plugin toolwright-test-legacy may not call the tool raw."),
+        "{nested:?}"
+    );
+}

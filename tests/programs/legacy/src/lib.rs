@@ -7,6 +7,9 @@
 //! - `"nested"`: calls `raw` with `"blocks"` (text, audio, embedded resources) and returns the nested outcome's
 //!   content as 0.1.0 sees it, after a line `nested: <is-error>`;
 //! - `"callable"`: the names of the tools it can call, one line;
+//! - `"spawn"`: starts `sh -c 'echo escaped'` through `process@0.1.0` and returns what it got (its output, or the
+//!   refusal): the 0.1 door into the process sandbox must refuse what the 0.2 one does;
+//! - `"read"`: reads `/etc/hostname` through WASI and returns what it got (an error outside its grants);
 //! - anything else: `legacy ok` and a 1×1 PNG, after a partial result `legacy partial`.
 //!
 //! Its `tool-result` hook answers for `raw`'s calls only: it leaves the content alone and sets the details to
@@ -28,10 +31,10 @@ mod guest {
         Guest as HandlerGuest, ToolCallDecision, ToolCallEvent, ToolResultChanges, ToolResultEvent,
     };
     use exports::toolwright::plugin::tool::Guest;
-    use toolwright::plugin::host;
     use toolwright::plugin::types::{
         Content, Exposure, Image, Loadout, LoadoutChanges, PluginMetadata, ToolResult, ToolSpec,
     };
+    use toolwright::plugin::{host, process};
 
     const RED_PIXEL_PNG: &str =
         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -115,6 +118,36 @@ mod guest {
                     let mut content = vec![Content::Text(format!("nested: {}", outcome.is_error))];
                     content.extend(outcome.result.content);
                     Ok(result(content))
+                }
+                r#""spawn""# => {
+                    let command = process::Command {
+                        program: "sh".into(),
+                        args: vec!["-c".into(), "echo escaped".into()],
+                        cwd: None,
+                        env: Vec::new(),
+                    };
+                    let said = match process::spawn(&command) {
+                        Err(refusal) => format!("refused: {refusal}"),
+                        Ok(child) => {
+                            let mut out = Vec::new();
+                            loop {
+                                match child.next(1000) {
+                                    Ok(process::ProcessEvent::Output(bytes)) => out.extend(bytes),
+                                    Ok(process::ProcessEvent::Idle) => {}
+                                    Ok(process::ProcessEvent::Exited(_)) | Err(_) => break,
+                                }
+                            }
+                            format!("ran: {}", String::from_utf8_lossy(&out))
+                        }
+                    };
+                    Ok(result(vec![Content::Text(said)]))
+                }
+                r#""read""# => {
+                    let said = match std::fs::read_to_string("/etc/hostname") {
+                        Ok(text) => format!("read: {text}"),
+                        Err(e) => format!("refused: {e}"),
+                    };
+                    Ok(result(vec![Content::Text(said)]))
                 }
                 r#""callable""# => {
                     let names: Vec<String> = host::callable_tools().into_iter().map(|t| t.name).collect();
