@@ -73,11 +73,20 @@ export function result(text, { structured, details, isError = false, images = []
   return { text, structured, details, isError, images, blocks };
 }
 const BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-/** `data` as base64 text: a string is taken as base64 already; bytes (`Uint8Array`, an array of numbers) are
- * encoded. */
+/** `data` as base64 text: a string is taken as base64 already; bytes (a `Uint8Array`, an `ArrayBuffer` or
+ * another view of one, an array of integers 0–255) are encoded; anything else is a `TypeError`. */
 function base64(data) {
   if (typeof data === "string") return data;
-  const bytes = data instanceof Uint8Array ? data : Uint8Array.from(data);
+  let bytes;
+  if (data instanceof Uint8Array) bytes = data;
+  else if (data instanceof ArrayBuffer) bytes = new Uint8Array(data);
+  else if (ArrayBuffer.isView(data)) bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  else if (Array.isArray(data)) {
+    if (!data.every((b) => Number.isInteger(b) && b >= 0 && b <= 255)) {
+      throw new RangeError("bytes must be integers from 0 to 255");
+    }
+    bytes = Uint8Array.from(data);
+  } else throw new TypeError("data must be base64 text or bytes");
   let out = "";
   for (let i = 0; i < bytes.length; i += 3) {
     const [a, b = 0, c = 0] = [bytes[i], bytes[i + 1], bytes[i + 2]];

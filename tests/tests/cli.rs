@@ -446,10 +446,18 @@ fn a_0_1_plugin_gets_no_more_through_the_old_interfaces_than_a_0_2_one() {
     );
     let events = lines(&out);
     let spawned = shown(&message_content(&events, "s")).remove(0);
-    assert!(spawned.starts_with("refused: "), "{spawned}");
-    assert!(spawned.contains("sh"), "{spawned}");
+    assert!(
+        spawned.starts_with(
+            "refused: Permission denied: starting sh is not granted to the plugin toolwright-test-legacy"
+        ),
+        "{spawned}"
+    );
     let read = shown(&message_content(&events, "r")).remove(0);
     assert!(read.starts_with("refused: "), "{read}");
+    assert!(
+        read.contains("; Permission denied: read access to ") && read.contains("a.txt is not granted"),
+        "{read}"
+    );
     let nested = shown(&message_content(&events, "n"));
     assert_eq!(nested[0], "nested: true", "{nested:?}");
     assert!(
@@ -457,4 +465,16 @@ fn a_0_1_plugin_gets_no_more_through_the_old_interfaces_than_a_0_2_one() {
             .starts_with("Permission denied: the plugin toolwright-test-legacy may not call the tool raw."),
         "{nested:?}"
     );
+    // Granted the workspace, the same read succeeds: the refusal above was the sandbox's.
+    let policy = plugins.path().join("policy.toml");
+    std::fs::write(&policy, "[plugins.toolwright-test-legacy]\nread = [\".\"]\n").unwrap();
+    let mut args = plugin_args(plugins.path());
+    args.extend(["--policy".into(), policy.to_str().unwrap().into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (out, _ws) = exec(
+        &json!({"toolCalls": [{"id": "r", "name": "legacy", "arguments": "read"}]}),
+        &args,
+    );
+    let events = lines(&out);
+    assert_eq!(shown(&message_content(&events, "r")), ["read: one\ntwo\nthree\n"]);
 }

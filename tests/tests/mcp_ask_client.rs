@@ -491,7 +491,14 @@ fn a_plugin_s_resource_read_asks_the_session_s_client_while_resources_read_waits
     let message = mute
         .server
         .response_answering(3, &mut |method, _| panic!("asked {method}"));
-    assert!(message["error"].is_object(), "{message}");
+    assert_eq!(message["error"]["code"], -32603, "{message}");
+    assert!(
+        message["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has nobody to ask"),
+        "{message}"
+    );
 }
 
 #[test]

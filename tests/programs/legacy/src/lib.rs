@@ -9,7 +9,8 @@
 //! - `"callable"`: the names of the tools it can call, one line;
 //! - `"spawn"`: starts `sh -c 'echo escaped'` through `process@0.1.0` and returns what it got (its output, or the
 //!   refusal): the 0.1 door into the process sandbox must refuse what the 0.2 one does;
-//! - `"read"`: reads `/etc/hostname` through WASI and returns what it got (an error outside its grants);
+//! - `"read"`: reads the workspace's `a.txt` and returns what it got (`read: <text>`, or `refused: <error>`
+//!   followed by the host's `refusal` for the path, asked through `host@0.1.0`);
 //! - anything else: `legacy ok` and a 1×1 PNG, after a partial result `legacy partial`.
 //!
 //! Its `tool-result` hook answers for `raw`'s calls only: it leaves the content alone and sets the details to
@@ -32,7 +33,8 @@ mod guest {
     };
     use exports::toolwright::plugin::tool::Guest;
     use toolwright::plugin::types::{
-        Content, Exposure, Image, Loadout, LoadoutChanges, PluginMetadata, ToolResult, ToolSpec,
+        Capability, CapabilityRequest, Content, Exposure, Image, Loadout, LoadoutChanges, PluginMetadata,
+        ToolResult, ToolSpec,
     };
     use toolwright::plugin::{host, process};
 
@@ -57,7 +59,11 @@ mod guest {
             name: "toolwright-test-legacy".into(),
             version: "0.1.0".into(),
             description: "Built against toolwright:plugin@0.1.0.".into(),
-            capabilities: Vec::new(),
+            // Asked for, granted only by a policy that grants it.
+            capabilities: vec![CapabilityRequest {
+                capability: Capability::Read(".".into()),
+                reason: "reads the workspace when granted".into(),
+            }],
         }
     }
 
@@ -143,9 +149,14 @@ mod guest {
                     Ok(result(vec![Content::Text(said)]))
                 }
                 r#""read""# => {
-                    let said = match std::fs::read_to_string("/etc/hostname") {
+                    // The workspace as the plugin sees it (`host.cwd`; wit-bindgen alone does not change into it).
+                    let path = format!("{}/a.txt", host::cwd());
+                    let said = match std::fs::read_to_string(&path) {
                         Ok(text) => format!("read: {text}"),
-                        Err(e) => format!("refused: {e}"),
+                        Err(e) => format!(
+                            "refused: {e}; {}",
+                            host::refusal(&path, false).unwrap_or_else(|| "no refusal".into())
+                        ),
                     };
                     Ok(result(vec![Content::Text(said)]))
                 }
