@@ -835,3 +835,33 @@ fn an_oversized_message_is_dropped_and_the_server_goes_on() {
     let answer = server.responses(&[2]).remove(0);
     assert_eq!(answer["result"]["content"][0]["text"], "small\n", "{answer}");
 }
+
+#[test]
+fn a_client_of_a_revision_without_audio_gets_an_audio_block_as_the_model_sees_it() {
+    // Audio blocks came with 2025-03-26: a 2024-11-05 session gets `[audio MIME omitted]` in their place, and the
+    // embedded resources (which 2024-11-05 has) whole; a 2025-03-26 one gets the audio.
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
+    let blocks = toolwright_tests::programs::raw_blocks();
+    for (revision, audio) in [
+        (
+            "2024-11-05",
+            json!({"type": "text", "text": "[audio audio/wav omitted]"}),
+        ),
+        ("2025-03-26", blocks[1].clone()),
+    ] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolwright-cli"));
+        command
+            .args(["mcp", "--watch-plugins", "0", "--no-default-plugins", "--plugins"])
+            .arg(plugins.path())
+            .arg("--cache-dir")
+            .arg(&cache);
+        let mut server = toolwright_tests::mcp::StdioServer::start_as(&mut command, revision, json!({}));
+        server.call(2, "raw", json!({"want": "blocks"}));
+        let reply = server.response(2);
+        let mut expected = blocks.clone();
+        expected[1] = audio;
+        assert_eq!(reply["result"]["content"], expected, "{revision}: {reply}");
+    }
+}

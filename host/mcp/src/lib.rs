@@ -293,6 +293,8 @@ struct PreparedCall {
     /// The tool is an MCP server's, whose own `structuredContent` is relayed.
     relayed: bool,
     revision: Revision,
+    /// The request's revision has audio blocks.
+    audio: bool,
     message: AssistantMessage,
     sink: sink::CallSink,
     /// What the request declared it answers (a task's plugins ask with `input_required` rounds of the task).
@@ -331,12 +333,22 @@ fn from_json<T: serde::de::DeserializeOwned>(value: Value, what: &str) -> Result
 
 /// The protocol revision of a request: its own (2026-07-28 carries it in `_meta`), else the session's.
 fn revision_of(context: &RequestContext<RoleServer>) -> Revision {
-    let version = context
+    Revision::of(&protocol_version_of(context))
+}
+
+/// The revision a request is served at: its own (2026-07-28's `_meta`), else its session's.
+fn protocol_version_of(context: &RequestContext<RoleServer>) -> ProtocolVersion {
+    context
         .meta
         .protocol_version()
         .or_else(|| context.peer.peer_info().map(|info| info.protocol_version.clone()))
-        .unwrap_or(ProtocolVersion::V_2025_03_26);
-    Revision::of(&version)
+        .unwrap_or(ProtocolVersion::V_2025_03_26)
+}
+
+/// Whether a request's revision has audio content blocks (2025-03-26 on): an older client gets an audio block as
+/// the model sees it, text.
+fn knows_audio(context: &RequestContext<RoleServer>) -> bool {
+    protocol_version_of(context).as_str() >= ProtocolVersion::V_2025_03_26.as_str()
 }
 
 impl McpServer {
@@ -802,6 +814,7 @@ impl McpServer {
             ));
         };
         let revision = revision_of(&context);
+        let audio = knows_audio(&context);
         let (relayed, long) = self.inner.dispatcher.registry().read(|registry| {
             registry.definition(&name).map_or((false, false), |d| {
                 (
@@ -895,6 +908,7 @@ impl McpServer {
                 sequential,
                 relayed,
                 revision,
+                audio,
                 message,
                 sink: sink::CallSink {
                     input: None,
@@ -936,7 +950,7 @@ impl McpServer {
             match self.ask_grant(&id, &name, &outcome, &context, &mut once).await {
                 None => break,
                 Some(ask::Asked::InputRequired(question)) => {
-                    let refused = self.result_of(outcome, relayed, revision)?;
+                    let refused = self.result_of(outcome, relayed, revision, audio)?;
                     let known = round.as_deref().map(|r| r.known().clone()).unwrap_or_default();
                     let asked = ask::Awaiting {
                         question: *question,
@@ -958,7 +972,7 @@ impl McpServer {
         if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments, &once) {
             return stopped;
         }
-        self.result_of(outcome, relayed, revision)
+        self.result_of(outcome, relayed, revision, audio)
             .map(CallToolResponse::from)
     }
 
@@ -1066,6 +1080,7 @@ impl McpServer {
             sequential,
             relayed,
             revision,
+            audio,
             message,
             sink,
             declared,
@@ -1084,7 +1099,7 @@ impl McpServer {
                 .run_batch(message.clone(), sequential, sink, cancel.clone(), None)
                 .await?;
             let Some((stop, next)) = round.take_stop() else {
-                return self.result_of(outcome, relayed, revision);
+                return self.result_of(outcome, relayed, revision, audio);
             };
             let questions = match stop {
                 input::Stop::Questions(questions) => questions,
@@ -1522,15 +1537,24 @@ impl McpServer {
         outcome: toolwright_core::pipeline::BatchOutcome,
         relayed: bool,
         revision: Revision,
+        audio: bool,
     ) -> Result<CallToolResult, ErrorData> {
         let (Some(result), Some(message)) = (outcome.results.first(), outcome.messages.first()) else {
             return Err(ErrorData::internal_error("the pipeline returned no result", None));
         };
+        let content: Vec<toolwright_sdk::Content> = result
+            .content
+            .iter()
+            .map(|block| match block {
+                toolwright_sdk::Content::Audio { .. } if !audio => toolwright_core::model_view::shown(block),
+                other => other.clone(),
+            })
+            .collect();
         // `resultType` is 2026-07-28's (rmcp drops it for older clients). The content is the result's own, not
         // the model's view of it in the message: MCP carries audio and embedded resources.
         let mut body = json!({
             "resultType": "complete",
-            "content": result.content,
+            "content": content,
             "isError": message.is_error,
         });
         // An MCP server's tool relays that server's own `structuredContent` (what scripts get is its whole result).
