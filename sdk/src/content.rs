@@ -142,23 +142,4 @@ impl Content {
             Content::Image { .. } => None,
         }
     }
-
-    /// The bytes the block holds in memory (its text, base64 data and MIME type, URI): what the host's result
-    /// bounds count.
-    pub fn size(&self) -> usize {
-        match self {
-            Content::Text { text } => text.len(),
-            Content::Image { data, mime_type } | Content::Audio { data, mime_type } => {
-                data.len() + mime_type.len()
-            }
-            Content::Resource { resource } => {
-                resource.uri.len()
-                    + resource.mime_type.as_ref().map_or(0, String::len)
-                    + match &resource.body {
-                        ResourceBody::Text { text } => text.len(),
-                        ResourceBody::Blob { blob } => blob.len(),
-                    }
-            }
-        }
-    }
 }

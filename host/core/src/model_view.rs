@@ -19,7 +19,8 @@ pub fn model_view(content: &[Content]) -> Vec<Content> {
 }
 
 /// Whether every block of `content` is one the model sees as it is (text or image).
-pub fn is_model_view(content: &[Content]) -> bool {
+#[cfg(test)]
+fn is_model_view(content: &[Content]) -> bool {
     content
         .iter()
         .all(|c| matches!(c, Content::Text { .. } | Content::Image { .. }))
