@@ -18,6 +18,8 @@ struct Setup {
     plugins: tempfile::TempDir,
     config: tempfile::TempDir,
     audit: PathBuf,
+    /// More arguments for the server.
+    extra: Vec<&'static str>,
 }
 
 impl Setup {
@@ -43,6 +45,7 @@ impl Setup {
             plugins,
             config,
             audit,
+            extra: Vec::new(),
         }
     }
 
@@ -105,6 +108,7 @@ impl Setup {
             .arg(&cache)
             .arg("--audit-log")
             .arg(&self.audit)
+            .args(&self.extra)
             .env("XDG_CONFIG_HOME", self.config.path())
             .env(
                 "TOOLWRIGHT_LOG",
@@ -177,8 +181,19 @@ impl Client {
     /// Call the probe with `args` as request `id`; each question is answered with what `answer` returns (the
     /// messages to send). The result: (isError, text).
     fn call(&mut self, id: i64, args: Value, answer: &mut dyn FnMut(&Value) -> Vec<Value>) -> (bool, String) {
+        self.call_tool(id, "probe", args, answer)
+    }
+
+    /// [`Client::call`] of the tool `name`.
+    fn call_tool(
+        &mut self,
+        id: i64,
+        name: &str,
+        args: Value,
+        answer: &mut dyn FnMut(&Value) -> Vec<Value>,
+    ) -> (bool, String) {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "probe", "arguments": args}}));
+            "params": {"name": name, "arguments": args}}));
         loop {
             let message = self.next();
             match (message.get("method").and_then(Value::as_str), message.get("id")) {
@@ -491,10 +506,21 @@ fn exec_ask_to(setup: &Setup, action: &str, tty: bool, stdin: &str) -> (bool, St
 
 /// Likewise, for the probe's `arguments`.
 fn exec_ask_with(setup: &Setup, arguments: &Value, tty: bool, stdin: &str) -> (bool, String, String) {
+    exec_ask_call(setup, "probe", arguments, tty, stdin)
+}
+
+/// Likewise, for the tool `name` with `arguments`.
+fn exec_ask_call(
+    setup: &Setup,
+    name: &str,
+    arguments: &Value,
+    tty: bool,
+    stdin: &str,
+) -> (bool, String, String) {
     let calls = setup.config.path().join("calls.json");
     std::fs::write(
         &calls,
-        json!([{"id": "c1", "name": "probe", "arguments": arguments}]).to_string(),
+        json!([{"id": "c1", "name": name, "arguments": arguments}]).to_string(),
     )
     .unwrap();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache");
@@ -996,4 +1022,200 @@ fn a_grant_allowed_for_the_session_outlives_a_reload_of_the_plugins() {
         (false, "2 entries".into())
     );
     assert_eq!(client.questions.len(), 1);
+}
+
+/// `bash`'s arguments for python3 fetching `http://localhost:PORT/` through the sandbox's proxy (as
+/// [`fetch_from`]).
+fn bash_fetch(port: u16) -> Value {
+    json!({"command": format!("env -u NO_PROXY -u no_proxy python3 -c \"import urllib.request; \
+        print(urllib.request.urlopen('http://localhost:{port}/', timeout=20).read().decode())\"")})
+}
+
+/// The question about `localhost:PORT` for the built-ins.
+fn builtins_question(port: u16) -> String {
+    format!(
+        "a command of the built-in tools wants to connect to `localhost:{port}`. Allowing lets the built-ins' commands \
+         connect to `localhost:{port}` through the sandbox's proxy (the command is not run again)."
+    )
+}
+
+#[test]
+fn a_host_the_proxy_refused_bash_is_asked_for_the_session_and_the_command_is_not_run_again() {
+    asked_for_the_session(Setup::new(Some(ASK)));
+}
+
+#[test]
+fn the_wasm_bash_is_asked_for_its_host_as_the_native_one() {
+    let mut setup = Setup::new(Some(ASK));
+    setup.extra = vec!["--builtins", "wasm"];
+    asked_for_the_session(setup);
+}
+
+/// A host refused bash's program, asked about in `setup`: once (not offered), for the session, denied.
+fn asked_for_the_session(setup: Setup) {
+    let port = web_greeter();
+    let mut client = setup.start(true);
+    // "Once" is not offered about the built-ins: answered anyway, it is no answer.
+    let (error, text) = client.call_tool(1, "bash", bash_fetch(port), &mut answering("once"));
+    assert!(
+        error && text.contains("403") && !text.contains("The user allowed"),
+        "{text}"
+    );
+    assert_eq!(client.questions.len(), 1);
+    assert_eq!(client.questions[0]["message"], builtins_question(port));
+    let choices: Vec<&str> = client.questions[0]["requestedSchema"]["properties"]["answer"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["const"].as_str().unwrap())
+        .collect();
+    assert_eq!(choices, ["session", "always", "deny"]);
+    // Allowed for the session: the refused call's result stands, with a line saying so; not run again.
+    let (error, text) = client.call_tool(2, "bash", bash_fetch(port), &mut answering("session"));
+    assert!(error && text.contains("403"), "{text}");
+    assert!(
+        text.ends_with(&format!(
+            "The user allowed the built-ins' commands to connect to `localhost:{port}` for this session. The command \
+             was not run again: run it again to reach the host."
+        )),
+        "{text}"
+    );
+    // The next call reaches the host, and is not asked about.
+    let (error, text) = client.call_tool(3, "bash", bash_fetch(port), &mut never_asked);
+    assert!(!error && text.contains("hello"), "{text}");
+    // Another host stays refused (and is asked about: it is another grant).
+    let other = web_greeter();
+    let (error, text) = client.call_tool(4, "bash", bash_fetch(other), &mut answering("deny"));
+    assert!(error && text.contains("403"), "{text}");
+    assert_eq!(client.questions.len(), 3);
+    drop(client);
+    // Every question and answer is in the audit log; none ran the call again; nothing was written.
+    let asked = setup.questions_audited();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert!(asked[0].0.ends_with("Answer: not answered."), "{asked:?}");
+    assert!(
+        asked[1].0.ends_with("Answer: allowed for this session."),
+        "{asked:?}"
+    );
+    assert!(asked[2].0.ends_with("Answer: denied."), "{asked:?}");
+    assert_eq!(
+        asked.iter().map(|a| a.1.as_str()).collect::<Vec<_>>(),
+        ["blocked", "allowed", "blocked"]
+    );
+    assert_eq!(std::fs::read_to_string(setup.policy_file()).unwrap(), ASK);
+}
+
+#[test]
+fn a_host_allowed_always_for_bash_is_written_to_the_builtins_network_and_keeps_their_default_grants() {
+    let setup = Setup::new(Some(ASK));
+    let port = web_greeter();
+    let mut client = setup.start(true);
+    let (error, text) = client.call_tool(1, "bash", bash_fetch(port), &mut answering("always"));
+    assert!(
+        error && text.contains("from now on (written to the policy file)"),
+        "{text}"
+    );
+    drop(client);
+    let written = std::fs::read_to_string(setup.policy_file()).unwrap();
+    let policy = toolwright::policy::Policy::parse(&setup.policy_file(), &written).unwrap();
+    let builtins = policy.builtins.as_ref().unwrap();
+    assert_eq!(builtins.network, [format!("localhost:{port}")], "{written}");
+    assert!(!builtins.replaces_builtin_defaults(), "{written}");
+    assert!(policy.ask.grants(), "what was there is kept: {written}");
+    // A new server has the host from the file and asks nothing; bash still writes the workspace.
+    let mut client = setup.start(true);
+    let (error, text) = client.call_tool(2, "bash", bash_fetch(port), &mut never_asked);
+    assert!(!error && text.contains("hello"), "{text}");
+    let write = json!({"command": "echo kept > written.txt && cat written.txt"});
+    let (error, text) = client.call_tool(3, "bash", write, &mut never_asked);
+    assert!(!error && text.contains("kept"), "{text}");
+}
+
+#[test]
+fn bash_is_asked_about_only_when_asking_is_on_and_never_for_a_plugin_s_nested_call() {
+    // Asking off: the proxy does not even serve (no host is granted), and nothing is asked.
+    let setup = Setup::new(None);
+    let port = web_greeter();
+    let mut client = setup.start(true);
+    let (error, text) = client.call_tool(1, "bash", bash_fetch(port), &mut never_asked);
+    assert!(error && text.contains("Connection refused"), "{text}");
+    drop(client);
+    // A plugin that may call bash has it fetch: the refusal is the plugin's call's, and nothing is asked for the
+    // built-ins (nor for the plugin, which the host refused nothing).
+    let policy = format!(
+        "{ASK}[plugins.toolwright-test-probe]\ntools = [\"bash\"]\nread = [\".\"]\n\
+         spawn = [\"sh\", \"env\", \"python3\"]\n"
+    );
+    let setup = Setup::new(Some(&policy));
+    let mut client = setup.start(true);
+    let nested = json!({"action": "call", "tool": "bash", "arguments": bash_fetch(port)});
+    let (_, text) = client.call(1, nested, &mut never_asked);
+    assert!(
+        text.starts_with("error: ") && text.contains("HTTP Error 403"),
+        "{text}"
+    );
+    assert!(client.questions.is_empty());
+}
+
+#[test]
+fn a_2026_07_28_client_is_asked_about_bash_s_host_and_gets_the_call_s_result_with_the_answer() {
+    let setup = Setup::new(Some(ASK));
+    let port = web_greeter();
+    let mut client = setup.start_at("2026-07-28", true);
+    let call = |client: &mut Client, id: i64, retry: Option<(Value, Value)>| {
+        let mut params = json!({"name": "bash", "arguments": bash_fetch(port),
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
+        }});
+        if let Some((state, responses)) = retry {
+            params["requestState"] = state;
+            params["inputResponses"] = responses;
+        }
+        client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+        loop {
+            let message = client.next();
+            if message["id"] == json!(id) {
+                return message["result"].clone();
+            }
+        }
+    };
+    let first = call(&mut client, 1, None);
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let question = &first["inputRequests"]["grant"]["params"];
+    assert_eq!(question["message"], builtins_question(port), "{first}");
+    let answer = json!({"grant": {"action": "accept", "content": {"answer": "session"}}});
+    let second = call(&mut client, 2, Some((first["requestState"].clone(), answer)));
+    let text = toolwright_tests::text_of(&second["content"]);
+    assert!(second["isError"] == true && text.contains("403"), "{second}");
+    assert!(
+        text.contains("for this session. The command was not run again"),
+        "{text}"
+    );
+    let third = call(&mut client, 3, None);
+    let text = toolwright_tests::text_of(&third["content"]);
+    assert!(third["isError"] != true && text.contains("hello"), "{third}");
+}
+
+#[test]
+fn exec_ask_asks_about_bash_s_host_on_the_terminal_and_does_not_run_the_command_again() {
+    let setup = Setup::new(Some(ASK));
+    let port = web_greeter();
+    let (success, out, _) = exec_ask_call(&setup, "bash", &bash_fetch(port), true, "s\n");
+    assert!(success, "{out}");
+    assert!(out.contains(&builtins_question(port)), "{out}");
+    assert!(
+        out.contains("[s]ession, [a]lways") && !out.contains("[o]nce"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "The user allowed the built-ins' commands to connect to `localhost:{port}` for this session."
+        )),
+        "{out}"
+    );
+    let ends = execution_ends(&out);
+    assert_eq!(ends.len(), 1, "not run again: {out}");
+    assert_eq!(ends[0]["isError"], true, "{out}");
 }

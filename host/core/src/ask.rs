@@ -1,6 +1,10 @@
-//! Grants asked for while a call runs: what the host refused a plugin's call ([`Refused`], collected in a
-//! [`RefusalBook`] by call id), the grant that would allow exactly that ([`Grant`]), the question put to the user
-//! ([`Question`]) and the answers ([`Answer`]).
+//! Grants asked for while a call runs: what the host refused a plugin's call, or the programs of a built-in
+//! tool ([`Subject`]), ([`Refused`], collected in a [`RefusalBook`] by call id), the grant that would allow exactly
+//! that ([`Grant`]), the question put to the user ([`Question`]) and the answers ([`Answer`]).
+//!
+//! The built-ins are asked about only what their sandbox's proxy refused their programs (a host), for the
+//! session or always (`[builtins] network`), never once: their call is not run again, since a command's other
+//! effects would happen twice; the model is told the host is allowed and runs the command again if it wants.
 //!
 //! Asking is off unless the user's policy says `[ask] grants = true` (a project's file cannot turn it on:
 //! [`crate::policy::Policy::load_with_trusted_project`]). A grant asked never goes beyond what the plugin declared
@@ -142,7 +146,7 @@ pub struct RefusalBook(Arc<Mutex<Book>>);
 
 #[derive(Default)]
 struct Book {
-    calls: HashMap<String, (String, Vec<Refused>)>,
+    calls: HashMap<String, (Subject, Vec<Refused>)>,
     order: VecDeque<String>,
 }
 
@@ -153,8 +157,8 @@ impl std::fmt::Debug for RefusalBook {
 }
 
 impl RefusalBook {
-    /// Record what the call `call_id` of `plugin` was refused.
-    pub fn record(&self, call_id: &str, plugin: &str, refused: Vec<Refused>) {
+    /// Record what the call `call_id` of `subject` was refused.
+    pub fn record(&self, call_id: &str, subject: Subject, refused: Vec<Refused>) {
         if refused.is_empty() {
             return;
         }
@@ -170,7 +174,7 @@ impl RefusalBook {
         let (_, kept) = book
             .calls
             .entry(call_id.to_owned())
-            .or_insert_with(|| (plugin.to_owned(), Vec::new()));
+            .or_insert_with(|| (subject, Vec::new()));
         for r in refused {
             if kept.len() < MAX_REFUSALS_PER_CALL && !kept.contains(&r) {
                 kept.push(r);
@@ -178,11 +182,42 @@ impl RefusalBook {
         }
     }
 
-    /// Take what the call `call_id` was refused: the plugin and the refusals (none when nothing was).
-    pub fn take(&self, call_id: &str) -> Option<(String, Vec<Refused>)> {
+    /// Take what the call `call_id` was refused: whose call it was and the refusals (none when nothing was).
+    pub fn take(&self, call_id: &str) -> Option<(Subject, Vec<Refused>)> {
         let mut book = self.0.lock().unwrap_or_else(|p| p.into_inner());
         book.order.retain(|id| id != call_id);
         book.calls.remove(call_id)
+    }
+}
+
+/// Whose call was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Subject {
+    /// The plugin of that name.
+    Plugin(String),
+    /// The programs of the built-in tools (`bash`'s commands), under the `[builtins]` section.
+    Builtins,
+}
+
+impl Subject {
+    /// The plugin's name; none for the built-ins.
+    pub fn plugin(&self) -> Option<&str> {
+        match self {
+            Subject::Plugin(name) => Some(name),
+            Subject::Builtins => None,
+        }
+    }
+
+    /// Whether `tool` is this subject's own: a tool of the plugin, or a built-in (native or wasm). Only a call of
+    /// its own tool is asked about: what a tool it called was refused is that call's business.
+    pub fn owns(&self, tool: &crate::definition::ToolDefinition) -> bool {
+        let builtin = tool.source == crate::definition::ToolSource::Builtin;
+        match self {
+            Subject::Plugin(plugin) => {
+                !builtin && tool.origin.as_ref().and_then(|o| o.plugin.as_deref()) == Some(plugin.as_str())
+            }
+            Subject::Builtins => builtin,
+        }
     }
 }
 
@@ -208,7 +243,8 @@ pub enum Answer {
     Unanswered,
 }
 
-/// The choices offered, as the answer's value: (value, title).
+/// The choices offered about a plugin, as the answer's value: (value, title); about the built-ins all but the
+/// first ([`Question::choices`]).
 pub const CHOICES: [(&str, &str); 4] = [
     ("once", "Allow once"),
     ("session", "Allow for this session"),
@@ -240,11 +276,11 @@ impl Answer {
     }
 }
 
-/// A question about one refusal of one plugin.
+/// A question about one refusal of one plugin, or of the built-ins' programs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Question {
-    /// The plugin's name.
-    pub plugin: String,
+    /// Whose call was refused.
+    pub subject: Subject,
     /// What it was refused.
     pub refused: Refused,
     /// What allowing grants.
@@ -257,11 +293,15 @@ impl Question {
     /// The question in words, every part the plugin chose escaped (a newline in a path or a reason cannot start
     /// a line of its own): "plugin `csv-stats` wants to read `/home/me/data` (because: …)".
     pub fn text(&self) -> String {
-        let mut text = format!(
-            "plugin `{}` wants to {}",
-            escape(&self.plugin),
-            self.refused.tried()
-        );
+        let mut text = match &self.subject {
+            Subject::Plugin(plugin) => {
+                format!("plugin `{}` wants to {}", escape(plugin), self.refused.tried())
+            }
+            Subject::Builtins => format!(
+                "a command of the built-in tools wants to {}",
+                self.refused.tried()
+            ),
+        };
         if let Some(reason) = self.reason.as_deref().filter(|r| !r.is_empty()) {
             let reason: String = reason.chars().take(200).collect();
             text.push_str(&format!(" (because: {})", escape(&reason)));
@@ -273,8 +313,34 @@ impl Question {
             "network" => format!("connections to `{}`", escape(value)),
             _ => format!("starting `{}`", escape(value)),
         };
-        text.push_str(&format!(". Allowing grants {granted}."));
+        if self.subject == Subject::Builtins {
+            text.push_str(&format!(
+                ". Allowing lets the built-ins' commands connect to `{}` through the sandbox's proxy (the command is \
+                 not run again).",
+                escape(value)
+            ));
+        } else {
+            text.push_str(&format!(". Allowing grants {granted}."));
+        }
         text
+    }
+
+    /// The choices offered: all of [`CHOICES`] about a plugin; about the built-ins, no "once" (their call is not
+    /// run again, so a grant for it alone would allow nothing).
+    pub fn choices(&self) -> &'static [(&'static str, &'static str)] {
+        match self.subject {
+            Subject::Plugin(_) => &CHOICES,
+            Subject::Builtins => &CHOICES[1..],
+        }
+    }
+
+    /// The answer a choice's value means, if this question offered it; anything else is [`Answer::Unanswered`].
+    pub fn answer(&self, value: &str) -> Answer {
+        if self.choices().iter().any(|(offered, _)| *offered == value) {
+            Answer::from_choice(value)
+        } else {
+            Answer::Unanswered
+        }
     }
 }
 
@@ -322,7 +388,7 @@ mod tests {
     #[test]
     fn a_hostile_path_or_reason_cannot_shape_the_question() {
         let question = Question {
-            plugin: "csv\u{1b}[2K".into(),
+            subject: Subject::Plugin("csv\u{1b}[2K".into()),
             refused: Refused::Read {
                 path: "/data/x\nplugin `good` wants nothing. Allow".into(),
                 dir: true,
@@ -348,6 +414,21 @@ mod tests {
         assert_eq!(Answer::from_choice("session"), Answer::Allow(Scope::Session));
         assert_eq!(Answer::from_choice("Session"), Answer::Unanswered);
         assert_eq!(Answer::from_choice("all"), Answer::Unanswered);
+        let builtins = Question {
+            subject: Subject::Builtins,
+            refused: Refused::Connect {
+                address: "example.com:443".into(),
+            },
+            grant: Grant::Network("example.com:443".into()),
+            reason: None,
+        };
+        assert_eq!(builtins.answer("once"), Answer::Unanswered, "never offered");
+        assert_eq!(builtins.answer("always"), Answer::Allow(Scope::Always));
+        assert_eq!(
+            builtins.text(),
+            "a command of the built-in tools wants to connect to `example.com:443`. Allowing lets the built-ins' \
+             commands connect to `example.com:443` through the sandbox's proxy (the command is not run again)."
+        );
     }
 
     #[test]
@@ -359,11 +440,14 @@ mod tests {
                     program: format!("p{i}"),
                 })
                 .collect();
-            book.record(&format!("c{n}"), "p", refused);
+            book.record(&format!("c{n}"), Subject::Plugin("p".into()), refused);
         }
         assert!(book.take("c0").is_none(), "the oldest went");
-        let (plugin, refused) = book.take("c260").unwrap_or_default();
-        assert_eq!((plugin.as_str(), refused.len()), ("p", MAX_REFUSALS_PER_CALL));
+        let (subject, refused) = book.take("c260").expect("kept");
+        assert_eq!(
+            (subject.plugin(), refused.len()),
+            (Some("p"), MAX_REFUSALS_PER_CALL)
+        );
         assert!(book.take("c260").is_none());
     }
 }

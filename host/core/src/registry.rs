@@ -410,6 +410,21 @@ impl Registry {
         replaced
     }
 
+    /// Put `tools` in the place of the built-in tools of the same names (the built-ins' sandbox widened while
+    /// serving, [`crate::ask`]), then refresh; tools of other names are ignored. Returns the tools replaced.
+    pub fn replace_builtin_tools(&mut self, tools: Vec<ToolDefinition>) -> Vec<ToolDefinition> {
+        let mut replaced = Vec::new();
+        for tool in tools {
+            if let Some(slot) = self.sources.builtins.iter_mut().find(|d| d.name == tool.name) {
+                replaced.push(std::mem::replace(slot, tool));
+            }
+        }
+        if !replaced.is_empty() {
+            self.refresh(RefreshOptions::default());
+        }
+        replaced
+    }
+
     /// Replace the extension tools, then refresh.
     pub fn set_extension_tools(&mut self, extensions: Vec<ToolDefinition>) {
         extensions.iter().for_each(report_unenforceable);

@@ -8,6 +8,10 @@
 //! within its grants, programs started) it may do again. A call allowed once runs alone (as a sequential tool
 //! does), so no other call shares the grant. Deny, a declined or cancelled question, or an answer that is not one
 //! of the choices leaves the refusal as it was. Every question and answer is an audit record of its own.
+//!
+//! A host the built-ins' sandbox refused their programs (bash's `curl`) is asked about likewise, for the session
+//! or always only: the call is not run again (a command's other effects would happen twice); its result is given
+//! with a line saying the host is allowed now ([`builtins_allowed`]), and the model decides.
 
 use std::sync::Arc;
 
@@ -15,7 +19,7 @@ use rmcp::model::{ElicitRequestParams, ElicitationAction};
 use rmcp::service::{Peer, RoleServer};
 use serde_json::json;
 use toolwright_core::ToolDefinition;
-use toolwright_core::ask::{Answer, CHOICES, Question, RefusalBook, Refused, Scope};
+use toolwright_core::ask::{Answer, Question, RefusalBook, Refused, Scope, Subject};
 use toolwright_core::audit::{AuditRecord, AuditSink, Outcome, Stage, Step, Verdict};
 
 /// How many questions one call may lead to (a call refused again after an approval may ask about the next
@@ -28,8 +32,8 @@ pub const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(600)
 /// What the server asks with and what an approval does: implemented by whoever holds the plugins and the policy
 /// (the command line's `toolwright mcp`).
 pub trait GrantAsker: Send + Sync {
-    /// The question about what a call of `plugin` was refused, none when nothing may be asked.
-    fn question(&self, plugin: &str, refused: &[Refused]) -> Option<Question>;
+    /// The question about what a call of `subject` was refused, none when nothing may be asked.
+    fn question(&self, subject: &Subject, refused: &[Refused]) -> Option<Question>;
     /// The plugin's tools with every grant kept for it and the grants of `questions`, for one call: the grants
     /// allowed once so far in the call, all about the called tool's own plugin.
     fn once(&self, questions: &[Question]) -> Option<Vec<ToolDefinition>>;
@@ -49,15 +53,16 @@ pub struct Asking {
     pub asker: Arc<dyn GrantAsker>,
 }
 
-/// The JSON schema of the answer: one choice.
-fn requested_schema() -> serde_json::Value {
+/// The JSON schema of the answer to `question`: one of its choices.
+fn requested_schema(question: &Question) -> serde_json::Value {
     json!({
         "type": "object",
         "properties": {
             "answer": {
                 "type": "string",
                 "title": "Answer",
-                "oneOf": CHOICES
+                "oneOf": question
+                    .choices()
                     .iter()
                     .map(|(value, title)| json!({ "const": value, "title": title }))
                     .collect::<Vec<_>>(),
@@ -72,7 +77,7 @@ fn form(question: &Question) -> serde_json::Value {
     json!({
         "mode": "form",
         "message": question.text(),
-        "requestedSchema": requested_schema(),
+        "requestedSchema": requested_schema(question),
     })
 }
 
@@ -100,6 +105,8 @@ pub(crate) enum Asked {
     InputRequired(Box<Question>),
     /// Allowed: run the call again.
     Rerun(Rerun),
+    /// A built-ins' host allowed: the call's result stands, with this line after it ([`builtins_allowed`]).
+    Allowed(String),
 }
 
 /// The id to run a call again under, and the tools for that call alone (allowed once).
@@ -107,8 +114,9 @@ pub(crate) type Rerun = (String, Option<Vec<ToolDefinition>>);
 
 /// What a retried 2026-07-28 call's request state and answer come to.
 pub(crate) enum Answered {
-    /// Denied or not answered: the refusal, as it was.
-    Refusal(Box<rmcp::model::CallToolResult>),
+    /// Denied or not answered: the refusal, as it was; a built-ins' host allowed: their result, with the line
+    /// that says so.
+    Result(Box<rmcp::model::CallToolResult>),
     /// Allowed: run the call again, its plugins knowing the answers they were given before the question; with
     /// the grants allowed once in the call so far.
     Rerun(Rerun, crate::input::Known, Vec<Question>),
@@ -220,7 +228,7 @@ pub(crate) async fn ask(peer: &Peer<RoleServer>, question: &Question) -> Answer 
         }
     };
     match tokio::time::timeout(ANSWER_WAIT, peer.create_elicitation(params)).await {
-        Ok(Ok(result)) => answer_of_result(&result),
+        Ok(Ok(result)) => answer_of_result(question, &result),
         Ok(Err(error)) => {
             tracing::info!("the client did not answer the question: {error}");
             Answer::Unanswered
@@ -229,25 +237,40 @@ pub(crate) async fn ask(peer: &Peer<RoleServer>, question: &Question) -> Answer 
     }
 }
 
-/// The answer an elicitation result gives: one of [`CHOICES`] accepted, or a decline (deny); anything else is no
-/// answer.
-fn answer_of_result(result: &rmcp::model::ElicitResult) -> Answer {
+/// The answer an elicitation result gives to `question`: one of its choices accepted, or a decline (deny); anything
+/// else is no answer.
+fn answer_of_result(question: &Question, result: &rmcp::model::ElicitResult) -> Answer {
     match result.action {
         ElicitationAction::Accept => result
             .content
             .as_ref()
             .and_then(|c| c.get("answer"))
             .and_then(|a| a.as_str())
-            .map_or(Answer::Unanswered, Answer::from_choice),
+            .map_or(Answer::Unanswered, |choice| question.answer(choice)),
         ElicitationAction::Decline => Answer::Deny,
         _ => Answer::Unanswered,
     }
 }
 
 /// [`answer_of_result`] for a 2026-07-28 client's input response (an elicitation result as JSON).
-pub(crate) fn answer_of(response: &serde_json::Value) -> Answer {
+pub(crate) fn answer_of(question: &Question, response: &serde_json::Value) -> Answer {
     serde_json::from_value::<rmcp::model::ElicitResult>(response.clone())
-        .map_or(Answer::Unanswered, |result| answer_of_result(&result))
+        .map_or(Answer::Unanswered, |result| answer_of_result(question, &result))
+}
+
+/// The line a built-ins' call's result ends with when the host it was refused is allowed now (`answer`, an
+/// approval): the command was not run again.
+pub fn builtins_allowed(question: &Question, answer: Answer) -> String {
+    let (_, host) = question.grant.key_value();
+    let how_long = match answer {
+        Answer::Allow(Scope::Always) => "from now on (written to the policy file)",
+        _ => "for this session",
+    };
+    format!(
+        "The user allowed the built-ins' commands to connect to `{}` {how_long}. The command was not run again: run \
+         it again to reach the host.",
+        toolwright_core::text::escape(host)
+    )
 }
 
 /// Who answers the questions of an MCP server, in the audit log.

@@ -832,7 +832,7 @@ impl McpServer {
         let level = self.log_level(&context, revision);
         // A 2026-07-28 client answering a question of ours (`input_required`): its answer decides first.
         let mut answered = match self.answered(&request, &name, &arguments) {
-            ask::Answered::Refusal(result) => return Ok(CallToolResponse::from(*result)),
+            ask::Answered::Result(result) => return Ok(CallToolResponse::from(*result)),
             ask::Answered::Rerun(rerun, known, once) => Some((rerun, known, once)),
             ask::Answered::Nothing => None,
         };
@@ -943,12 +943,17 @@ impl McpServer {
                 )
             }
         };
+        let mut allowed = None;
         for _ in 0..ask::MAX_QUESTIONS_PER_CALL {
             if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments, &once) {
                 return stopped;
             }
             match self.ask_grant(&id, &name, &outcome, &context, &mut once).await {
                 None => break,
+                Some(ask::Asked::Allowed(line)) => {
+                    allowed = Some(line);
+                    break;
+                }
                 Some(ask::Asked::InputRequired(question)) => {
                     let refused = self.result_of(outcome, relayed, revision, audio)?;
                     let known = round.as_deref().map(|r| r.known().clone()).unwrap_or_default();
@@ -972,8 +977,11 @@ impl McpServer {
         if let Some(stopped) = self.stopped_to_ask(round.as_deref(), &name, &arguments, &once) {
             return stopped;
         }
-        self.result_of(outcome, relayed, revision, audio)
-            .map(CallToolResponse::from)
+        let mut result = self.result_of(outcome, relayed, revision, audio)?;
+        if let Some(line) = allowed {
+            result.content.push(rmcp::model::ContentBlock::text(line));
+        }
+        Ok(CallToolResponse::from(result))
     }
 
     /// When a 2026-07-28 call of `tool` with `arguments` stopped at a question for its client ([`input`]): the
@@ -1194,7 +1202,7 @@ impl McpServer {
     ) -> Option<ask::Asked> {
         let asking = self.inner.asking.get()?;
         // Whatever happens next, this call's refusals are not kept.
-        let (plugin, refused) = asking.refusals.take(id)?;
+        let (subject, refused) = asking.refusals.take(id)?;
         let stateless = revision_of(context) == Revision::AnyValue;
         let elicits = if stateless {
             ask::request_elicits(&context.meta)
@@ -1204,16 +1212,14 @@ impl McpServer {
         if !outcome.messages.first().is_some_and(|m| m.is_error) || !elicits {
             return None;
         }
-        // Only about the called tool's own plugin: a refusal of a plugin it called is that call's business.
-        let own = self.inner.dispatcher.registry().read(|r| {
-            r.definition(tool)
-                .and_then(|d| d.origin.as_ref())
-                .and_then(|o| o.plugin.clone())
-        });
-        if own.as_deref() != Some(plugin.as_str()) {
+        // Only about the called tool's own plugin (or the built-ins): a refusal of a tool it called is that call's
+        // business.
+        let own =
+            (self.inner.dispatcher.registry()).read(|r| r.definition(tool).is_some_and(|d| subject.owns(d)));
+        if !own {
             return None;
         }
-        let question = asking.asker.question(&plugin, &refused)?;
+        let question = asking.asker.question(&subject, &refused)?;
         if stateless {
             // 2026-07-28 forbids requests to the client: the question goes back as the result.
             return Some(ask::Asked::InputRequired(Box::new(question)));
@@ -1231,6 +1237,11 @@ impl McpServer {
                 .ok()
                 .flatten()
         };
+        if question.subject == toolwright_core::ask::Subject::Builtins {
+            return self
+                .settle_builtins(id, tool, &question, answer, approved)
+                .map(ask::Asked::Allowed);
+        }
         let rerun = self.settle_answer(id, tool, &question, answer, approved, once)?;
         if answer == toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once) {
             once.push(question);
@@ -1286,6 +1297,34 @@ impl McpServer {
         Some((rerun, earlier))
     }
 
+    /// Record the answer to `question` about the built-ins' call `id` of `tool`, and put their widened tools in
+    /// place: the line the call's result ends with; none: the refusal stands. The call is not run again.
+    fn settle_builtins(
+        &self,
+        id: &str,
+        tool: &str,
+        question: &toolwright_core::ask::Question,
+        answer: toolwright_core::ask::Answer,
+        approved: Option<Vec<toolwright_core::ToolDefinition>>,
+    ) -> Option<String> {
+        let audit = self.inner.dispatcher.pipeline().audit.clone();
+        ask::record(
+            audit.as_ref(),
+            ask::ASKED_THROUGH_CLIENT,
+            id,
+            tool,
+            question,
+            answer,
+            None,
+        );
+        let tools = approved?;
+        self.inner
+            .dispatcher
+            .registry()
+            .update(|r| r.replace_builtin_tools(tools));
+        Some(ask::builtins_allowed(question, answer))
+    }
+
     /// The `input_required` result asking the question of `asked` about a call of `tool` with `arguments` (a
     /// 2026-07-28 client): kept under an unguessable request state, with the refusal to answer if it is denied and
     /// the answers the call's plugins had.
@@ -1313,7 +1352,9 @@ impl McpServer {
             .input_responses
             .as_ref()
             .and_then(|r| r.get(ask::INPUT_KEY))
-            .map_or(toolwright_core::ask::Answer::Unanswered, ask::answer_of);
+            .map_or(toolwright_core::ask::Answer::Unanswered, |response| {
+                ask::answer_of(&awaiting.question, response)
+            });
         let approved = self
             .inner
             .asking
@@ -1326,6 +1367,13 @@ impl McpServer {
             known,
             mut once,
         } = awaiting;
+        if question.subject == toolwright_core::ask::Subject::Builtins {
+            let mut result = refused;
+            if let Some(line) = self.settle_builtins(&call_id, tool, &question, answer, approved) {
+                result.content.push(rmcp::model::ContentBlock::text(line));
+            }
+            return ask::Answered::Result(Box::new(result));
+        }
         match self.settle_answer(&call_id, tool, &question, answer, approved, &once) {
             Some(rerun) => {
                 if answer == toolwright_core::ask::Answer::Allow(toolwright_core::ask::Scope::Once) {
@@ -1333,7 +1381,7 @@ impl McpServer {
                 }
                 ask::Answered::Rerun(rerun, known, once)
             }
-            None => ask::Answered::Refusal(Box::new(refused)),
+            None => ask::Answered::Result(Box::new(refused)),
         }
     }
 

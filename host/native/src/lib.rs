@@ -111,6 +111,10 @@ pub struct NativeEnv {
     pub env: Arc<Vec<(String, String)>>,
     /// Where temporary files go.
     pub temp_dir: PathBuf,
+    /// Where what the sandbox's proxy refuses the programs of a call is recorded, by call id, to be asked about
+    /// ([`toolwright_core::ask`]; `[ask] grants = true`): none, nothing is recorded. Never for a call a plugin
+    /// made (its refusals are not the built-ins' to ask about).
+    pub refusals: Option<toolwright_core::ask::RefusalBook>,
     /// pi's file mutation queue, shared by every tool of a session.
     pub mutations: Arc<FileMutationQueue>,
 }
@@ -134,6 +138,7 @@ impl NativeEnv {
             env: Arc::new(host.vars.clone()),
             temp_dir: host.temp_dir.clone(),
             mutations: Arc::default(),
+            refusals: None,
         })
     }
 }
@@ -156,6 +161,26 @@ struct NativeCtx {
     runtime: tokio::runtime::Handle,
     /// The processes the call started: all killed when the call ends (this context is dropped).
     processes: CallScope,
+    /// What their proxies refused each of its processes, while they run (when refusals are recorded).
+    proxied: Option<Proxied>,
+}
+
+/// What the proxies of a call's processes refused them, one list per process (at most
+/// [`toolwright_core::ask::MAX_REFUSALS_PER_CALL`] processes).
+type Proxied = Arc<std::sync::Mutex<Vec<Arc<std::sync::Mutex<Vec<String>>>>>>;
+
+/// What `proxied` holds, as refused connections.
+fn proxy_refused(proxied: &Proxied) -> Vec<toolwright_core::ask::Refused> {
+    let lists = proxied.lock().unwrap_or_else(|p| p.into_inner());
+    let mut refused = Vec::new();
+    for list in lists.iter() {
+        for address in list.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            refused.push(toolwright_core::ask::Refused::Connect {
+                address: address.clone(),
+            });
+        }
+    }
+    refused
 }
 
 impl NativeCtx {
@@ -234,6 +259,12 @@ impl Ctx for NativeCtx {
         match NativeProcess::spawn_for(command, &launch, &self.processes, self.updates.clone()) {
             Ok(process) => {
                 self.updates.spawned(&command.program, &command.args, None);
+                if let (Some(proxied), Some(refused)) = (&self.proxied, process.proxy_refusals()) {
+                    let mut lists = proxied.lock().unwrap_or_else(|p| p.into_inner());
+                    if lists.len() < toolwright_core::ask::MAX_REFUSALS_PER_CALL {
+                        lists.push(refused);
+                    }
+                }
                 Ok(Box::new(process))
             }
             Err(e) => {
@@ -359,6 +390,10 @@ pub(crate) fn definition(
                 Some(a) => format!("{name}, called by {}", a.principal()),
                 None => name.clone(),
             };
+            // Asked about only when the model called the tool: a plugin calling it gets nothing asked for the
+            // built-ins.
+            let book = env.refusals.clone().filter(|_| authority.is_none());
+            let proxied = book.as_ref().map(|_| Proxied::default());
             let ctx = NativeCtx {
                 here: placement == Placement::Here,
                 tool: name,
@@ -370,11 +405,17 @@ pub(crate) fn definition(
                 session: ctx,
                 runtime: tokio::runtime::Handle::current(),
                 processes: CallScope::new(),
+                proxied: proxied.clone(),
             };
             let call_id = run.call_id;
             let params = run.params;
+            let recorded_as = call_id.clone();
             let job = move || tool.execute(&call_id, params, &ctx);
             let ran = placement.run(&cancel, job).await;
+            if let (Some(book), Some(proxied)) = (book, proxied) {
+                let subject = toolwright_core::ask::Subject::Builtins;
+                book.record(&recorded_as, subject, proxy_refused(&proxied));
+            }
             match ran {
                 Ok(result) => result,
                 Err(Blocked::Panicked(payload)) => Err(ToolError::new(format!(

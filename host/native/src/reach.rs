@@ -158,6 +158,7 @@ impl NativeEnv {
             files: Arc::new(GrantedFiles::open(&files)?),
             programs,
             env: Arc::new(env),
+            refusals: None,
             ..self.clone()
         })
     }

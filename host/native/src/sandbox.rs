@@ -64,6 +64,9 @@ pub struct BuiltinSandbox {
     pub network: Hosts,
     /// The memory one call's processes may use together, in bytes (`[builtins] process-memory-mib`).
     pub memory: Option<u64>,
+    /// Whether what the proxy refuses is asked about (`[ask] grants = true`): then the proxy serves even when no
+    /// host is granted, refusing every one, so that the refusals can be asked about.
+    pub asks_network: bool,
 }
 
 impl BuiltinSandbox {
@@ -83,6 +86,7 @@ impl BuiltinSandbox {
             protected: Vec::new(),
             network: Hosts::default(),
             memory: None,
+            asks_network: false,
         }
     }
 }
@@ -112,7 +116,8 @@ impl Confinement {
             // Any TCP, inside a network namespace whose only interface is its own loopback.
             tcp: Tcp::Any,
             own_network: true,
-            proxy: (!sandbox.network.allow.is_empty()).then(|| sandbox.network.clone()),
+            proxy: (!sandbox.network.allow.is_empty() || sandbox.asks_network)
+                .then(|| sandbox.network.clone()),
             unix_sockets: false,
             limits: Limits {
                 pids: Some(BUILTIN_PIDS),

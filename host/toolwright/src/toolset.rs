@@ -354,26 +354,11 @@ impl Toolset {
         plugin: &Plugin,
         identity: &mut PluginIdentity,
     ) -> Result<(WasmGrants, Vec<String>), TrustError> {
-        let is_builtin = identity.location == PluginLocation::Builtin;
-        let (mut grants, words) = if is_builtin {
-            let grants = builtins::wasm_builtin_grants(options, &self.policy, host, builtin_section);
-            let words = builtins::builtin_words(&grants);
-            (grants, words)
-        } else {
-            self.plugin_grants(options, host, plugin, identity)?
-        };
-        // A wasm built-in's work is short when its native twin's is (never a third party's tool: it may stream or
-        // call tools).
-        grants.work = if is_builtin
-            && plugin
-                .tools
-                .iter()
-                .all(|t| crate::builtins::work(&t.name) == crate::pipeline::Work::Short)
-        {
-            crate::pipeline::Work::Short
-        } else {
-            crate::pipeline::Work::Relaying
-        };
+        if identity.location == PluginLocation::Builtin {
+            return Ok(wasm_builtin(options, &self.policy, host, builtin_section, plugin));
+        }
+        let (mut grants, words) = self.plugin_grants(options, host, plugin, identity)?;
+        grants.work = crate::pipeline::Work::Relaying;
         if let Some(mib) = self.policy.limits.result_mib {
             grants.result_cap = mib_bytes(mib);
         }
@@ -462,31 +447,11 @@ impl Toolset {
         if plugin.is_handler {
             self.handler_grants.push(grants.clone());
         }
-        let origin = Arc::new(Origin {
-            kind: if is_builtin {
-                OriginKind::Builtin
-            } else {
-                OriginKind::Plugin
-            },
-            machine: Machine::Wasm,
-            plugin: Some(plugin.metadata.name.clone()),
-            server: None,
-            sha256: Some(sha256),
-            grants: Some(granted_words),
-            // A wasm built-in sees the host's whole environment: only what looks like a secret is kept out.
-            secrets: if is_builtin {
-                Arc::new(crate::audit::secret_looking(&grants.env))
-            } else {
-                grants.env.clone()
-            },
-        });
         if !is_builtin {
             self.offering.push((plugin.clone(), Arc::new(grants.clone())));
         }
-        for mut definition in plugin.tool_definitions(&grants) {
-            definition.origin = Some(origin.clone());
+        for definition in wasm_definitions(&plugin, &grants, granted_words, sha256, is_builtin) {
             if is_builtin {
-                definition.source = ToolSource::Builtin;
                 // A wasm built-in takes the place of its native twin, in pi's order.
                 match self.builtins.iter_mut().find(|d| d.name == definition.name) {
                     Some(native) => *native = definition,
@@ -679,6 +644,71 @@ fn runtime_grants(
     grants.client = Some(options.client.clone());
     grants.sampling = policy.ask.samples(&plugin.metadata.name);
     Ok(grants)
+}
+
+/// A wasm built-in's grants (`[builtins]`'s, `section` decided already) under `policy`, with their words for the
+/// audit log: its work short when its native twin's is, the policy's result cap.
+#[cfg(feature = "wasm")]
+fn wasm_builtin(
+    options: &ToolsetOptions,
+    policy: &Policy,
+    host: &HostEnv,
+    section: Option<&BuiltinGrants>,
+    plugin: &Plugin,
+) -> (WasmGrants, Vec<String>) {
+    let mut grants = builtins::wasm_builtin_grants(options, policy, host, section);
+    let words = builtins::builtin_words(&grants);
+    let short = plugin
+        .tools
+        .iter()
+        .all(|t| crate::builtins::work(&t.name) == crate::pipeline::Work::Short);
+    grants.work = if short {
+        crate::pipeline::Work::Short
+    } else {
+        crate::pipeline::Work::Relaying
+    };
+    if let Some(mib) = policy.limits.result_mib {
+        grants.result_cap = mib_bytes(mib);
+    }
+    (grants, words)
+}
+
+/// The tools of the wasm `plugin` under `grants` (`words` for the audit log), each with its origin; a built-in's
+/// as a built-in.
+#[cfg(feature = "wasm")]
+fn wasm_definitions(
+    plugin: &Plugin,
+    grants: &WasmGrants,
+    words: Vec<String>,
+    sha256: String,
+    is_builtin: bool,
+) -> Vec<ToolDefinition> {
+    let origin = Arc::new(Origin {
+        kind: if is_builtin {
+            OriginKind::Builtin
+        } else {
+            OriginKind::Plugin
+        },
+        machine: Machine::Wasm,
+        plugin: Some(plugin.metadata.name.clone()),
+        server: None,
+        sha256: Some(sha256),
+        grants: Some(words),
+        // A wasm built-in sees the host's whole environment: only what looks like a secret is kept out.
+        secrets: if is_builtin {
+            Arc::new(crate::audit::secret_looking(&grants.env))
+        } else {
+            grants.env.clone()
+        },
+    });
+    let mut definitions = plugin.tool_definitions(grants);
+    for definition in &mut definitions {
+        definition.origin = Some(origin.clone());
+        if is_builtin {
+            definition.source = ToolSource::Builtin;
+        }
+    }
+    definitions
 }
 
 /// MiB as bytes, saturating.

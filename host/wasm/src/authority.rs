@@ -177,5 +177,7 @@ fn narrowed(grants: &WasmGrants, reach: &Reach) -> WasmGrants {
     }
     // An instance kept for the wider grants must not serve a call under these.
     narrowed.reuse = None;
+    // What a call another made is refused is not asked about as the built-ins' (nor as the tool's plugin's).
+    narrowed.refusals = None;
     narrowed
 }

@@ -77,6 +77,9 @@ pub struct WasmGrants {
     /// recorded for a server that asks the user (`refusals`): a plugin that requested network capabilities when
     /// the policy asks for grants. Nothing leaves the host: every name lookup and connection is refused.
     pub network_asked: bool,
+    /// A built-in's grants: of what it is refused, only what its programs' proxies refuse them is recorded
+    /// (`refusals`), as the built-ins' ([`toolwright_core::ask::Subject::Builtins`]).
+    pub builtin: bool,
 }
 
 /// Which tools a plugin's nested calls may reach, and under whose authority they run
@@ -288,6 +291,7 @@ impl WasmGrants {
             client: None,
             sampling: false,
             network_asked: false,
+            builtin: false,
         }
     }
 
@@ -337,6 +341,7 @@ impl WasmGrants {
             client: None,
             sampling: false,
             network_asked: false,
+            builtin: false,
         }
     }
 }

@@ -136,11 +136,16 @@ async fn execute(
     };
     let (inner, call_grants) = (plugin.clone(), grants.clone());
     let book = grants.refusals.clone();
+    let builtin = grants.builtin;
     let call_id = run.call_id;
     let outcome = gate::enter_async(&plugin, grants, entry, move |store, instance| {
         let guest = inner.tool_exports(store, instance)?;
         let said = guest.call_execute(&mut *store, &tool, &call_id, &arguments)?;
         let mut refused = std::mem::take(&mut store.data_mut().refused);
+        // A built-in is asked about its programs' hosts only.
+        if builtin {
+            refused.clear();
+        }
         let connections = std::mem::take(
             &mut *store
                 .data()
@@ -148,7 +153,9 @@ async fn execute(
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        refused.extend(connections);
+        if !builtin {
+            refused.extend(connections);
+        }
         // What its programs' proxies refused them: a host by name, on its port.
         for targets in std::mem::take(&mut store.data_mut().child_refused) {
             let targets = targets
@@ -164,7 +171,12 @@ async fn execute(
             }
         }
         if let Some(book) = &book {
-            book.record(&call_id, &inner.name, refused);
+            let subject = if builtin {
+                toolwright_core::ask::Subject::Builtins
+            } else {
+                toolwright_core::ask::Subject::Plugin(inner.name.clone())
+            };
+            book.record(&call_id, subject, refused);
         }
         if let Ok(result) = &said {
             store

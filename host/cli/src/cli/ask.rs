@@ -1,23 +1,27 @@
 //! Grants asked for while serving (`[ask] grants = true`, [`toolwright::ask`]): what an approval does for
 //! `toolwright mcp`. A grant for once or for the session is the plugin's grants decided again with it added to the
 //! user's policy in memory; one for always is also written to the user's policy file with the editor
-//! `toolwright plugins add` uses, pinning the plugin's digest, so the plugin stays bound to what was approved.
+//! `toolwright plugins add` uses, pinning the plugin's digest, so the plugin stays bound to what was approved. A
+//! host for the built-ins' programs goes to `[builtins] network` likewise (for the session or always, never once:
+//! their call is not run again).
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use toolwright::ask::{Grant, Question, Refused};
+use toolwright::ask::{Grant, Question, Refused, Subject};
 use toolwright::definition::ToolDefinition;
 use toolwright::mcp::ask::GrantAsker;
 use toolwright::sdk::Capability;
 use toolwright::toolset::Regrants;
 
-/// The grants kept for this server's lifetime, by plugin, and the latest loaded toolset's [`Regrants`].
+/// The grants kept for this server's lifetime, by plugin (and the built-ins), and the latest loaded toolset's
+/// [`Regrants`].
 #[derive(Clone)]
 pub struct Kept {
     regrants: Arc<Mutex<Regrants>>,
-    grants: Arc<Mutex<BTreeMap<String, Vec<Grant>>>>,
+    grants: Arc<Mutex<BTreeMap<Subject, Vec<Grant>>>>,
 }
 
 impl Kept {
@@ -30,10 +34,13 @@ impl Kept {
     }
 
     /// A toolset was loaded again: ask from it, and give its plugins the grants kept — `tools` (its plugin tools)
-    /// with each such plugin's tools in their place.
+    /// with each such plugin's tools in their place. (The built-ins are not reloaded: theirs stay in place.)
     pub fn reloaded(&self, regrants: Regrants, tools: &mut [ToolDefinition]) {
         let kept = self.grants.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        for (plugin, grants) in &kept {
+        for (subject, grants) in &kept {
+            let Subject::Plugin(plugin) = subject else {
+                continue;
+            };
             for widened in regrants.tools_with(plugin, grants).unwrap_or_default() {
                 if let Some(slot) = tools.iter_mut().find(|t| t.name == widened.name) {
                     *slot = widened;
@@ -50,13 +57,13 @@ impl Kept {
             .clone()
     }
 
-    /// The grants kept for `plugin`, with `extra`.
-    fn with<'a>(&self, plugin: &str, extra: impl IntoIterator<Item = &'a Grant>) -> Vec<Grant> {
+    /// The grants kept for `subject`, with `extra`.
+    fn with<'a>(&self, subject: &Subject, extra: impl IntoIterator<Item = &'a Grant>) -> Vec<Grant> {
         let mut grants = self
             .grants
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(plugin)
+            .get(subject)
             .cloned()
             .unwrap_or_default();
         for grant in extra {
@@ -69,7 +76,7 @@ impl Kept {
 
     fn keep(&self, question: &Question) {
         let mut kept = self.grants.lock().unwrap_or_else(PoisonError::into_inner);
-        let grants = kept.entry(question.plugin.clone()).or_default();
+        let grants = kept.entry(question.subject.clone()).or_default();
         if !grants.contains(&question.grant) {
             grants.push(question.grant.clone());
         }
@@ -85,21 +92,27 @@ pub struct CliAsker {
 }
 
 impl GrantAsker for CliAsker {
-    fn question(&self, plugin: &str, refused: &[Refused]) -> Option<Question> {
-        self.kept.regrants().question(plugin, refused)
+    fn question(&self, subject: &Subject, refused: &[Refused]) -> Option<Question> {
+        self.kept.regrants().question(subject, refused)
     }
 
     fn once(&self, questions: &[Question]) -> Option<Vec<ToolDefinition>> {
-        let plugin = &questions.last()?.plugin;
-        let own = questions.iter().filter(|q| &q.plugin == plugin);
-        let grants = self.kept.with(plugin, own.map(|q| &q.grant));
+        let subject = &questions.last()?.subject;
+        // The built-ins' calls are not run again: nothing is granted once.
+        let Subject::Plugin(plugin) = subject else {
+            return None;
+        };
+        let own = questions.iter().filter(|q| &q.subject == subject);
+        let grants = self.kept.with(subject, own.map(|q| &q.grant));
         self.kept.regrants().tools_with(plugin, &grants)
     }
 
     fn session(&self, question: &Question) -> Option<Vec<ToolDefinition>> {
         self.kept.keep(question);
-        let grants = self.kept.with(&question.plugin, []);
-        self.kept.regrants().tools_with(&question.plugin, &grants)
+        let grants = self.kept.with(&question.subject, []);
+        self.kept
+            .regrants()
+            .subject_tools_with(&question.subject, &grants)
     }
 
     fn always(&self, question: &Question) -> Result<Vec<ToolDefinition>, String> {
@@ -107,10 +120,6 @@ impl GrantAsker for CliAsker {
             .policy_file
             .as_ref()
             .ok_or("there is no user policy file to write to (neither XDG_CONFIG_HOME nor HOME is set)")?;
-        let regrants = self.kept.regrants();
-        let sha256 = regrants
-            .sha256(&question.plugin)
-            .ok_or_else(|| format!("the plugin {} is no longer loaded", question.plugin))?;
         let capability = match &question.grant {
             Grant::Read(dir) => Capability::Read(dir.clone()),
             Grant::Write(dir) => Capability::Write(dir.clone()),
@@ -118,11 +127,26 @@ impl GrantAsker for CliAsker {
             Grant::Network(address) => Capability::Network(address.clone()),
         };
         let mut document = super::install::policy_document(path).map_err(|e| format!("{e:#}"))?;
-        super::install::grant_and_pin(&mut document, &question.plugin, &[capability], &sha256);
+        match &question.subject {
+            Subject::Plugin(plugin) => {
+                let sha256 = self
+                    .kept
+                    .regrants()
+                    .sha256(plugin)
+                    .ok_or_else(|| format!("the plugin {plugin} is no longer loaded"))?;
+                super::install::grant_and_pin(&mut document, plugin, &[capability], &sha256);
+            }
+            Subject::Builtins => {
+                let Capability::Network(address) = capability else {
+                    return Err("only hosts are asked for the built-ins".into());
+                };
+                super::install::grant_builtins_network(&mut document, &address)?;
+            }
+        }
         super::install::save_policy(path, &document).map_err(|e| format!("{e:#}"))?;
-        tracing::info!(plugin = %question.plugin, policy = %path.display(), "a grant asked for was written");
+        tracing::info!(subject = ?question.subject, policy = %path.display(), "a grant asked for was written");
         self.session(question)
-            .ok_or_else(|| format!("the plugin {} cannot be given the grant", question.plugin))
+            .ok_or_else(|| format!("{:?} cannot be given the grant", question.subject))
     }
 }
 
@@ -132,6 +156,8 @@ const ASKED_ON_TERMINAL: &str = "the user, asked on the terminal";
 /// `toolwright exec --ask`: after the batch, for each call of `message` that ended refused something its plugin
 /// requested, ask on the terminal (the question on stderr, the answer from stdin) and, on approval, run the call
 /// again (its events follow; its last `tool_execution_end` is its result). Returns the batch run again, if any.
+/// A host refused the built-ins' programs is asked about likewise, but their call is not run again: the approval
+/// holds for the calls after it (a line on stderr says so).
 pub async fn ask_on_terminal(
     session: &toolwright::Session,
     message: &toolwright::AssistantMessage,
@@ -147,23 +173,20 @@ pub async fn ask_on_terminal(
     let registry = session.dispatcher().registry();
     let mut again = Vec::new();
     for (call, result) in message.tool_calls.iter().zip(&outcome.messages) {
-        let Some((plugin, refused)) = session.options().refusals.take(&call.id) else {
+        let Some((subject, refused)) = session.options().refusals.take(&call.id) else {
             continue;
         };
-        let own = registry.read(|r| {
-            r.definition(&call.name)
-                .and_then(|d| d.origin.as_ref())
-                .and_then(|o| o.plugin.clone())
-        });
-        if !result.is_error || own.as_deref() != Some(plugin.as_str()) {
+        let own = registry.read(|r| r.definition(&call.name).is_some_and(|d| subject.owns(d)));
+        if !result.is_error || !own {
             continue;
         }
-        let Some(question) = asker.question(&plugin, &refused) else {
+        let Some(question) = asker.question(&subject, &refused) else {
             continue;
         };
         let answer = prompt(&question);
         let tools = toolwright::mcp::ask::approved(&asker, &question, answer, &[]);
-        let rerun = tools.as_ref().map(|_| call.id.as_str());
+        let builtins = subject == Subject::Builtins;
+        let rerun = tools.as_ref().filter(|_| !builtins).map(|_| call.id.as_str());
         toolwright::mcp::ask::record(
             audit.as_ref(),
             ASKED_ON_TERMINAL,
@@ -173,9 +196,21 @@ pub async fn ask_on_terminal(
             answer,
             rerun,
         );
-        if let Some(tools) = tools {
-            registry.update(|r| r.replace_extension_tools(tools));
-            again.push(call.clone());
+        match tools {
+            Some(tools) if builtins => {
+                registry.update(|r| r.replace_builtin_tools(tools));
+                let mut stderr = std::io::stderr().lock();
+                let _ = writeln!(
+                    stderr,
+                    "{}",
+                    toolwright::mcp::ask::builtins_allowed(&question, answer)
+                );
+            }
+            Some(tools) => {
+                registry.update(|r| r.replace_extension_tools(tools));
+                again.push(call.clone());
+            }
+            None => {}
         }
     }
     if again.is_empty() {
@@ -190,11 +225,16 @@ pub async fn ask_on_terminal(
 
 /// Ask `question` on the terminal: the question on stderr, one line of answer from stdin.
 fn prompt(question: &Question) -> toolwright::ask::Answer {
-    use std::io::{BufRead, Write};
+    use std::io::BufRead;
     let mut stderr = std::io::stderr().lock();
+    let once = if question.subject == Subject::Builtins {
+        ""
+    } else {
+        "[o]nce, "
+    };
     let _ = write!(
         stderr,
-        "{}\n  [o]nce, [s]ession, [a]lways (written to your policy file), [d]eny? ",
+        "{}\n  {once}[s]ession, [a]lways (written to your policy file), [d]eny? ",
         question.text()
     );
     let _ = stderr.flush();
@@ -209,7 +249,7 @@ fn prompt(question: &Question) -> toolwright::ask::Answer {
         "d" | "deny" | "n" | "no" => "deny",
         _ => "",
     };
-    toolwright::ask::Answer::from_choice(choice)
+    question.answer(choice)
 }
 
 /// A plugin's questions answered on the terminal (`toolwright exec --ask`, [`toolwright::client`]): a form field by
@@ -266,7 +306,7 @@ impl toolwright::client::ClientInput for TerminalInput {
 /// schema in turn (an empty line takes the default; `!decline` declines, the end of input cancels). The
 /// `ElicitResult`.
 fn fill_in(params: &serde_json::Value) -> serde_json::Value {
-    use std::io::{BufRead, Write};
+    use std::io::BufRead;
     use toolwright::text::escape;
     let mut stderr = std::io::stderr().lock();
     let message = params["message"].as_str().unwrap_or_default();

@@ -475,6 +475,29 @@ pub(super) fn grant_and_pin(
     table.insert("sha256", toml_edit::value(sha256));
 }
 
+/// Add the host `address` to `[builtins] network` (keeping what is there, and every other key of the section: a
+/// section that names only `network` keeps the built-ins' default file grants). An error when `builtins` or its
+/// `network` is not what a policy has there.
+pub(super) fn grant_builtins_network(
+    document: &mut toml_edit::DocumentMut,
+    address: &str,
+) -> Result<(), String> {
+    let table = document
+        .entry("builtins")
+        .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
+        .as_table_like_mut()
+        .ok_or("`builtins` in the policy file is not a table")?;
+    let array = table
+        .entry("network")
+        .or_insert(toml_edit::value(toml_edit::Array::new()))
+        .as_array_mut()
+        .ok_or("`[builtins] network` in the policy file is not an array")?;
+    if !array.iter().any(|e| e.as_str() == Some(address)) {
+        array.push(address);
+    }
+    Ok(())
+}
+
 fn load_lock(target: &Target) -> anyhow::Result<Lockfile> {
     Ok(Lockfile::load(&target.lock)?)
 }

@@ -184,6 +184,7 @@ mod tests {
             protected: Vec::new(),
             network: Hosts::default(),
             memory: None,
+            asks_network: false,
         })
         .unwrap()
     }

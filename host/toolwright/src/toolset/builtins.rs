@@ -85,7 +85,13 @@ pub(crate) fn native_builtins_granted(
         env.programs = granted.programs.clone();
         env.env = Arc::new(granted.vars.clone());
     }
-    env.programs = sandboxed(&env.programs, &builtin_sandbox(options, policy, granted, host));
+    let mut sandbox = builtin_sandbox(options, policy, granted, host);
+    // Asking for grants: the hosts the proxy refuses bash's programs are recorded to be asked about.
+    if policy.ask.grants() {
+        sandbox.asks_network = true;
+        env.refusals = Some(options.refusals.clone());
+    }
+    env.programs = sandboxed(&env.programs, &sandbox);
     env.mutations = mutations.clone();
     let origin = Arc::new(crate::audit::Origin {
         grants: granted.map(|g| {
@@ -392,7 +398,14 @@ pub(super) fn wasm_builtin_grants(
         grants.programs = granted.programs.clone();
         grants.env = Arc::new(granted.vars.clone());
     }
-    grants.programs = sandboxed(&grants.programs, &builtin_sandbox(options, policy, granted, host));
+    let mut sandbox = builtin_sandbox(options, policy, granted, host);
+    // As natively: the hosts the proxy refuses bash's programs are recorded to be asked about.
+    if policy.ask.grants() {
+        sandbox.asks_network = true;
+        grants.refusals = Some(options.refusals.clone());
+        grants.builtin = true;
+    }
+    grants.programs = sandboxed(&grants.programs, &sandbox);
     if let Some(section) = &policy.builtins {
         grants.limit(section.timeout_ms, section.memory_mib);
         grants.reuse = section.reuse();

@@ -1,12 +1,12 @@
 //! Grants asked for while a session serves ([`crate::ask`]): a plugin's grants decided again with the asked
 //! grant added to the user's policy, so what it gets is still the intersection with what it declared it needs,
-//! under every denial and pin of the policy.
+//! under every denial and pin of the policy; the built-ins' hosts added to the user's `[builtins] network`, under
+//! its denials.
 
 use std::sync::Arc;
 
-use super::{Toolset, ToolsetOptions, mib_bytes, runtime_grants};
-use crate::ask::{Grant, Question, Refused};
-use crate::audit::{Machine, Origin, OriginKind};
+use super::{BuiltinMode, Toolset, ToolsetOptions, mib_bytes, runtime_grants};
+use crate::ask::{Grant, Question, Refused, Subject};
 use crate::definition::ToolDefinition;
 use crate::native::{FileMutationQueue, HostEnv};
 use crate::policy::{Effective, NetPattern, Policy};
@@ -21,25 +21,29 @@ pub struct Regrants {
     options: ToolsetOptions,
     policy: Policy,
     plugins: Vec<(Plugin, PluginIdentity)>,
+    /// The built-ins that run as wasm.
+    builtins: Vec<(Plugin, PluginIdentity)>,
     mutations: Arc<FileMutationQueue>,
 }
 
 impl Toolset {
     /// What [`Regrants`] needs of this toolset, loaded with `options`.
     pub fn regrants(&self, options: &ToolsetOptions) -> Regrants {
-        let plugins = self
-            .plugins
-            .iter()
-            .filter_map(|plugin| {
-                let identity = self.identity(plugin)?;
-                let asked = matches!(identity.location, PluginLocation::User | PluginLocation::Cli);
-                asked.then(|| (plugin.clone(), identity.clone()))
-            })
-            .collect();
+        let at = |wanted: &[PluginLocation]| {
+            self.plugins
+                .iter()
+                .filter_map(|plugin| {
+                    let identity = self.identity(plugin)?;
+                    let asked = wanted.contains(&identity.location);
+                    asked.then(|| (plugin.clone(), identity.clone()))
+                })
+                .collect()
+        };
         Regrants {
             options: options.clone(),
             policy: self.policy.clone(),
-            plugins,
+            plugins: at(&[PluginLocation::User, PluginLocation::Cli]),
+            builtins: at(&[PluginLocation::Builtin]),
             mutations: self.mutations.clone(),
         }
     }
@@ -59,12 +63,17 @@ impl Regrants {
         self.policy.ask.grants()
     }
 
-    /// The question about the first of `refused` (what the host refused a call of `plugin`) that a grant would
-    /// allow and that the plugin declared it needs; none when there is no such refusal (then nothing is asked).
-    pub fn question(&self, plugin: &str, refused: &[Refused]) -> Option<Question> {
+    /// The question about the first of `refused` (what the host refused a call of `subject`) that a grant would
+    /// allow and that a plugin declared it needs (the built-ins: a host their proxy refused that the policy does
+    /// not deny); none when there is no such refusal (then nothing is asked).
+    pub fn question(&self, subject: &Subject, refused: &[Refused]) -> Option<Question> {
         if !self.asks() {
             return None;
         }
+        let plugin = match subject {
+            Subject::Plugin(plugin) => plugin.as_str(),
+            Subject::Builtins => return self.builtins_question(refused),
+        };
         let (found, identity) = self.plugins.iter().find(|(p, _)| p.metadata.name == plugin)?;
         let home = HostEnv::current().home;
         let before = self.effective(found, identity, &[]);
@@ -80,7 +89,7 @@ impl Regrants {
                     return None;
                 }
                 Some(Question {
-                    plugin: plugin.to_owned(),
+                    subject: subject.clone(),
                     refused: r.clone(),
                     reason: reason(found, &before, &after),
                     grant,
@@ -112,20 +121,93 @@ impl Regrants {
             .iter()
             .flat_map(|d| d.granted.iter().map(ToString::to_string))
             .collect();
-        let origin = Arc::new(Origin {
-            kind: OriginKind::Plugin,
-            machine: Machine::Wasm,
-            plugin: Some(plugin.to_owned()),
-            server: None,
-            sha256: Some(identity.sha256.clone()),
-            grants: Some(words),
-            secrets: grants.env.clone(),
-        });
-        let mut definitions = found.tool_definitions(&grants);
-        for definition in &mut definitions {
-            definition.origin = Some(origin.clone());
+        let sha256 = identity.sha256.clone();
+        Some(super::wasm_definitions(found, &grants, words, sha256, false))
+    }
+
+    /// The tools of `subject` with `extra` granted to it: [`Regrants::tools_with`] for a plugin,
+    /// [`Regrants::builtins_with`] for the built-ins.
+    pub fn subject_tools_with(&self, subject: &Subject, extra: &[Grant]) -> Option<Vec<ToolDefinition>> {
+        match subject {
+            Subject::Plugin(plugin) => self.tools_with(plugin, extra),
+            Subject::Builtins => self.builtins_with(extra),
         }
-        Some(definitions)
+    }
+
+    /// The question about the first host of `refused` that the built-ins' proxy refused, the policy's
+    /// `[builtins]` does not deny, and that adding it to `[builtins] network` would allow.
+    fn builtins_question(&self, refused: &[Refused]) -> Option<Question> {
+        let home = HostEnv::current().home;
+        let before = self.builtin_hosts(&[]);
+        refused.iter().find_map(|r| {
+            let grant = r
+                .grant(home.as_deref())
+                .filter(|g| matches!(g, Grant::Network(_)))?;
+            let after = self.builtin_hosts(std::slice::from_ref(&grant));
+            let reaches = |hosts: &crate::native::sandbox::Hosts| {
+                let Grant::Network(address) = &grant else {
+                    return false;
+                };
+                NetPattern::parse(address)
+                    .and_then(|p| Some((p.port?, p.host)))
+                    .is_some_and(|(port, host)| hosts.allows(&host, port))
+            };
+            (!reaches(&before) && reaches(&after)).then(|| Question {
+                subject: Subject::Builtins,
+                refused: r.clone(),
+                grant,
+                reason: None,
+            })
+        })
+    }
+
+    /// The hosts the built-ins' programs reach under the policy with `extra` added to `[builtins] network`.
+    fn builtin_hosts(&self, extra: &[Grant]) -> crate::native::sandbox::Hosts {
+        let policy = widened_builtins(&self.policy, extra);
+        super::builtins::builtin_sandbox(&self.options, &policy, None, &HostEnv::current()).network
+    }
+
+    /// The built-in tools (native, and those that run as wasm) with `extra` hosts added to the user's
+    /// `[builtins] network` (its denials kept); none when they cannot be made.
+    pub fn builtins_with(&self, extra: &[Grant]) -> Option<Vec<ToolDefinition>> {
+        let host = HostEnv::current();
+        let policy = widened_builtins(&self.policy, extra);
+        let section = policy
+            .builtins
+            .as_ref()
+            .filter(|section| section.replaces_builtin_defaults())
+            .map(|section| super::BuiltinGrants::open(section, &self.options.cwd, &host));
+        let mut tools = match self.options.builtins {
+            BuiltinMode::Native => {
+                match super::native_builtins_granted(
+                    &self.options,
+                    &policy,
+                    section.as_ref(),
+                    &host,
+                    &self.mutations,
+                ) {
+                    Ok(tools) => tools,
+                    Err(error) => {
+                        tracing::warn!("the built-ins cannot be given the hosts asked for: {error}");
+                        return None;
+                    }
+                }
+            }
+            BuiltinMode::Wasm => Vec::new(),
+        };
+        for (plugin, identity) in &self.builtins {
+            let (mut grants, words) =
+                super::wasm_builtin(&self.options, &policy, &host, section.as_ref(), plugin);
+            grants.mutations = self.mutations.clone();
+            let sha256 = identity.sha256.clone();
+            for definition in super::wasm_definitions(plugin, &grants, words, sha256, true) {
+                match tools.iter_mut().find(|d| d.name == definition.name) {
+                    Some(native) => *native = definition,
+                    None => tools.push(definition),
+                }
+            }
+        }
+        Some(tools)
     }
 
     fn effective(&self, plugin: &Plugin, identity: &PluginIdentity, extra: &[Grant]) -> Effective {
@@ -140,6 +222,20 @@ impl Regrants {
             HostEnv::current().home.as_deref(),
         )
     }
+}
+
+/// `policy` with the hosts of `extra` added to the user's `[builtins] network` (its denials kept).
+fn widened_builtins(policy: &Policy, extra: &[Grant]) -> Policy {
+    let mut policy = policy.clone();
+    for grant in extra {
+        if let Grant::Network(address) = grant {
+            let section = policy.builtins.get_or_insert_with(Default::default);
+            if !section.network.contains(address) {
+                section.network.push(address.clone());
+            }
+        }
+    }
+    policy
 }
 
 /// `policy` with `extra` granted to `plugin` in the user's `[plugins.NAME]` (pins and denials kept).
