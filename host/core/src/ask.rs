@@ -113,9 +113,11 @@ impl Refused {
                     && !program.chars().any(crate::text::needs_escape);
                 bare.then(|| Grant::Spawn(program.clone()))
             }
-            // Exactly that address; the asker may name it by a host name the plugin requested instead.
+            // Exactly that address; the asker may name it by a host name the plugin requested instead. A name
+            // only in plain ASCII (what a program asks the proxy for is its own choice: a look-alike in another
+            // script must not be put to the user as the name it imitates).
             Refused::Connect { address } => crate::policy::NetPattern::parse(address)
-                .filter(|p| p.port.is_some() && p.host != "*")
+                .filter(|p| p.port.is_some() && plain_host(&p.host))
                 .map(|p| Grant::Network(p.to_string())),
         }
     }
@@ -129,6 +131,17 @@ impl Refused {
             Refused::Connect { address } => format!("connect to `{}`", escape(address)),
         }
     }
+}
+
+/// Whether `host` is an IP address, or a DNS name of ASCII letters, digits, `-` and `.` (a label each).
+fn plain_host(host: &str) -> bool {
+    host.parse::<std::net::IpAddr>().is_ok()
+        || (host.len() <= 253
+            && host.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            }))
 }
 
 /// The directory that holds `path` (absolute).
@@ -383,6 +396,15 @@ mod tests {
         assert_eq!(connect("[::1]:443"), Some(Grant::Network("[::1]:443".into())));
         assert_eq!(connect("*:443"), None, "never any host");
         assert_eq!(connect("127.0.0.1"), None);
+        assert_eq!(
+            connect("PyPI.org:443"),
+            Some(Grant::Network("pypi.org:443".into()))
+        );
+        // What a program asks a proxy for is its own choice: only plain names are asked about.
+        assert_eq!(connect("руру.org:443"), None, "a look-alike in another script");
+        assert_eq!(connect("*.example.com:443"), None);
+        assert_eq!(connect("a\"b.com:443"), None);
+        assert_eq!(connect("a..com:443"), None);
     }
 
     #[test]
