@@ -1363,3 +1363,54 @@ fn a_plugin_reaches_nothing_more_through_a_nested_bash_under_exec_and_mcp() {
     std::thread::sleep(Duration::from_millis(100));
     assert!(listener.accept().is_err(), "the host's loopback port was reached");
 }
+
+/// A plugin built against `toolwright:plugin@0.1.0` (`tests/programs/legacy`) served by `toolwright mcp` gets no
+/// more through the old interfaces than under `exec` (`cli.rs` has that half): its program, its read of the
+/// workspace and its nested call are refused as the current interfaces refuse them, and granted the workspace
+/// it reads it.
+#[test]
+fn a_0_1_plugin_gets_no_more_through_the_old_interfaces_under_mcp() {
+    let mut setup = setup("");
+    for (program, file) in [
+        (toolwright_tests::programs::LEGACY, "legacy.wasm"),
+        (toolwright_tests::programs::RAW, "raw.wasm"),
+    ] {
+        std::fs::copy(program, setup.plugins.path().join(file)).unwrap();
+    }
+    std::fs::write(setup.ws.path().join("a.txt"), "one\n").unwrap();
+    setup.allow = "legacy,raw".into();
+    let mut mcp = setup.mcp();
+    let (_, spawned) = mcp.run(1, "legacy", json!({"action": "spawn"}));
+    assert!(
+        spawned.starts_with(
+            "refused: Permission denied: starting sh is not granted to the plugin toolwright-test-legacy"
+        ),
+        "{spawned}"
+    );
+    let (_, read) = mcp.run(2, "legacy", json!({"action": "read"}));
+    assert!(
+        read.starts_with("refused: ")
+            && read.contains("; Permission denied: read access to ")
+            && read.contains("a.txt is not granted"),
+        "{read}"
+    );
+    let (_, nested) = mcp.run(3, "legacy", json!({"action": "nested"}));
+    assert!(
+        nested.starts_with(
+            "nested: true\nPermission denied: the plugin toolwright-test-legacy may not call the tool raw."
+        ),
+        "{nested}"
+    );
+    drop(mcp);
+    // Granted the workspace, the same read succeeds: the refusal above was the sandbox's.
+    std::fs::write(
+        &setup.policy,
+        "[plugins.toolwright-test-legacy]\nread = [\".\"]\n",
+    )
+    .unwrap();
+    let mut mcp = setup.mcp();
+    assert_eq!(
+        mcp.run(4, "legacy", json!({"action": "read"})),
+        (false, "read: one\n".into())
+    );
+}

@@ -2,7 +2,8 @@
 //!
 //! A test program built against the frozen `toolwright:plugin@0.1.0` (`host/wasm/wit-0.1`) with wit-bindgen
 //! alone, as a plugin shipped before 0.2.0 was: the host must still load it, serve its imports and call its
-//! exports. Its `legacy` tool, by the `arguments` text it is given (a bare JSON string):
+//! exports. Its `legacy` tool, by the action it is given (a bare JSON string, or `{"action": "…"}` as an MCP
+//! client sends arguments):
 //!
 //! - `"nested"`: calls `raw` with `"blocks"` (text, audio, embedded resources) and returns the nested outcome's
 //!   content as 0.1.0 sees it, after a line `nested: <is-error>`;
@@ -92,7 +93,8 @@ mod guest {
                 name: "legacy".into(),
                 label: "legacy".into(),
                 description: "A tool built against toolwright:plugin@0.1.0.".into(),
-                parameters: r#"{"type": "string"}"#.into(),
+                parameters: r#"{"type": ["string", "object"], "properties": {"action": {"type": "string"}}}"#
+                    .into(),
                 output_schema: None,
                 prompt_snippet: None,
                 prompt_guidelines: Vec::new(),
@@ -118,6 +120,11 @@ mod guest {
         }
 
         fn execute(_tool: String, _call_id: String, arguments: String) -> Result<ToolResult, String> {
+            // `{"action": "spawn"}` is `"spawn"`.
+            let arguments = match arguments.split_once(r#""action":"#) {
+                Some((_, action)) => action.trim().trim_end_matches('}').trim().to_owned(),
+                None => arguments,
+            };
             match arguments.as_str() {
                 r#""nested""# => {
                     let outcome = host::call_tool("raw", r#""blocks""#);
