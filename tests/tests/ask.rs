@@ -670,8 +670,8 @@ fn a_refused_connection_or_name_is_asked_for_as_the_plugin_requested_it() {
     assert_eq!(
         client.questions[0]["message"],
         format!(
-            "plugin `toolwright-test-probe` wants to connect to `127.0.0.1:{port}` (because: connects to local \
-             servers). Allowing grants connections to `127.0.0.1:{port}`."
+            "plugin `toolwright-test-probe` wants to connect to `127.0.0.1:{port}` (a service on this machine) \
+             (because: connects to local servers). Allowing grants connections to `127.0.0.1:{port}`."
         )
     );
     // Allowed once: the next call is refused and asked again; denied, the refusal stands.
@@ -683,8 +683,8 @@ fn a_refused_connection_or_name_is_asked_for_as_the_plugin_requested_it() {
     assert_eq!((error, text.as_str()), (false, "connected: hello"));
     assert_eq!(
         client.questions[2]["message"],
-        "plugin `toolwright-test-probe` wants to connect to `localhost` (because: connects to local servers by \
-         name). Allowing grants connections to `localhost:*`."
+        "plugin `toolwright-test-probe` wants to connect to `localhost` (a service on this machine) (because: \
+         connects to local servers by name). Allowing grants connections to `localhost:*`."
     );
     assert_eq!(client.questions.len(), 3);
     // A name it did not request is never asked for.
@@ -730,8 +730,8 @@ fn a_host_the_proxy_refused_a_plugin_s_program_is_asked_for_and_then_reached() {
     assert_eq!(
         client.questions[0]["message"],
         format!(
-            "plugin `toolwright-test-probe` wants to connect to `localhost:{port}` (because: connects to local servers \
-             by name). Allowing grants connections to `localhost:{port}`."
+            "plugin `toolwright-test-probe` wants to connect to `localhost:{port}` (a service on this machine) \
+             (because: connects to local servers by name). Allowing grants connections to `localhost:{port}`."
         )
     );
     // Allowed for the session: not asked again.
@@ -1034,8 +1034,9 @@ fn bash_fetch(port: u16) -> Value {
 /// The question about `localhost:PORT` for the built-ins.
 fn builtins_question(port: u16) -> String {
     format!(
-        "a command of the built-in tools wants to connect to `localhost:{port}`. Allowing lets the built-ins' commands \
-         connect to `localhost:{port}` through the sandbox's proxy (the command is not run again)."
+        "a command of the built-in tools wants to connect to `localhost:{port}` (a service on this machine). Allowing \
+         lets the built-ins' commands connect to `localhost:{port}` through the sandbox's proxy (the command is not \
+         run again)."
     )
 }
 
@@ -1202,20 +1203,91 @@ fn a_2026_07_28_client_is_asked_about_bash_s_host_and_gets_the_call_s_result_wit
 fn exec_ask_asks_about_bash_s_host_on_the_terminal_and_does_not_run_the_command_again() {
     let setup = Setup::new(Some(ASK));
     let port = web_greeter();
+    // Only always or deny: `exec` runs one batch, so the session would allow nothing; `s` is no answer.
     let (success, out, _) = exec_ask_call(&setup, "bash", &bash_fetch(port), true, "s\n");
     assert!(success, "{out}");
     assert!(out.contains(&builtins_question(port)), "{out}");
     assert!(
-        out.contains("[s]ession, [a]lways") && !out.contains("[o]nce"),
+        out.contains("[a]lways (written to your policy file), [d]eny?") && !out.contains("[s]ession"),
         "{out}"
     );
+    assert!(!out.contains("The user allowed"), "{out}");
+    assert_eq!(std::fs::read_to_string(setup.policy_file()).unwrap(), ASK);
+    let (success, out, _) = exec_ask_call(&setup, "bash", &bash_fetch(port), true, "a\n");
+    assert!(success, "{out}");
     assert!(
         out.contains(&format!(
-            "The user allowed the built-ins' commands to connect to `localhost:{port}` for this session."
+            "The user allowed the built-ins' commands to connect to `localhost:{port}` from now on (written to the \
+             policy file)."
         )),
         "{out}"
     );
     let ends = execution_ends(&out);
     assert_eq!(ends.len(), 1, "not run again: {out}");
     assert_eq!(ends[0]["isError"], true, "{out}");
+    let written = std::fs::read_to_string(setup.policy_file()).unwrap();
+    assert!(
+        written.contains(&format!("network = [\"localhost:{port}\"]")),
+        "{written}"
+    );
+    // The next run reaches the host, and asks nothing.
+    let (success, out, _) = exec_ask_call(&setup, "bash", &bash_fetch(port), true, "");
+    assert!(
+        success && out.contains("hello") && !out.contains("wants to"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_approval_keeps_the_built_ins_exposure_and_the_policy_the_server_started_with() {
+    let mut setup = Setup::new(Some(ASK));
+    setup.extra = vec!["--expose", "write=hidden"];
+    let port = web_greeter();
+    let mut client = setup.start_watching("2025-11-25", true, "100");
+    // While serving, the user's policy turns the built-ins' sandbox off (a command could have written it), and a
+    // plugin arrives: the plugins are loaded again under it.
+    std::fs::write(
+        setup.policy_file(),
+        format!("{ASK}[builtins]\nsandbox = \"off\"\n"),
+    )
+    .unwrap();
+    let (_, bytes) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    std::fs::write(setup.plugins.path().join("wordcount.wasm"), bytes).unwrap();
+    loop {
+        let message = client.next();
+        if message["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    let (error, text) = client.call_tool(1, "bash", bash_fetch(port), &mut answering("session"));
+    assert!(error && text.contains("for this session"), "{text}");
+    assert!(
+        client
+            .call_tool(2, "bash", bash_fetch(port), &mut never_asked)
+            .1
+            .contains("hello")
+    );
+    // The built-ins were made again from the policy the server started with, plus the host: still sandboxed, so
+    // another host is refused by the proxy (unsandboxed, bash would reach it directly).
+    let other = web_greeter();
+    let (error, text) = client.call_tool(3, "bash", bash_fetch(other), &mut answering("deny"));
+    assert!(error && text.contains("403") && !text.contains("hello"), "{text}");
+    // And `write` stays hidden.
+    client.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}));
+    let listed = loop {
+        let message = client.next();
+        if message["id"] == 4 {
+            break message;
+        }
+    };
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"bash") && !names.contains(&"write"), "{names:?}");
 }

@@ -128,20 +128,65 @@ impl Refused {
             Refused::Read { path, .. } => format!("read `{}`", escape(path)),
             Refused::Write { path } => format!("write `{}`", escape(path)),
             Refused::Spawn { program } => format!("start the program `{}`", escape(program)),
-            Refused::Connect { address } => format!("connect to `{}`", escape(address)),
+            Refused::Connect { address } => {
+                let mut tried = format!("connect to `{}`", escape(address));
+                if let Some(place) = crate::policy::NetPattern::parse(address)
+                    .or_else(|| crate::policy::NetPattern::parse(&format!("{address}:*")))
+                    .and_then(|p| nearby(&p.host))
+                {
+                    tried.push_str(&format!(" ({place})"));
+                }
+                tried
+            }
         }
     }
 }
 
-/// Whether `host` is an IP address, or a DNS name of ASCII letters, digits, `-` and `.` (a label each).
+/// Where `host` is when it is not out on the internet, in words: this machine (a loopback or unspecified address,
+/// `localhost`), or the local network (a private or link-local address). A question says so: allowing it lets a
+/// command reach services the user may not think of as "a host".
+fn nearby(host: &str) -> Option<&'static str> {
+    use std::net::IpAddr;
+    let host = host.trim_end_matches('.');
+    if host == "localhost" || host.ends_with(".localhost") {
+        return Some("a service on this machine");
+    }
+    let ip: IpAddr = host.parse().ok()?;
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    let here = ip.is_loopback() || ip.is_unspecified();
+    let local = match ip {
+        IpAddr::V4(v4) => v4.is_private() || v4.is_link_local(),
+        IpAddr::V6(v6) => v6.is_unique_local() || v6.is_unicast_link_local(),
+    };
+    if here {
+        Some("a service on this machine")
+    } else if local {
+        Some("a machine on the local network")
+    } else {
+        None
+    }
+}
+
+/// Whether `host` is an IP address as written out in full, or a DNS name of ASCII letters, digits and `-` (a
+/// label each) whose last label is not a number: `127.1`, `2130706433` and `0x7f.1` are addresses a resolver
+/// takes for 127.0.0.1, and would be put to the user disguised.
 fn plain_host(host: &str) -> bool {
-    host.parse::<std::net::IpAddr>().is_ok()
-        || (host.len() <= 253
-            && host.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            }))
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    let last = host.rsplit('.').next().unwrap_or_default();
+    let numeric = last.bytes().all(|b| b.is_ascii_digit())
+        || last.get(..2).is_some_and(|p| p.eq_ignore_ascii_case("0x"));
+    host.len() <= 253
+        && !numeric
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }
 
 /// The directory that holds `path` (absolute).
@@ -159,7 +204,8 @@ pub struct RefusalBook(Arc<Mutex<Book>>);
 
 #[derive(Default)]
 struct Book {
-    calls: HashMap<String, (Subject, Vec<Refused>)>,
+    /// By call id: whose call, none when two subjects recorded under the one id (nothing is asked then).
+    calls: HashMap<String, (Option<Subject>, Vec<Refused>)>,
     order: VecDeque<String>,
 }
 
@@ -184,10 +230,17 @@ impl RefusalBook {
             }
             book.order.push_back(call_id.to_owned());
         }
-        let (_, kept) = book
+        let (whose, kept) = book
             .calls
             .entry(call_id.to_owned())
-            .or_insert_with(|| (subject, Vec::new()));
+            .or_insert_with(|| (Some(subject.clone()), Vec::new()));
+        // Two calls under one id (an id the caller chose, and a nested call's): neither is asked about, so that
+        // one's refusal is never put to the user as the other's.
+        if whose.as_ref() != Some(&subject) {
+            *whose = None;
+            kept.clear();
+            return;
+        }
         for r in refused {
             if kept.len() < MAX_REFUSALS_PER_CALL && !kept.contains(&r) {
                 kept.push(r);
@@ -195,13 +248,18 @@ impl RefusalBook {
         }
     }
 
-    /// Take what the call `call_id` was refused: whose call it was and the refusals (none when nothing was).
+    /// Take what the call `call_id` was refused: whose call it was and the refusals (none when nothing was, or
+    /// when calls of two subjects were recorded under the id).
     pub fn take(&self, call_id: &str) -> Option<(Subject, Vec<Refused>)> {
         let mut book = self.0.lock().unwrap_or_else(|p| p.into_inner());
         book.order.retain(|id| id != call_id);
-        book.calls.remove(call_id)
+        let (whose, refused) = book.calls.remove(call_id)?;
+        Some((whose?, refused))
     }
 }
+
+/// The built-ins that start programs, and so are asked about the hosts their programs were refused.
+pub const SHELLS: [&str; 2] = ["bash", "powershell"];
 
 /// Whose call was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -221,15 +279,16 @@ impl Subject {
         }
     }
 
-    /// Whether `tool` is this subject's own: a tool of the plugin, or a built-in (native or wasm). Only a call of
-    /// its own tool is asked about: what a tool it called was refused is that call's business.
+    /// Whether `tool` is this subject's own: a tool of the plugin, or a built-in shell (native or wasm:
+    /// [`SHELLS`]). Only a call of its own tool is asked about: what a tool it called was refused is that call's
+    /// business.
     pub fn owns(&self, tool: &crate::definition::ToolDefinition) -> bool {
         let builtin = tool.source == crate::definition::ToolSource::Builtin;
         match self {
             Subject::Plugin(plugin) => {
                 !builtin && tool.origin.as_ref().and_then(|o| o.plugin.as_deref()) == Some(plugin.as_str())
             }
-            Subject::Builtins => builtin,
+            Subject::Builtins => builtin && SHELLS.contains(&tool.name.as_str()),
         }
     }
 }
@@ -405,6 +464,19 @@ mod tests {
         assert_eq!(connect("*.example.com:443"), None);
         assert_eq!(connect("a\"b.com:443"), None);
         assert_eq!(connect("a..com:443"), None);
+        for disguised in [
+            "127.1:80",
+            "2130706433:80",
+            "0x7f.1:80",
+            "0x7f000001:80",
+            "10.0.0:80",
+        ] {
+            assert_eq!(connect(disguised), None, "{disguised}");
+        }
+        assert_eq!(
+            connect("x0.example:80"),
+            Some(Grant::Network("x0.example:80".into()))
+        );
     }
 
     #[test]
@@ -429,6 +501,40 @@ mod tests {
             "plugin `csv\\u{1b}[2K` wants to read `/data/x\\nplugin `good` wants nothing. Allow` (because: \
              because\\r\\n\\u{202e}yes). Allowing grants read access to the directory `/data/x\\nplugin`."
         );
+    }
+
+    #[test]
+    fn a_question_about_a_nearby_host_says_where_it_is() {
+        let tried = |address: &str| {
+            Refused::Connect {
+                address: address.into(),
+            }
+            .tried()
+        };
+        let here = "(a service on this machine)";
+        for address in [
+            "localhost:8080",
+            "127.0.0.1:22",
+            "[::1]:5432",
+            "0.0.0.0:80",
+            "localhost",
+            "[::ffff:127.0.0.1]:80",
+        ] {
+            assert!(tried(address).ends_with(here), "{address}: {}", tried(address));
+        }
+        for address in [
+            "192.168.1.1:80",
+            "10.1.2.3:443",
+            "169.254.169.254:80",
+            "[fd00::1]:80",
+        ] {
+            assert!(
+                tried(address).ends_with("(a machine on the local network)"),
+                "{address}"
+            );
+        }
+        assert_eq!(tried("pypi.org:443"), "connect to `pypi.org:443`");
+        assert_eq!(tried("1.1.1.1:53"), "connect to `1.1.1.1:53`");
     }
 
     #[test]
@@ -471,5 +577,15 @@ mod tests {
             (Some("p"), MAX_REFUSALS_PER_CALL)
         );
         assert!(book.take("c260").is_none());
+        // Two subjects under one id: nothing to ask about, whatever comes after.
+        let spawn = || {
+            vec![Refused::Spawn {
+                program: "git".into(),
+            }]
+        };
+        book.record("shared", Subject::Builtins, spawn());
+        book.record("shared", Subject::Plugin("p".into()), spawn());
+        book.record("shared", Subject::Builtins, spawn());
+        assert!(book.take("shared").is_none());
     }
 }

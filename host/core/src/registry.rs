@@ -395,13 +395,14 @@ impl Registry {
     }
 
     /// Put `tools` in the place of the extension tools of the same names (a plugin whose grants changed while
-    /// serving, [`crate::ask`]), then refresh; tools of other names are ignored. Returns the tools replaced.
+    /// serving, [`crate::ask`]), then refresh; tools of other names are ignored. Each keeps the exposure of the
+    /// tool it replaces (the embedder's `expose`). Returns the tools replaced.
     pub fn replace_extension_tools(&mut self, tools: Vec<ToolDefinition>) -> Vec<ToolDefinition> {
         let mut extensions = self.sources.extensions.clone();
         let mut replaced = Vec::new();
         for tool in tools {
             if let Some(slot) = extensions.iter_mut().find(|d| d.name == tool.name) {
-                replaced.push(std::mem::replace(slot, tool));
+                replaced.push(replace_keeping_exposure(slot, tool));
             }
         }
         if !replaced.is_empty() {
@@ -411,12 +412,13 @@ impl Registry {
     }
 
     /// Put `tools` in the place of the built-in tools of the same names (the built-ins' sandbox widened while
-    /// serving, [`crate::ask`]), then refresh; tools of other names are ignored. Returns the tools replaced.
+    /// serving, [`crate::ask`]), then refresh; tools of other names are ignored. Each keeps the exposure of the
+    /// tool it replaces. Returns the tools replaced.
     pub fn replace_builtin_tools(&mut self, tools: Vec<ToolDefinition>) -> Vec<ToolDefinition> {
         let mut replaced = Vec::new();
         for tool in tools {
             if let Some(slot) = self.sources.builtins.iter_mut().find(|d| d.name == tool.name) {
-                replaced.push(std::mem::replace(slot, tool));
+                replaced.push(replace_keeping_exposure(slot, tool));
             }
         }
         if !replaced.is_empty() {
@@ -457,6 +459,13 @@ impl Registry {
     pub fn start_run(&mut self) {
         self.pending.clear();
     }
+}
+
+/// Put `tool` in `slot` with the slot's exposure (what the embedder chose for the tool stays chosen); the tool
+/// that was there.
+fn replace_keeping_exposure(slot: &mut ToolDefinition, mut tool: ToolDefinition) -> ToolDefinition {
+    tool.exposure = slot.exposure;
+    std::mem::replace(slot, tool)
 }
 
 /// Logs a tool whose parameter schema cannot be enforced: registration is infallible, so the log is where the

@@ -21,6 +21,10 @@ use toolwright::toolset::Regrants;
 #[derive(Clone)]
 pub struct Kept {
     regrants: Arc<Mutex<Regrants>>,
+    /// The first toolset's, which the built-ins in the registry were made from: a reload never changes them (a
+    /// policy file rewritten while serving — by a command of `bash`, say — must not reach them through an
+    /// approval), so their hosts are added to that policy only.
+    builtins: Arc<Regrants>,
     grants: Arc<Mutex<BTreeMap<Subject, Vec<Grant>>>>,
 }
 
@@ -28,6 +32,7 @@ impl Kept {
     /// Grants asked from `regrants` (a loaded toolset's), none kept yet.
     pub fn new(regrants: Regrants) -> Self {
         Kept {
+            builtins: Arc::new(regrants.clone()),
             regrants: Arc::new(Mutex::new(regrants)),
             grants: Arc::default(),
         }
@@ -55,6 +60,15 @@ impl Kept {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// What `subject`'s grants are decided again from: the latest toolset's for a plugin, the first one's for the
+    /// built-ins.
+    fn regrants_for(&self, subject: &Subject) -> Regrants {
+        match subject {
+            Subject::Plugin(_) => self.regrants(),
+            Subject::Builtins => Regrants::clone(&self.builtins),
+        }
     }
 
     /// The grants kept for `subject`, with `extra`.
@@ -93,7 +107,7 @@ pub struct CliAsker {
 
 impl GrantAsker for CliAsker {
     fn question(&self, subject: &Subject, refused: &[Refused]) -> Option<Question> {
-        self.kept.regrants().question(subject, refused)
+        self.kept.regrants_for(subject).question(subject, refused)
     }
 
     fn once(&self, questions: &[Question]) -> Option<Vec<ToolDefinition>> {
@@ -110,9 +124,7 @@ impl GrantAsker for CliAsker {
     fn session(&self, question: &Question) -> Option<Vec<ToolDefinition>> {
         self.kept.keep(question);
         let grants = self.kept.with(&question.subject, []);
-        self.kept
-            .regrants()
-            .subject_tools_with(&question.subject, &grants)
+        (self.kept.regrants_for(&question.subject)).subject_tools_with(&question.subject, &grants)
     }
 
     fn always(&self, question: &Question) -> Result<Vec<ToolDefinition>, String> {
@@ -223,20 +235,19 @@ pub async fn ask_on_terminal(
     Some(session.run(&message, sink, cancel).await)
 }
 
-/// Ask `question` on the terminal: the question on stderr, one line of answer from stdin.
+/// Ask `question` on the terminal: the question on stderr, one line of answer from stdin. About the built-ins,
+/// only always or deny: their call is not run again, and `exec` runs one batch, so a grant for the session would
+/// allow nothing.
 fn prompt(question: &Question) -> toolwright::ask::Answer {
     use std::io::BufRead;
+    let builtins = question.subject == Subject::Builtins;
     let mut stderr = std::io::stderr().lock();
-    let once = if question.subject == Subject::Builtins {
-        ""
+    let choices = if builtins {
+        "[a]lways (written to your policy file), [d]eny"
     } else {
-        "[o]nce, "
+        "[o]nce, [s]ession, [a]lways (written to your policy file), [d]eny"
     };
-    let _ = write!(
-        stderr,
-        "{}\n  {once}[s]ession, [a]lways (written to your policy file), [d]eny? ",
-        question.text()
-    );
+    let _ = write!(stderr, "{}\n  {choices}? ", question.text());
     let _ = stderr.flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {
@@ -244,7 +255,7 @@ fn prompt(question: &Question) -> toolwright::ask::Answer {
     }
     let choice = match line.trim() {
         "o" | "once" => "once",
-        "s" | "session" => "session",
+        "s" | "session" if !builtins => "session",
         "a" | "always" => "always",
         "d" | "deny" | "n" | "no" => "deny",
         _ => "",
