@@ -85,8 +85,11 @@ pub(crate) fn native_builtins_granted(
         env.programs = granted.programs.clone();
         env.env = Arc::new(granted.vars.clone());
     }
+    #[cfg_attr(not(feature = "wasm"), allow(unused_mut))]
     let mut sandbox = builtin_sandbox(options, policy, granted, host);
-    // Asking for grants: the hosts the proxy refuses bash's programs are recorded to be asked about.
+    // Asking for grants (a server's, feature `wasm`): the hosts the proxy refuses bash's programs are recorded to
+    // be asked about.
+    #[cfg(feature = "wasm")]
     if policy.ask.grants() {
         sandbox.asks_network = true;
         env.refusals = Some(options.refusals.clone());
