@@ -807,7 +807,18 @@ fn call_2026_to(
 
 /// Likewise, with the probe's `arguments`.
 fn call_2026_with(client: &mut Client, id: i64, arguments: Value, retry: Option<(Value, Value)>) -> Value {
-    let mut params = json!({"name": "probe", "arguments": arguments,
+    call_2026_tool(client, id, "probe", arguments, retry)
+}
+
+/// Likewise, of the tool `name` with `arguments`.
+fn call_2026_tool(
+    client: &mut Client,
+    id: i64,
+    name: &str,
+    arguments: Value,
+    retry: Option<(Value, Value)>,
+) -> Value {
+    let mut params = json!({"name": name, "arguments": arguments,
     "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
@@ -1164,23 +1175,7 @@ fn a_2026_07_28_client_is_asked_about_bash_s_host_and_gets_the_call_s_result_wit
     let port = web_greeter();
     let mut client = setup.start_at("2026-07-28", true);
     let call = |client: &mut Client, id: i64, retry: Option<(Value, Value)>| {
-        let mut params = json!({"name": "bash", "arguments": bash_fetch(port),
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
-        }});
-        if let Some((state, responses)) = retry {
-            params["requestState"] = state;
-            params["inputResponses"] = responses;
-        }
-        client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
-        loop {
-            let message = client.next();
-            if message["id"] == json!(id) {
-                return message["result"].clone();
-            }
-        }
+        call_2026_tool(client, id, "bash", bash_fetch(port), retry)["result"].clone()
     };
     let first = call(&mut client, 1, None);
     assert_eq!(first["resultType"], "input_required", "{first}");
