@@ -1286,3 +1286,23 @@ fn an_approval_keeps_the_built_ins_exposure_and_the_policy_the_server_started_wi
         .collect();
     assert!(names.contains(&"bash") && !names.contains(&"write"), "{names:?}");
 }
+
+#[test]
+fn a_host_the_builtins_section_denies_is_never_asked_about() {
+    let port = web_greeter();
+    // The default grants written out, and the host denied.
+    let policy = format!(
+        "{ASK}[builtins]\nread = [\"/\"]\nwrite = [\".\"]\nspawn = [\"*\"]\nenv = [\"*\"]\n\
+         deny = {{ network = [\"localhost:{port}\"] }}\n"
+    );
+    let setup = Setup::new(Some(&policy));
+    let mut client = setup.start(true);
+    let (error, text) = client.call_tool(1, "bash", bash_fetch(port), &mut never_asked);
+    assert!(error && text.contains("403"), "{text}");
+    // Another host is asked about: the denial is the reason, not asking being off.
+    let other = web_greeter();
+    let (error, _) = client.call_tool(2, "bash", bash_fetch(other), &mut answering("deny"));
+    assert!(error);
+    assert_eq!(client.questions.len(), 1);
+    assert_eq!(client.questions[0]["message"], builtins_question(other));
+}
