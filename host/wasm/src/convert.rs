@@ -61,19 +61,52 @@ pub fn result_to_wit(r: &ToolResult) -> wit::ToolResult {
     }
 }
 
+/// Whether `data` is base64 as a whole decode would take it, decoded a slice at a time into a buffer of 12 KiB
+/// and thrown away: no allocation the size of the blob, and as fast (a 4 MiB blob: 3.3 ms either way; a
+/// `DecoderReader` took 4.1). Slices of a multiple of 4 characters decode alone exactly as within the whole, but
+/// for padding, which only the last quantum of the whole may have: a slice before the last that ends with it, and
+/// data of a length not a multiple of 4, are decoded whole (for the whole's error).
+fn check_base64(data: &str) -> Result<(), base64::DecodeError> {
+    use base64::{DecodeError, DecodeSliceError, Engine as _};
+    const SLICE: usize = 16 * 1024;
+    let engine = &base64::engine::general_purpose::STANDARD;
+    let bytes = data.as_bytes();
+    let slices = bytes.len().div_ceil(SLICE);
+    let padded_before_the_end = || {
+        bytes
+            .chunks(SLICE)
+            .take(slices.saturating_sub(1))
+            .any(|slice| slice.ends_with(b"="))
+    };
+    if !bytes.len().is_multiple_of(4) || padded_before_the_end() {
+        return engine.decode(bytes).map(drop);
+    }
+    let mut buffer = [0u8; SLICE / 4 * 3];
+    for (n, slice) in bytes.chunks(SLICE).enumerate() {
+        engine.decode_slice(slice, &mut buffer).map_err(|e| match e {
+            // An offset into the whole, not the slice.
+            DecodeSliceError::DecodeError(DecodeError::InvalidByte(at, byte)) => {
+                DecodeError::InvalidByte(n * SLICE + at, byte)
+            }
+            DecodeSliceError::DecodeError(DecodeError::InvalidLastSymbol(at, byte)) => {
+                DecodeError::InvalidLastSymbol(n * SLICE + at, byte)
+            }
+            DecodeSliceError::DecodeError(other) => other,
+            // A slice of 16 Ki characters is at most 12 KiB: the buffer's size.
+            DecodeSliceError::OutputSliceTooSmall => DecodeError::InvalidLength(bytes.len()),
+        })?;
+    }
+    Ok(())
+}
+
 /// A content block from a plugin. An image of any MIME type is taken as it is: the session's last hook
 /// normalises every image as pi does after its hooks (`toolwright_native::builtins::normalize_images`: converted to
 /// PNG when it can be decoded, kept when it cannot, refused with a note above the decoded-size limit); only data
 /// that is not base64 at all is refused here.
 /// Audio and a resource's bytes are checked the same way (base64, nothing more: the MIME type is the plugin's word).
 fn content_from_wit(c: wit::Content) -> Result<Content, String> {
-    use base64::Engine as _;
-    let base64 = |what: &str, data: &str| {
-        base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .map(drop)
-            .map_err(|e| format!("{what} is not valid base64: {e}"))
-    };
+    let base64 =
+        |what: &str, data: &str| check_base64(data).map_err(|e| format!("{what} is not valid base64: {e}"));
     match c {
         wit::Content::Text(text) => Ok(Content::Text { text }),
         wit::Content::Image(i) => {
@@ -373,6 +406,66 @@ mod tests {
             err.starts_with("an image's `data` is not valid base64: "),
             "{err}"
         );
+    }
+
+    #[test]
+    fn base64_is_checked_as_a_whole_decode_would() {
+        use base64::Engine as _;
+        let long = base64::engine::general_purpose::STANDARD.encode(vec![7u8; 100_000]);
+        let mut late = long.clone();
+        late.replace_range(90_000..90_001, "!");
+        // Padding at the end of the first slice: the end of that slice, not of the data.
+        let mut padded = long.clone();
+        padded.replace_range(16 * 1024 - 2..16 * 1024, "==");
+        let cases = [
+            "",
+            "QQ==",
+            "QQ",
+            "QQ=",
+            "QUI=",
+            "QUJD",
+            "QR==",
+            "Q===",
+            "====",
+            "QUJD\n",
+            " QUJD",
+            "QUJD=",
+            &long,
+            &late,
+            &padded,
+            &long[..long.len() - 1],
+        ];
+        for case in cases {
+            let whole = base64::engine::general_purpose::STANDARD.decode(case).map(drop);
+            let checked = check_base64(case);
+            let shown = &case[..case.len().min(12)];
+            assert_eq!(checked.is_ok(), whole.is_ok(), "{shown:?}");
+            if let (Err(checked), Err(whole)) = (&checked, &whole) {
+                assert_eq!(
+                    checked.to_string(),
+                    whole.to_string(),
+                    "the same error, at the same offset"
+                );
+            }
+            assert_eq!(image(case, "image/png").is_ok(), whole.is_ok(), "{shown:?}");
+        }
+        // Every mark near the slices' boundaries and at the end: the same verdict and error as a whole decode.
+        let boundaries = (16 * 1024 - 6..16 * 1024 + 6).chain(32 * 1024 - 6..32 * 1024 + 6);
+        for at in boundaries.chain(long.len() - 6..long.len()) {
+            for mark in ["=", "!", "-", "A"] {
+                let mut marked = long.clone();
+                marked.replace_range(at..at + 1, mark);
+                let whole = base64::engine::general_purpose::STANDARD
+                    .decode(&marked)
+                    .map(drop);
+                let checked = check_base64(&marked);
+                assert_eq!(
+                    checked.map_err(|e| e.to_string()),
+                    whole.map_err(|e| e.to_string()),
+                    "{mark} at {at}"
+                );
+            }
+        }
     }
 
     #[test]
