@@ -330,18 +330,24 @@ fn shown(blocks: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// A plugin directory with `raw` (toolwright:plugin@0.2.0) and `legacy` (built against the frozen 0.1.0).
+fn legacy_plugins() -> tempfile::TempDir {
+    let plugins = tempfile::tempdir().unwrap();
+    for (program, file) in [
+        (toolwright_tests::programs::RAW, "raw.wasm"),
+        (toolwright_tests::programs::LEGACY, "legacy.wasm"),
+    ] {
+        std::fs::copy(program, plugins.path().join(file)).unwrap();
+    }
+    plugins
+}
+
 #[test]
 fn audio_and_embedded_resources_reach_the_model_as_pi_shows_them_and_0_1_plugins_still_run() {
     // `raw` (toolwright:plugin@0.2.0) returns text, audio and two embedded resources; `legacy` was built against
     // the frozen 0.1.0 (a tool and a `tool_result` handler). The model sees pi's blocks; the result keeps its own
     // (`tool_execution_end`); a 0.1 plugin sees the model's view, and leaving a result alone keeps its blocks.
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
-    std::fs::copy(
-        toolwright_tests::programs::LEGACY,
-        plugins.path().join("legacy.wasm"),
-    )
-    .unwrap();
+    let plugins = legacy_plugins();
     let policy = plugins.path().join("policy.toml");
     std::fs::write(&policy, "[plugins.toolwright-test-legacy]\ntools = [\"raw\"]\n").unwrap();
     let mut args = plugin_args(plugins.path());
@@ -423,13 +429,7 @@ fn audio_and_embedded_resources_reach_the_model_as_pi_shows_them_and_0_1_plugins
 #[test]
 fn a_0_1_plugin_gets_no_more_through_the_old_interfaces_than_a_0_2_one() {
     // The 0.1.0 imports are served by the current ones: the same grants, the same refusals.
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(toolwright_tests::programs::RAW, plugins.path().join("raw.wasm")).unwrap();
-    std::fs::copy(
-        toolwright_tests::programs::LEGACY,
-        plugins.path().join("legacy.wasm"),
-    )
-    .unwrap();
+    let plugins = legacy_plugins();
     let args = plugin_args(plugins.path());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let calls = json!({"toolCalls": [
