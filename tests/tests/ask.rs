@@ -1208,6 +1208,17 @@ fn exec_ask_asks_about_bash_s_host_on_the_terminal_and_does_not_run_the_command_
     );
     assert!(!out.contains("The user allowed"), "{out}");
     assert_eq!(std::fs::read_to_string(setup.policy_file()).unwrap(), ASK);
+    // Nor is `o`: not offered, it is recorded as no answer, never as allowed once.
+    let (success, out, _) = exec_ask_call(&setup, "bash", &bash_fetch(port), true, "o\n");
+    assert!(success && !out.contains("The user allowed"), "{out}");
+    let asked = setup.questions_audited();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(
+        asked
+            .iter()
+            .all(|(reason, verdict)| reason.ends_with("Answer: not answered.") && verdict == "blocked"),
+        "{asked:?}"
+    );
     let (success, out, _) = exec_ask_call(&setup, "bash", &bash_fetch(port), true, "a\n");
     assert!(success, "{out}");
     assert!(
@@ -1305,4 +1316,29 @@ fn a_host_the_builtins_section_denies_is_never_asked_about() {
     assert!(error);
     assert_eq!(client.questions.len(), 1);
     assert_eq!(client.questions[0]["message"], builtins_question(other));
+}
+
+#[test]
+fn asking_turned_off_while_serving_stops_the_built_ins_questions_too() {
+    let setup = Setup::new(Some(ASK));
+    let port = web_greeter();
+    let mut client = setup.start_watching("2025-11-25", true, "100");
+    let (error, _) = client.call_tool(1, "bash", bash_fetch(port), &mut answering("deny"));
+    assert!(error);
+    assert_eq!(client.questions.len(), 1);
+    // The user turns asking off; a plugin arrives, so the reload is seen.
+    std::fs::write(setup.policy_file(), "[ask]\ngrants = false\n").unwrap();
+    let (_, bytes) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    std::fs::write(setup.plugins.path().join("wordcount.wasm"), bytes).unwrap();
+    loop {
+        let message = client.next();
+        if message["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    let (error, text) = client.call_tool(2, "bash", bash_fetch(port), &mut never_asked);
+    assert!(error && text.contains("403"), "{text}");
 }

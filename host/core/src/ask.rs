@@ -157,10 +157,12 @@ fn nearby(host: &str) -> Option<&'static str> {
         v4 => v4,
     };
     let here = ip.is_loopback() || ip.is_unspecified();
-    let local = match ip {
-        IpAddr::V4(v4) => v4.is_private() || v4.is_link_local(),
-        IpAddr::V6(v6) => v6.is_unique_local() || v6.is_unicast_link_local(),
-    };
+    let local = crate::policy::is_local_address(ip)
+        || match ip {
+            // 100.64.0.0/10: carrier-grade NAT, a VPN's (Tailscale's) machines.
+            IpAddr::V4(v4) => v4.is_private() || (v4.octets()[0] == 100 && v4.octets()[1] & 0xc0 == 64),
+            IpAddr::V6(v6) => v6.is_unique_local(),
+        };
     if here {
         Some("a service on this machine")
     } else if local {
@@ -527,6 +529,8 @@ mod tests {
             "10.1.2.3:443",
             "169.254.169.254:80",
             "[fd00::1]:80",
+            "100.100.1.2:80",
+            "[fe80::1]:80",
         ] {
             assert!(
                 tried(address).ends_with("(a machine on the local network)"),
@@ -535,6 +539,11 @@ mod tests {
         }
         assert_eq!(tried("pypi.org:443"), "connect to `pypi.org:443`");
         assert_eq!(tried("1.1.1.1:53"), "connect to `1.1.1.1:53`");
+        assert_eq!(
+            tried("100.128.0.1:53"),
+            "connect to `100.128.0.1:53`",
+            "outside 100.64.0.0/10"
+        );
     }
 
     #[test]

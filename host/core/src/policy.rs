@@ -49,7 +49,7 @@ use serde::Deserialize;
 
 use decide::within;
 pub use decide::{Decision, DirGrant, Effective, intersect, intersect_granted, resolve};
-pub use rules::{NetPattern, SpawnRule};
+pub use rules::{NetPattern, SpawnRule, is_local_address, names_this_machine};
 
 /// A policy file's contents.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]

@@ -30,9 +30,8 @@ pub const NAMES: [&str; 8] = [
 /// (`--allow +powershell`). pi's own default is `read, bash, edit, write`.
 pub const ACTIVE_BY_DEFAULT: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
 
-/// The built-ins that start programs: the shells, `bash` and `powershell`, run in the built-ins' sandbox and
-/// stream their output.
-pub const SHELLS: [&str; 2] = ["bash", "powershell"];
+/// The built-in shells (their work may stream and call tools; their programs' hosts may be asked about).
+pub use toolwright_core::ask::SHELLS;
 
 /// The built-in tools as SDK tools, in pi's order.
 pub fn tools() -> Vec<Arc<dyn Tool>> {

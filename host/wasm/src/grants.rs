@@ -166,16 +166,26 @@ async fn matches_any(rules: &[NetRule], addr: std::net::SocketAddr) -> bool {
     false
 }
 
-/// The addresses of `name` (none when it does not resolve; logged).
+/// The addresses of the granted name `name` (none when it does not resolve; logged), without those of this
+/// machine or link-local ones unless the name says it is local (`localhost`): a name that rebinds to 127.0.0.1
+/// must not reach the user's own services ([`toolwright_core::policy::is_local_address`]).
 fn resolve(name: &str, port: u16) -> Vec<std::net::IpAddr> {
     use std::net::ToSocketAddrs;
     (name, port)
         .to_socket_addrs()
-        .map(|addrs| addrs.map(|a| a.ip()).collect())
+        .map(|addrs| granted_addresses(name, addrs.map(|a| a.ip())))
         .unwrap_or_else(|e| {
             tracing::warn!("the granted host {name} does not resolve: {e}");
             Vec::new()
         })
+}
+
+/// Of the addresses `found` for the granted name `name`, those it reaches (see [`resolve`]).
+fn granted_addresses(name: &str, found: impl Iterator<Item = std::net::IpAddr>) -> Vec<std::net::IpAddr> {
+    let local_ok = toolwright_core::policy::names_this_machine(name);
+    found
+        .filter(|ip| local_ok || !toolwright_core::policy::is_local_address(*ip))
+        .collect()
 }
 
 /// Whether `addr`'s IP (or the IPv4 address inside an IPv4-mapped one) is among `ips`.
@@ -349,6 +359,30 @@ impl WasmGrants {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_granted_name_reaches_this_machine_only_when_it_says_so() {
+        let ips =
+            |list: &[&str]| -> Vec<std::net::IpAddr> { list.iter().map(|a| a.parse().unwrap()).collect() };
+        let found = ips(&[
+            "127.0.0.1",
+            "169.254.169.254",
+            "::1",
+            "::ffff:127.0.0.1",
+            "93.184.216.34",
+            "10.0.0.5",
+        ]);
+        assert_eq!(
+            granted_addresses("api.example.com", found.clone().into_iter()),
+            ips(&["93.184.216.34", "10.0.0.5"]),
+            "a name rebinding to this machine or the metadata service reaches neither"
+        );
+        assert_eq!(granted_addresses("localhost", found.clone().into_iter()), found);
+        assert_eq!(
+            granted_addresses("db.localhost.", found.clone().into_iter()),
+            found
+        );
+    }
 
     fn with_dirs(dirs: &[&str]) -> WasmGrants {
         let mut grants = WasmGrants::none(Path::new("/w"));

@@ -46,8 +46,10 @@ impl Kept {
             let Subject::Plugin(plugin) = subject else {
                 continue;
             };
-            for widened in regrants.tools_with(plugin, grants).unwrap_or_default() {
+            for mut widened in regrants.tools_with(plugin, grants).unwrap_or_default() {
                 if let Some(slot) = tools.iter_mut().find(|t| t.name == widened.name) {
+                    // The exposure the server gave it (`--expose`, applied to `tools` already) stays.
+                    widened.exposure = slot.exposure;
                     *slot = widened;
                 }
             }
@@ -107,7 +109,14 @@ pub struct CliAsker {
 
 impl GrantAsker for CliAsker {
     fn question(&self, subject: &Subject, refused: &[Refused]) -> Option<Question> {
-        self.kept.regrants_for(subject).question(subject, refused)
+        let question = self.kept.regrants_for(subject).question(subject, refused)?;
+        // The built-ins' tools are made from the first toolset, but whether to ask, and what the policy denies, is
+        // the latest one's: `[ask] grants = false` or a `[builtins] deny` written while serving holds.
+        if *subject == Subject::Builtins {
+            let latest = self.kept.regrants();
+            latest.question(subject, std::slice::from_ref(&question.refused))?;
+        }
+        Some(question)
     }
 
     fn once(&self, questions: &[Question]) -> Option<Vec<ToolDefinition>> {
@@ -168,8 +177,8 @@ const ASKED_ON_TERMINAL: &str = "the user, asked on the terminal";
 /// `toolwright exec --ask`: after the batch, for each call of `message` that ended refused something its plugin
 /// requested, ask on the terminal (the question on stderr, the answer from stdin) and, on approval, run the call
 /// again (its events follow; its last `tool_execution_end` is its result). Returns the batch run again, if any.
-/// A host refused the built-ins' programs is asked about likewise, but their call is not run again: the approval
-/// holds for the calls after it (a line on stderr says so).
+/// A host refused the built-ins' programs is asked about likewise, always or deny only, and their call is not run
+/// again: an approval is written to the policy file (a line on stderr says so).
 pub async fn ask_on_terminal(
     session: &toolwright::Session,
     message: &toolwright::AssistantMessage,
@@ -254,7 +263,7 @@ fn prompt(question: &Question) -> toolwright::ask::Answer {
         return toolwright::ask::Answer::Unanswered;
     }
     let choice = match line.trim() {
-        "o" | "once" => "once",
+        "o" | "once" if !builtins => "once",
         "s" | "session" if !builtins => "session",
         "a" | "always" => "always",
         "d" | "deny" | "n" | "no" => "deny",

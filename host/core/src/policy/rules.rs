@@ -109,6 +109,36 @@ impl std::fmt::Display for SpawnRule {
     }
 }
 
+/// Whether `ip` is this machine (a loopback or unspecified address, IPv4-mapped ones too) or link-local (a cloud's
+/// metadata service): what a granted *name* never reaches by resolving to it, unless it says so
+/// ([`names_this_machine`]): whoever owns a name chooses its answer, and one that rebinds to 127.0.0.1 would reach
+/// the user's own services through a grant of `crates.io:443`.
+pub fn is_local_address(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    ip.is_loopback()
+        || ip.is_unspecified()
+        || match ip {
+            IpAddr::V4(v4) => v4.is_link_local(),
+            IpAddr::V6(v6) => v6.is_unicast_link_local(),
+        }
+}
+
+/// Whether the host `host` (a name or an address, as written) says it is local: an address (its own word), or
+/// `localhost` (`*.localhost`, a trailing dot, any case).
+pub fn names_this_machine(host: &str) -> bool {
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim_end_matches('.');
+    host.parse::<std::net::IpAddr>().is_ok()
+        || host.eq_ignore_ascii_case("localhost")
+        || host.to_ascii_lowercase().ends_with(".localhost")
+}
+
 /// A network address pattern: `HOST:PORT`, HOST an IP address (IPv6 in brackets), a name or `*`, PORT a
 /// number or `*`.
 #[derive(Debug, Clone, PartialEq, Eq)]

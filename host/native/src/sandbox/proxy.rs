@@ -8,6 +8,11 @@
 //! ([`Hosts`]: deny wins, a name is compared as written, an address also after the name is resolved), recorded
 //! for the audit log (the call's [`CallSink`]), and refused with a `403` that says which grant would allow it.
 //! The command finds it through `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` (and their lower-case forms).
+//!
+//! A granted name reaches what it resolves to, but never this machine (a loopback or unspecified address) nor a
+//! link-local one (a cloud's metadata service) unless it says so (`localhost`, or the address itself): whoever
+//! owns a name chooses its answer, and a name that rebinds to 127.0.0.1 would reach the user's own services
+//! through a grant of `crates.io:443`. That refusal is not asked about (granting the name would not change it).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -153,7 +158,19 @@ struct Request {
 }
 
 /// Serve one connection; the target when it was refused.
-fn handle(mut client: TcpStream, hosts: &Hosts, sink: &CallSink) -> Option<String> {
+fn handle(client: TcpStream, hosts: &Hosts, sink: &CallSink) -> Option<String> {
+    serve(client, hosts, sink, |host, port| {
+        (host, port).to_socket_addrs().map(Iterator::collect)
+    })
+}
+
+/// [`handle`] with names resolved by `resolve`.
+fn serve(
+    mut client: TcpStream,
+    hosts: &Hosts,
+    sink: &CallSink,
+    resolve: impl Fn(&str, u16) -> io::Result<Vec<SocketAddr>>,
+) -> Option<String> {
     let _ = client.set_read_timeout(Some(HEAD_TIMEOUT));
     let read = read_head(&mut client)
         .map_err(|e| e.to_string())
@@ -187,8 +204,8 @@ fn handle(mut client: TcpStream, hosts: &Hosts, sink: &CallSink) -> Option<Strin
     if !hosts.allows(&request.host, request.port) {
         return refuse(&mut client);
     }
-    let addresses: Vec<SocketAddr> = match (request.host.as_str(), request.port).to_socket_addrs() {
-        Ok(found) => found.collect(),
+    let addresses: Vec<SocketAddr> = match resolve(&request.host, request.port) {
+        Ok(found) => found,
         Err(e) => {
             let _ = respond(
                 &mut client,
@@ -203,6 +220,24 @@ fn handle(mut client: TcpStream, hosts: &Hosts, sink: &CallSink) -> Option<Strin
     };
     if addresses.iter().any(|a| hosts.denies(a)) {
         return refuse(&mut client);
+    }
+    if let Some(local) = addresses.iter().find(|a| disguised_local(&request.host, a)) {
+        sink.connected_to(&request.target, false);
+        let _ = respond(
+            &mut client,
+            "403 Forbidden",
+            &format!(
+                "Toolwright's sandbox: {} resolves to {}, an address of this machine or a link-local one, which a \
+                 name never reaches through the proxy (a grant of `{}` would reach it by its address).\n",
+                request.target,
+                local.ip(),
+                NetPattern {
+                    host: local.ip().to_string(),
+                    port: Some(request.port),
+                }
+            ),
+        );
+        return None;
     }
     let Some(mut upstream) = addresses
         .iter()
@@ -229,6 +264,13 @@ fn handle(mut client: TcpStream, hosts: &Hosts, sink: &CallSink) -> Option<Strin
     }
     relay(client, upstream);
     None
+}
+
+/// Whether `host` (as the client wrote it) is a name that does not say it is local, resolved to `address` on this
+/// machine or a link-local one ([`toolwright_core::policy::is_local_address`]).
+fn disguised_local(host: &str, address: &SocketAddr) -> bool {
+    !toolwright_core::policy::names_this_machine(host)
+        && toolwright_core::policy::is_local_address(address.ip())
 }
 
 /// Read up to the end of the request head: (the head, what came after it).
@@ -372,6 +414,64 @@ mod tests {
         assert!(h.allows("127.0.0.1", 8080));
         assert!(!h.allows("127.0.0.1", 22));
         assert!(h.denies(&"127.0.0.1:22".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_granted_name_never_reaches_this_machine_unless_it_says_so() {
+        let address = |a: &str| a.parse::<SocketAddr>().unwrap();
+        for (host, at) in [
+            ("rebind.example", "127.0.0.1:80"),
+            ("rebind.example", "127.0.1.1:80"),
+            ("rebind.example", "0.0.0.0:80"),
+            ("rebind.example", "[::1]:80"),
+            ("rebind.example", "[::ffff:127.0.0.1]:80"),
+            ("metadata.example", "169.254.169.254:80"),
+            ("v6.example", "[fe80::1]:80"),
+        ] {
+            assert!(disguised_local(host, &address(at)), "{host} → {at}");
+        }
+        for (host, at) in [
+            ("localhost", "127.0.0.1:80"),
+            ("LocalHost.", "127.0.0.1:80"),
+            ("db.localhost", "127.0.0.1:80"),
+            ("127.0.0.1", "127.0.0.1:80"),
+            ("[::1]", "[::1]:80"),
+            ("169.254.169.254", "169.254.169.254:80"),
+            ("git.corp.example", "10.1.2.3:443"),
+            ("crates.io", "151.101.0.1:443"),
+        ] {
+            assert!(!disguised_local(host, &address(at)), "{host} → {at}");
+        }
+    }
+
+    #[test]
+    fn a_name_resolving_to_this_machine_is_refused_and_not_asked_about() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        write!(
+            client,
+            "CONNECT rebind.example:{port} HTTP/1.1\r\nHost: rebind.example\r\n\r\n"
+        )
+        .unwrap();
+        let granted = hosts(&["rebind.example:*"], &[]);
+        let resolved = move |_: &str, port: u16| Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))]);
+        let refused = serve(server, &granted, &CallSink::discard(), resolved);
+        assert_eq!(
+            refused, None,
+            "granting the name would not change it: nothing to ask"
+        );
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{answer}");
+        assert!(
+            answer.contains(&format!(
+                "rebind.example:{port} resolves to 127.0.0.1, an address of this machine or a link-local one, which \
+                 a name never reaches through the proxy (a grant of `127.0.0.1:{port}` would reach it by its address)."
+            )),
+            "{answer}"
+        );
     }
 
     #[test]
