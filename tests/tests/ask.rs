@@ -227,6 +227,22 @@ impl Client {
     }
 }
 
+/// Another plugin (wordcount) arrives in `setup`'s plugin directory: wait until `client` is told the tools changed
+/// (the server, watching, loaded the plugins and the policy again).
+fn plugin_arrives(setup: &Setup, client: &mut Client) {
+    let (_, bytes) = toolwright_tests::programs::EXAMPLES
+        .iter()
+        .find(|(name, _)| name.ends_with("wordcount"))
+        .unwrap();
+    std::fs::write(setup.plugins.path().join("wordcount.wasm"), bytes).unwrap();
+    loop {
+        let message = client.next();
+        if message["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+}
+
 /// Answer a question with `action` (and, on accept, `{"answer": choice}`).
 fn reply(question: &Value, action: &str, choice: Option<&str>) -> Value {
     let mut result = json!({ "action": action });
@@ -1017,17 +1033,7 @@ fn a_grant_allowed_for_the_session_outlives_a_reload_of_the_plugins() {
         (false, "2 entries".into())
     );
     // Another plugin arrives: the plugins are loaded again, the probe's grant with them.
-    let (_, bytes) = toolwright_tests::programs::EXAMPLES
-        .iter()
-        .find(|(name, _)| name.ends_with("wordcount"))
-        .unwrap();
-    std::fs::write(setup.plugins.path().join("wordcount.wasm"), bytes).unwrap();
-    loop {
-        let message = client.next();
-        if message["method"] == "notifications/tools/list_changed" {
-            break;
-        }
-    }
+    plugin_arrives(&setup, &mut client);
     assert_eq!(
         client.list(2, &data, &mut never_asked),
         (false, "2 entries".into())
@@ -1257,17 +1263,7 @@ fn an_approval_keeps_the_built_ins_exposure_and_the_policy_the_server_started_wi
         format!("{ASK}[builtins]\nsandbox = \"off\"\n"),
     )
     .unwrap();
-    let (_, bytes) = toolwright_tests::programs::EXAMPLES
-        .iter()
-        .find(|(name, _)| name.ends_with("wordcount"))
-        .unwrap();
-    std::fs::write(setup.plugins.path().join("wordcount.wasm"), bytes).unwrap();
-    loop {
-        let message = client.next();
-        if message["method"] == "notifications/tools/list_changed" {
-            break;
-        }
-    }
+    plugin_arrives(&setup, &mut client);
     let (error, text) = client.call_tool(1, "bash", bash_fetch(port), &mut answering("session"));
     assert!(error && text.contains("for this session"), "{text}");
     assert!(
@@ -1328,17 +1324,7 @@ fn asking_turned_off_while_serving_stops_the_built_ins_questions_too() {
     assert_eq!(client.questions.len(), 1);
     // The user turns asking off; a plugin arrives, so the reload is seen.
     std::fs::write(setup.policy_file(), "[ask]\ngrants = false\n").unwrap();
-    let (_, bytes) = toolwright_tests::programs::EXAMPLES
-        .iter()
-        .find(|(name, _)| name.ends_with("wordcount"))
-        .unwrap();
-    std::fs::write(setup.plugins.path().join("wordcount.wasm"), bytes).unwrap();
-    loop {
-        let message = client.next();
-        if message["method"] == "notifications/tools/list_changed" {
-            break;
-        }
-    }
+    plugin_arrives(&setup, &mut client);
     let (error, text) = client.call_tool(2, "bash", bash_fetch(port), &mut never_asked);
     assert!(error && text.contains("403"), "{text}");
 }
