@@ -840,3 +840,56 @@ fn remove(args: RemoveArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn granted(text: &str, address: &str) -> Result<String, String> {
+        let mut document: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+        grant_builtins_network(&mut document, address)?;
+        Ok(document.to_string())
+    }
+
+    #[test]
+    fn a_host_is_added_to_the_builtins_network_keeping_what_is_there() {
+        assert_eq!(
+            granted("", "pypi.org:443").unwrap(),
+            "[builtins]\nnetwork = [\"pypi.org:443\"]\n"
+        );
+        let kept = granted(
+            "# mine\n[ask]\ngrants = true\n\n[builtins]\nsandbox = \"read-only\"\nnetwork = [\"crates.io:443\"]\n",
+            "pypi.org:443",
+        )
+        .unwrap();
+        assert_eq!(
+            kept,
+            "# mine\n[ask]\ngrants = true\n\n[builtins]\nsandbox = \"read-only\"\nnetwork = [\"crates.io:443\", \
+             \"pypi.org:443\"]\n"
+        );
+        // Once only, and an inline table is edited in place.
+        assert_eq!(granted(&kept, "pypi.org:443").unwrap(), kept);
+        let inline = granted("builtins = { sandbox = \"read-only\" }\n", "pypi.org:443").unwrap();
+        let policy = toolwright::policy::Policy::parse(Path::new("p.toml"), &inline).unwrap();
+        let builtins = policy.builtins.unwrap();
+        assert_eq!(builtins.network, ["pypi.org:443"], "{inline}");
+        assert_eq!(
+            builtins.sandbox,
+            Some(toolwright::native::sandbox::SandboxMode::ReadOnly),
+            "{inline}"
+        );
+        assert!(inline.starts_with("builtins = {"), "{inline}");
+    }
+
+    #[test]
+    fn a_builtins_key_that_is_not_what_a_policy_has_there_is_an_error() {
+        assert_eq!(
+            granted("builtins = 3\n", "pypi.org:443").unwrap_err(),
+            "`builtins` in the policy file is not a table"
+        );
+        assert_eq!(
+            granted("[builtins]\nnetwork = \"pypi.org:443\"\n", "x.org:443").unwrap_err(),
+            "`[builtins] network` in the policy file is not an array"
+        );
+    }
+}
