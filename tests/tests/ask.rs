@@ -1164,15 +1164,19 @@ fn bash_is_asked_about_only_when_asking_is_on_and_never_for_a_plugin_s_nested_ca
         "{ASK}[plugins.toolwright-test-probe]\ntools = [\"bash\"]\nread = [\".\"]\n\
          spawn = [\"sh\", \"env\", \"python3\"]\n"
     );
-    let setup = Setup::new(Some(&policy));
-    let mut client = setup.start(true);
-    let nested = json!({"action": "call", "tool": "bash", "arguments": bash_fetch(port)});
-    let (_, text) = client.call(1, nested, &mut never_asked);
-    assert!(
-        text.starts_with("error: ") && text.contains("HTTP Error 403"),
-        "{text}"
-    );
-    assert!(client.questions.is_empty());
+    // The native bash and the wasm one alike.
+    for builtins in ["native", "wasm"] {
+        let mut setup = Setup::new(Some(&policy));
+        setup.extra = vec!["--builtins", builtins];
+        let mut client = setup.start(true);
+        let nested = json!({"action": "call", "tool": "bash", "arguments": bash_fetch(port)});
+        let (_, text) = client.call(1, nested, &mut never_asked);
+        assert!(
+            text.starts_with("error: ") && text.contains("HTTP Error 403"),
+            "{builtins}: {text}"
+        );
+        assert!(client.questions.is_empty());
+    }
 }
 
 #[test]
