@@ -291,9 +291,14 @@ fn requested_hosts(plugin: &Plugin, refused: &Refused) -> Vec<Grant> {
             // A lookup refused: the name itself.
             None => wanted.host.eq_ignore_ascii_case(address.trim_end_matches('.')),
             // A connection refused: a name the plugin requested that resolves to its address, on its port.
+            // (Never a name whose address is this machine's or link-local unless it says so: a grant of the name
+            // would not reach it, `crate::policy::is_local_address`, and asking would go round in circles.)
             Some(socket) => {
                 use std::net::ToSocketAddrs;
-                wanted.port.is_none_or(|p| p == socket.port())
+                let reachable = crate::policy::names_this_machine(&wanted.host)
+                    || !crate::policy::is_local_address(socket.ip());
+                reachable
+                    && wanted.port.is_none_or(|p| p == socket.port())
                     && (wanted.host.as_str(), socket.port())
                         .to_socket_addrs()
                         .is_ok_and(|mut found| found.any(|a| a.ip() == socket.ip()))
