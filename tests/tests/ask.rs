@@ -243,6 +243,16 @@ fn plugin_arrives(setup: &Setup, client: &mut Client) {
     }
 }
 
+/// The values of the choices a question (`elicitation/create` params) offers.
+fn choices(question: &Value) -> Vec<&str> {
+    question["requestedSchema"]["properties"]["answer"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["const"].as_str().unwrap())
+        .collect()
+}
+
 /// Answer a question with `action` (and, on accept, `{"answer": choice}`).
 fn reply(question: &Value, action: &str, choice: Option<&str>) -> Value {
     let mut result = json!({ "action": action });
@@ -284,13 +294,10 @@ fn a_refused_read_asks_once_and_allowed_for_the_session_later_calls_do_not_ask()
              access to the directory `{data}`."
         )
     );
-    let choices: Vec<&str> = client.questions[0]["requestedSchema"]["properties"]["answer"]["oneOf"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["const"].as_str().unwrap())
-        .collect();
-    assert_eq!(choices, ["once", "session", "always", "deny"]);
+    assert_eq!(
+        choices(&client.questions[0]),
+        ["once", "session", "always", "deny"]
+    );
     // Later calls, of the directory and below it, are not asked about.
     assert_eq!(
         client.list(2, &data, &mut never_asked),
@@ -1081,13 +1088,7 @@ fn asked_for_the_session(setup: Setup) {
     );
     assert_eq!(client.questions.len(), 1);
     assert_eq!(client.questions[0]["message"], builtins_question(port));
-    let choices: Vec<&str> = client.questions[0]["requestedSchema"]["properties"]["answer"]["oneOf"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["const"].as_str().unwrap())
-        .collect();
-    assert_eq!(choices, ["session", "always", "deny"]);
+    assert_eq!(choices(&client.questions[0]), ["session", "always", "deny"]);
     // Allowed for the session: the refused call's result stands, with a line saying so; not run again.
     let (error, text) = client.call_tool(2, "bash", bash_fetch(port), &mut answering("session"));
     assert!(error && text.contains("403"), "{text}");

@@ -7,6 +7,18 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
+/// [`exec`] that must succeed: its events (the workspace is gone).
+fn exec_ok(calls: &Value, extra: &[&str]) -> Vec<Value> {
+    let (out, _ws) = exec(calls, extra);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines(&out)
+}
+
 fn exec(calls: &Value, extra: &[&str]) -> (std::process::Output, tempfile::TempDir) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
@@ -152,14 +164,7 @@ fn the_last_line_is_the_batchs_terminate_decision() {
             .enumerate()
             .map(|(i, a)| json!({"id": format!("t{i}"), "name": "raw", "arguments": a}))
             .collect();
-        let (out, _ws) = exec(&json!({ "toolCalls": calls }), &args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let events = lines(&out);
+        let events = exec_ok(&json!({ "toolCalls": calls }), &args);
         assert_eq!(end_text(&events, "t1"), "raw ok");
         let last = events.last().unwrap();
         assert_eq!(
@@ -211,14 +216,7 @@ fn guard_and_redactor_handlers_work_in_exec_on_native_and_wasm_builtins() {
             "--builtins",
             builtins,
         ];
-        let (out, _ws) = exec(&calls, &args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let events = lines(&out);
+        let events = exec_ok(&calls, &args);
         assert_eq!(
             end_text(&events, "g1"),
             "guard: recursive deletes are not allowed",
@@ -437,14 +435,7 @@ fn a_0_1_plugin_gets_no_more_through_the_old_interfaces_than_a_0_2_one() {
         {"id": "r", "name": "legacy", "arguments": "read"},
         {"id": "n", "name": "legacy", "arguments": "nested"},
     ]});
-    let (out, _ws) = exec(&calls, &args);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let events = lines(&out);
+    let events = exec_ok(&calls, &args);
     let spawned = shown(&message_content(&events, "s")).remove(0);
     assert!(
         spawned.starts_with(
